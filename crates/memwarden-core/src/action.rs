@@ -1,0 +1,195 @@
+//! Action requests and decisions.
+
+use crate::authority::grant::{GrantRequest, SignedGrant};
+use crate::ids::ItemId;
+use crate::normalize::ValueKind;
+use serde::{Deserialize, Serialize};
+
+/// Most safety-relevant values one action may carry.
+pub const ACTION_VALUES_MAX: usize = 16;
+/// Most context items one action may cite.
+pub const ACTION_CONTEXT_MAX: usize = 256;
+/// Most grants one action may present.
+pub const ACTION_GRANTS_MAX: usize = 8;
+
+/// What kind of thing the agent wants to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    /// Show an answer (not consequential).
+    Answer,
+    /// Inform someone (a message, a disclosure).
+    Inform,
+    /// A consequential tool call: pay, wire, purchase, setting change, data send.
+    Act,
+}
+
+/// Risk of the action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum Risk {
+    Low,
+    Medium,
+    High,
+}
+
+/// A safety-relevant value of an action (payee, account, amount, setting, destination ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionValue {
+    /// The value's key (`payee_account`, `destination`, ...); attestations are for a key.
+    pub key: String,
+    /// The raw value as the agent proposes it.
+    pub value: String,
+    /// How to compare it.
+    pub kind: ValueKind,
+    /// Items the agent declares the value came from (value-level provenance).
+    #[serde(default)]
+    pub sources: Vec<ItemId>,
+}
+
+/// An action the agent proposes before it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionRequest {
+    /// The tool to call (`pay`, `wire`, `purchase`, `setting_change`, `data_send`, ...).
+    pub tool: String,
+    /// Answer / inform / act.
+    pub kind: ActionKind,
+    /// Risk class.
+    pub risk: Risk,
+    /// Safety-relevant values.
+    pub values: Vec<ActionValue>,
+    /// The amount, when the action moves money (bound by grants).
+    #[serde(default)]
+    pub amount: Option<String>,
+    /// Memory ids that were in the agent's context.
+    #[serde(default)]
+    pub context: Vec<ItemId>,
+    /// User grants presented for this action.
+    #[serde(default)]
+    pub grants: Vec<SignedGrant>,
+}
+
+impl ActionRequest {
+    /// Whether the action is consequential (the authority rule applies).
+    pub fn is_consequential(&self) -> bool {
+        self.kind == ActionKind::Act
+    }
+}
+
+/// The five outcomes, ordered from least to most restrictive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Go ahead.
+    Allow,
+    /// Go ahead with the flagged content removed.
+    Redact,
+    /// Re-check the evidence before acting.
+    Reverify,
+    /// A human must confirm (with a grant binding what is named).
+    AskUser,
+    /// Refused.
+    Block,
+}
+
+impl Decision {
+    /// Snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Redact => "redact",
+            Self::Reverify => "reverify",
+            Self::AskUser => "ask_user",
+            Self::Block => "block",
+        }
+    }
+    /// Compose two outcomes: the more restrictive wins.
+    #[must_use]
+    pub fn most_restrictive(self, other: Decision) -> Decision {
+        self.max(other)
+    }
+}
+
+/// Which rule produced a verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "rule")]
+pub enum Rule {
+    /// Not a consequential action: shown with provenance.
+    NotConsequential,
+    /// No untrusted item pushes any value (Algorithm 1 step 3).
+    NoUntrustedPush,
+    /// Every pushed value is corroborated or granted (steps 4-5).
+    Elevated,
+    /// A pushed value lacks corroboration and grant (step 6).
+    Uncorroborated,
+    /// A presented grant was refused.
+    GrantRefused {
+        /// Why.
+        reason: String,
+    },
+    /// The request itself is unusable (bad value, unknown context id, limits).
+    InvalidRequest {
+        /// Why.
+        reason: String,
+    },
+    /// An error occurred while deciding: deny.
+    DecisionError {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// How a pushed value was accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "by")]
+pub enum Acceptance {
+    /// At least k independent trusted attestations.
+    Corroborated {
+        /// The counted attesters (one per independent domain).
+        attesters: Vec<String>,
+        /// Whether this decision created the elevation (false: it already existed).
+        new: bool,
+    },
+    /// A user grant, consumed by this decision.
+    Granted {
+        /// The grant's nonce (hex).
+        nonce: String,
+    },
+}
+
+/// One untrusted-pushed value and what happened to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PushedValue {
+    /// The key.
+    pub key: String,
+    /// The canonical value.
+    pub value: String,
+    /// The untrusted items that push it.
+    pub pushed_by: Vec<ItemId>,
+    /// How it was accepted, if it was.
+    pub accepted: Option<Acceptance>,
+}
+
+/// A layer's verdict on an action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The outcome.
+    pub decision: Decision,
+    /// Which layer decided (`authority`, `lineage`, `lifecycle`).
+    pub layer: String,
+    /// Which rule fired.
+    pub rule: Rule,
+    /// Human-readable cause, one line.
+    pub cause: String,
+    /// Supporting item ids.
+    pub supporting: Vec<ItemId>,
+    /// Affected (untrusted) ancestors.
+    pub affected: Vec<ItemId>,
+    /// Per pushed value.
+    pub pushed: Vec<PushedValue>,
+    /// For `AskUser`: what each grant must bind.
+    pub ask: Vec<GrantRequest>,
+    /// A threshold used, if any.
+    pub threshold: Option<f64>,
+}

@@ -1,0 +1,178 @@
+//! One-time user grants (authority M3, second path).
+//!
+//! A grant is signed (Ed25519) by a user principal's key and binds exactly one
+//! `(tenant, tool, key, value, amount, nonce, expiry)` tuple. A dispatched action must match the
+//! tuple exactly; the nonce is consumed by the decision that uses it and never accepted again.
+
+use crate::ids::{PrincipalId, TenantId};
+use crate::normalize::{NormValue, ValueKind};
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+/// Longest accepted lifetime of a grant: one day.
+pub const GRANT_TTL_MS_MAX: u64 = 24 * 60 * 60 * 1000;
+
+/// The tuple a user authorizes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// Tenant.
+    pub tenant: TenantId,
+    /// The signing user.
+    pub user: PrincipalId,
+    /// The tool the action calls.
+    pub tool: String,
+    /// The value's key.
+    pub key: String,
+    /// The normalised value.
+    pub value: NormValue,
+    /// The canonical amount, if the action moves money.
+    pub amount: Option<String>,
+    /// One-time nonce.
+    #[serde(with = "crate::serde_hex::b16")]
+    pub nonce: [u8; 16],
+    /// Issue time (ms).
+    pub issued_ms: u64,
+    /// Expiry (ms); the grant is refused after it.
+    pub expires_ms: u64,
+}
+
+impl Grant {
+    /// The bytes a user signs: a domain-separation tag and the canonical JSON of the tuple.
+    pub fn signing_bytes(&self) -> Vec<u8> {
+        let mut out = b"memwarden-grant-v1\n".to_vec();
+        // Serializing a struct of strings and integers cannot fail.
+        out.extend(serde_json::to_vec(self).unwrap_or_default());
+        out
+    }
+    /// Sign with the user's key.
+    pub fn sign(self, key: &SigningKey) -> SignedGrant {
+        let signature = key.sign(&self.signing_bytes()).to_bytes();
+        SignedGrant { grant: self, signature }
+    }
+    /// Nonce as hex.
+    pub fn nonce_hex(&self) -> String {
+        hex::encode(self.nonce)
+    }
+}
+
+/// A grant with the user's signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedGrant {
+    /// The tuple.
+    pub grant: Grant,
+    /// Ed25519 signature over [`Grant::signing_bytes`].
+    #[serde(with = "crate::serde_hex::b64")]
+    pub signature: [u8; 64],
+}
+
+impl SignedGrant {
+    /// Verify the signature against a user's public key.
+    pub fn verify_signature(&self, public_key: &[u8; 32]) -> bool {
+        let Ok(vk) = VerifyingKey::from_bytes(public_key) else {
+            return false;
+        };
+        vk.verify(&self.grant.signing_bytes(), &Signature::from_bytes(&self.signature)).is_ok()
+    }
+}
+
+/// What an `AskUser` verdict names: the tuple a grant must bind for this action to go through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantRequest {
+    /// Tool.
+    pub tool: String,
+    /// Key.
+    pub key: String,
+    /// Value kind.
+    pub kind: ValueKind,
+    /// Canonical value.
+    pub value: String,
+    /// Canonical amount.
+    pub amount: Option<String>,
+}
+
+/// Why a grant was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantRefusal {
+    /// Issued for another tenant.
+    #[error("grant {nonce} belongs to another tenant")]
+    ForeignTenant {
+        /// Nonce.
+        nonce: String,
+    },
+    /// The named user does not exist, is not a user, or has no key.
+    #[error("grant {nonce} names {user}, who is not a user with a registered key in this tenant")]
+    UnknownUser {
+        /// Nonce.
+        nonce: String,
+        /// The named user.
+        user: String,
+    },
+    /// The signature does not verify under the named user's key.
+    #[error("grant {nonce} is not signed by {user}'s key")]
+    BadSignature {
+        /// Nonce.
+        nonce: String,
+        /// The named user.
+        user: String,
+    },
+    /// Past its expiry.
+    #[error("grant {nonce} expired at {expires_ms} ms (now {now_ms} ms)")]
+    Expired {
+        /// Nonce.
+        nonce: String,
+        /// Expiry.
+        expires_ms: u64,
+        /// Now.
+        now_ms: u64,
+    },
+    /// Issued with a lifetime above the limit or an expiry before its issue time.
+    #[error("grant {nonce} has an invalid lifetime")]
+    BadLifetime {
+        /// Nonce.
+        nonce: String,
+    },
+    /// Already consumed.
+    #[error("grant {nonce} was already used")]
+    Reused {
+        /// Nonce.
+        nonce: String,
+    },
+    /// For a different tool.
+    #[error("grant {nonce} is for tool {granted:?}, the action calls {requested:?}")]
+    ToolMismatch {
+        /// Nonce.
+        nonce: String,
+        /// Granted tool.
+        granted: String,
+        /// Requested tool.
+        requested: String,
+    },
+    /// For a different value.
+    #[error("grant {nonce} binds {key}={granted:?}, the action has {requested:?}")]
+    ValueMismatch {
+        /// Nonce.
+        nonce: String,
+        /// Key.
+        key: String,
+        /// Granted value.
+        granted: String,
+        /// Requested value.
+        requested: String,
+    },
+    /// For a different amount.
+    #[error("grant {nonce} binds amount {granted:?}, the action has {requested:?}")]
+    AmountMismatch {
+        /// Nonce.
+        nonce: String,
+        /// Granted amount.
+        granted: Option<String>,
+        /// Requested amount.
+        requested: Option<String>,
+    },
+    /// Presented twice in one action.
+    #[error("grant {nonce} is presented twice")]
+    Duplicate {
+        /// Nonce.
+        nonce: String,
+    },
+}

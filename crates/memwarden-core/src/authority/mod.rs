@@ -1,0 +1,746 @@
+//! The authority layer (TMA-NM M1–M4 and Algorithm 1).
+//!
+//! * **M1 write-time binding** — [`Authority::admit_write`] binds an item's origin and label from
+//!   the authenticated [`Principal`] and its declared inputs; nothing in the request body can
+//!   change them.
+//! * **M2 non-malleable propagation** — a derived item's label is the meet of everything it was
+//!   derived from; a tool's output is the meet over its arguments and inputs and is trusted only if
+//!   the tool is allow-listed and every bound input is trusted ([`Authority::admit_tool_output`]).
+//! * **M3 corroborated elevation and user grants** — [`Authority::decide`] accepts an
+//!   untrusted-pushed value only with `k` independent trusted attestations (domain-aware by
+//!   default) or a matching, unused, unexpired, correctly signed grant.
+//! * **M4** — every admission and decision is handed to the store as a proof value
+//!   ([`AdmittedWrite`], [`AdmittedAttestation`], [`DecisionOutcome`]) that only this module can
+//!   construct, and the store appends it to the verdict log in the same transaction.
+//!
+//! Any error while deciding yields `Block` (deny), never `Allow`.
+
+pub mod grant;
+
+use crate::action::{Acceptance, ActionRequest, Decision, PushedValue, Rule, Verdict, ACTION_CONTEXT_MAX, ACTION_GRANTS_MAX, ACTION_VALUES_MAX};
+use crate::ids::{ItemId, Namespace, PrincipalId, TenantId};
+use crate::item::{
+    EdgeKind, GuardState, MemoryItem, ParentRef, Readers, Route, Scope, Status, Visibility, WriteRequest, CONTENT_BYTES_MAX,
+    METADATA_ENTRIES_MAX, METADATA_FIELD_BYTES_MAX, PARENTS_MAX, READERS_MAX, TAG_BYTES_MAX,
+};
+use crate::label::{Integrity, Label, Origin};
+use crate::normalize::{NormError, NormValue, ValueKind};
+use crate::principal::{Principal, PrincipalKind};
+use grant::{GrantRefusal, GrantRequest, SignedGrant, GRANT_TTL_MS_MAX};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// How independent corroborators are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Independence {
+    /// Distinct domains (a principal without a domain is its own domain). The default.
+    DomainAware,
+    /// Distinct principals only (fooled by two compromises in one domain; kept for the study).
+    Naive,
+}
+
+/// Authority-layer configuration. Switches other than `k` exist for ablations only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthorityConfig {
+    /// Independent trusted attestations needed to elevate a value (default 2).
+    pub k: usize,
+    /// Counting rule.
+    pub independence: Independence,
+    /// Ablation switch: when false, every write is labelled trusted (as if labels came from content).
+    pub origin_binding: bool,
+    /// Ablation switch: when false, attestations never elevate (grants still do).
+    pub elevation: bool,
+}
+
+impl Default for AuthorityConfig {
+    fn default() -> Self {
+        Self { k: 2, independence: Independence::DomainAware, origin_binding: true, elevation: true }
+    }
+}
+
+/// Why a write was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// Empty (or whitespace-only) text.
+    #[error("memory text is empty")]
+    EmptyContent,
+    /// Text above the limit.
+    #[error("memory text is {bytes} bytes; the limit is {CONTENT_BYTES_MAX}")]
+    ContentTooLarge {
+        /// Size.
+        bytes: usize,
+    },
+    /// Too many parents.
+    #[error("{count} parents; the limit is {PARENTS_MAX}")]
+    TooManyParents {
+        /// Count.
+        count: usize,
+    },
+    /// Too many readers.
+    #[error("{count} readers; the limit is {READERS_MAX}")]
+    TooManyReaders {
+        /// Count.
+        count: usize,
+    },
+    /// Metadata above the limits.
+    #[error("metadata exceeds {METADATA_ENTRIES_MAX} entries or {METADATA_FIELD_BYTES_MAX} bytes per field")]
+    MetadataTooLarge,
+    /// Session or task tag above the limit.
+    #[error("session or task tag longer than {TAG_BYTES_MAX} bytes")]
+    TagTooLong,
+    /// A declared parent is missing, in another tenant, or not readable by the writer.
+    #[error("parent {0} does not exist or is not readable by the writer")]
+    ParentNotReadable(ItemId),
+    /// The engine passed parents that do not match the request (a bug; refuse).
+    #[error("internal error: resolved parents do not match the request")]
+    ParentMismatch,
+    /// The principal belongs to another tenant than the one written to.
+    #[error("principal {0} may not write to tenant {1}")]
+    WrongTenant(PrincipalId, TenantId),
+    /// A tool argument's value could not be normalised.
+    #[error("tool argument {key}: {error}")]
+    BadArgument {
+        /// Key.
+        key: String,
+        /// Error.
+        error: NormError,
+    },
+    /// A tool call names a principal that is not a tool.
+    #[error("{0} is not a tool")]
+    NotATool(PrincipalId),
+}
+
+/// A write the authority gate admitted. Only this module constructs it; the store requires it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmittedWrite {
+    item: MemoryItem,
+}
+
+impl AdmittedWrite {
+    /// The item to persist.
+    pub fn item(&self) -> &MemoryItem {
+        &self.item
+    }
+    /// Apply a lifecycle decision made after admission: the status may only get stricter and the
+    /// guard state is replaced (the lifecycle layer owns it). The label cannot change.
+    pub fn restrict(&mut self, status: Status, guard: GuardState) {
+        if self.item.status == Status::Active {
+            self.item.status = status;
+        }
+        self.item.guard = guard;
+    }
+}
+
+/// A tool argument as the caller passes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolArg {
+    /// Name.
+    pub key: String,
+    /// Raw value.
+    pub value: String,
+    /// Comparison kind.
+    pub kind: ValueKind,
+    /// Items the caller says the value came from.
+    #[serde(default)]
+    pub sources: Vec<ItemId>,
+}
+
+/// A value attested by a principal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attestation {
+    /// Tenant.
+    pub tenant: TenantId,
+    /// Attesting principal.
+    pub attester: PrincipalId,
+    /// Its independence key (domain, or the principal when it has none).
+    pub independence: String,
+    /// Key.
+    pub key: String,
+    /// Normalised value.
+    pub value: NormValue,
+    /// The attestation's own label: the attester's integrity met with its declared sources'.
+    pub label: Integrity,
+    /// Items the attestation was derived from.
+    pub sources: Vec<ItemId>,
+    /// When.
+    pub created_ms: u64,
+}
+
+/// An attestation admitted by the gate (possibly below trusted: then it is kept for audit and
+/// counts for nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmittedAttestation {
+    attestation: Attestation,
+}
+
+impl AdmittedAttestation {
+    /// The record to persist.
+    pub fn attestation(&self) -> &Attestation {
+        &self.attestation
+    }
+}
+
+/// A monotone elevation of (key, value): `k` independent trusted principals attested it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Elevation {
+    /// Tenant.
+    pub tenant: TenantId,
+    /// Key.
+    pub key: String,
+    /// Normalised value.
+    pub value: NormValue,
+    /// Counted attesters (independence keys).
+    pub attesters: Vec<String>,
+    /// When.
+    pub created_ms: u64,
+}
+
+/// A grant consumed by a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantUse {
+    /// The grant.
+    pub grant: SignedGrant,
+    /// When.
+    pub used_ms: u64,
+}
+
+/// What the store needs to know about the world to decide.
+pub struct DecisionContext<'a> {
+    /// The deciding tenant.
+    pub tenant: &'a TenantId,
+    /// Now (ms).
+    pub now_ms: u64,
+    /// The action's context items and declared value sources, resolved by the engine.
+    pub items: &'a [&'a MemoryItem],
+    /// Attestations for the action's keys.
+    pub attestations: &'a [Attestation],
+    /// Existing elevations for the action's keys.
+    pub elevations: &'a [Elevation],
+    /// Principal lookup (for grant signatures).
+    pub principal: &'a dyn Fn(&PrincipalId) -> Option<Principal>,
+    /// Whether a grant nonce was already consumed.
+    pub grant_used: &'a dyn Fn(&[u8; 16]) -> bool,
+}
+
+/// The authority verdict plus the state changes it implies. Only [`Authority::decide`] constructs
+/// it; the store commits the changes and the log entry atomically, and refuses (fails the whole
+/// commit) if a grant it consumes was consumed concurrently.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionOutcome {
+    verdict: Verdict,
+    new_elevations: Vec<Elevation>,
+    grant_uses: Vec<GrantUse>,
+}
+
+impl DecisionOutcome {
+    /// The verdict.
+    pub fn verdict(&self) -> &Verdict {
+        &self.verdict
+    }
+    /// Elevations to record.
+    pub fn new_elevations(&self) -> &[Elevation] {
+        &self.new_elevations
+    }
+    /// Grants to consume.
+    pub fn grant_uses(&self) -> &[GrantUse] {
+        &self.grant_uses
+    }
+    /// Compose with another layer's verdict: the more restrictive decision wins, and if the other
+    /// layer is more restrictive no grant is consumed and no elevation is recorded for this action.
+    pub fn compose(&mut self, other: Verdict) {
+        if other.decision > self.verdict.decision {
+            self.verdict = other;
+            self.grant_uses.clear();
+            self.new_elevations.clear();
+        }
+    }
+    /// Turn the outcome into a denial (e.g. when a grant was consumed concurrently).
+    pub fn deny(&mut self, rule: Rule, cause: String) {
+        self.verdict.decision = Decision::Block;
+        self.verdict.rule = rule;
+        self.verdict.cause = cause;
+        self.grant_uses.clear();
+        self.new_elevations.clear();
+    }
+}
+
+/// The authority gate.
+#[derive(Debug, Clone, Default)]
+pub struct Authority {
+    config: AuthorityConfig,
+}
+
+fn check_write_limits(req: &WriteRequest) -> Result<(), WriteError> {
+    if req.content.trim().is_empty() {
+        return Err(WriteError::EmptyContent);
+    }
+    if req.content.len() > CONTENT_BYTES_MAX {
+        return Err(WriteError::ContentTooLarge { bytes: req.content.len() });
+    }
+    if req.parents.len() > PARENTS_MAX {
+        return Err(WriteError::TooManyParents { count: req.parents.len() });
+    }
+    if let Some(r) = &req.readers
+        && r.len() > READERS_MAX {
+            return Err(WriteError::TooManyReaders { count: r.len() });
+        }
+    if req.metadata.len() > METADATA_ENTRIES_MAX
+        || req.metadata.iter().any(|(k, v)| k.len() > METADATA_FIELD_BYTES_MAX || v.len() > METADATA_FIELD_BYTES_MAX)
+    {
+        return Err(WriteError::MetadataTooLarge);
+    }
+    if [&req.session, &req.task].iter().any(|t| t.as_ref().is_some_and(|t| t.len() > TAG_BYTES_MAX)) {
+        return Err(WriteError::TagTooLong);
+    }
+    Ok(())
+}
+
+impl Authority {
+    /// A gate with this configuration.
+    pub fn new(config: AuthorityConfig) -> Self {
+        Self { config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AuthorityConfig {
+        &self.config
+    }
+
+    fn bind(&self, origin: Origin) -> Label {
+        if self.config.origin_binding {
+            Label::bind(origin)
+        } else {
+            // Ablation: labels as if they came from content, which the attacker controls.
+            Label::bind(Origin::User)
+        }
+    }
+
+    /// M1 + M2: admit a write by `principal`. `parents` are the resolved items of
+    /// `req.parents`, in the same order (the engine resolves them, the gate checks them).
+    pub fn admit_write(
+        &self,
+        principal: &Principal,
+        tenant: &TenantId,
+        req: WriteRequest,
+        parents: &[&MemoryItem],
+        id: ItemId,
+        now_ms: u64,
+    ) -> Result<AdmittedWrite, WriteError> {
+        self.admit(principal, principal.origin(), self.bind(principal.origin()), tenant, req, parents, id, now_ms)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn admit(
+        &self,
+        writer: &Principal,
+        origin: Origin,
+        base: Label,
+        tenant: &TenantId,
+        mut req: WriteRequest,
+        parents: &[&MemoryItem],
+        id: ItemId,
+        now_ms: u64,
+    ) -> Result<AdmittedWrite, WriteError> {
+        if writer.tenant != *tenant {
+            return Err(WriteError::WrongTenant(writer.id.clone(), tenant.clone()));
+        }
+        check_write_limits(&req)?;
+        if parents.len() != req.parents.len() {
+            return Err(WriteError::ParentMismatch);
+        }
+        let mut label = base;
+        let mut readers = Readers::All;
+        for (p, r) in parents.iter().zip(&req.parents) {
+            if p.id != r.id {
+                return Err(WriteError::ParentMismatch);
+            }
+            if p.tenant != *tenant || !p.readable_by(&writer.id) {
+                return Err(WriteError::ParentNotReadable(p.id));
+            }
+            label = label.meet(p.label);
+            readers = readers.intersect(&p.scope.readers);
+        }
+        if let Some(asked) = req.readers.take() {
+            let mut asked = asked;
+            asked.insert(writer.id.clone());
+            readers = readers.intersect(&Readers::Only(asked));
+        }
+        if let Readers::Only(s) = &mut readers
+            && s.is_empty() {
+                s.insert(writer.id.clone());
+            }
+        let visibility = if readers == Readers::All { Visibility::Shared } else { Visibility::Private };
+        // Invariant: a label never rises through derivation.
+        debug_assert!(parents.iter().all(|p| label <= p.label));
+        debug_assert!(label <= base);
+        let mut dedup = BTreeSet::new();
+        req.parents.retain(|p| dedup.insert(*p));
+        let item = MemoryItem {
+            id,
+            tenant: tenant.clone(),
+            namespace: req.namespace,
+            content: req.content,
+            origin,
+            writer: writer.id.clone(),
+            route: req.route,
+            label,
+            act_class: label.act_class(),
+            parents: req.parents,
+            scope: Scope { owner: writer.id.clone(), readers, visibility },
+            status: Status::Active,
+            guard: GuardState::initial(label),
+            created_ms: now_ms,
+            session: req.session,
+            task: req.task,
+            metadata: req.metadata,
+            folded: Default::default(),
+        };
+        Ok(AdmittedWrite { item })
+    }
+
+    /// M2 at the tool boundary: admit the output of `tool` called by `caller` with `args` and the
+    /// retrieved `inputs` passed in. The output is written by the tool; its label is the meet of
+    /// the tool's level (trusted only if allow-listed), every argument's label and every input's
+    /// label. An argument's label is the caller's unless every declared source carries the value,
+    /// in which case it is the meet of those sources'; any input carrying the value also taints it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn admit_tool_output(
+        &self,
+        caller: &Principal,
+        tool: &Principal,
+        args: &[ToolArg],
+        arg_sources: &[&MemoryItem],
+        inputs: &[&MemoryItem],
+        tenant: &TenantId,
+        namespace: Namespace,
+        output: String,
+        id: ItemId,
+        now_ms: u64,
+    ) -> Result<AdmittedWrite, WriteError> {
+        if tool.kind != PrincipalKind::Tool {
+            return Err(WriteError::NotATool(tool.id.clone()));
+        }
+        if caller.tenant != *tenant {
+            return Err(WriteError::WrongTenant(caller.id.clone(), tenant.clone()));
+        }
+        let caller_label = self.bind(caller.origin());
+        let mut label = self.bind(tool.origin());
+        let find = |id: &ItemId| arg_sources.iter().chain(inputs).find(|i| i.id == *id).copied();
+        for arg in args {
+            let v = NormValue::new(arg.kind, &arg.value).map_err(|error| WriteError::BadArgument { key: arg.key.clone(), error })?;
+            let mut arg_label = if arg.sources.is_empty() { caller_label } else { Label::bind(Origin::User) };
+            for s in &arg.sources {
+                let item = find(s).ok_or(WriteError::ParentNotReadable(*s))?;
+                arg_label = arg_label.meet(item.label);
+                if !item.folded().carries(&v) {
+                    // A declared source that does not carry the value is not believed.
+                    arg_label = arg_label.meet(caller_label);
+                }
+            }
+            for i in inputs.iter().filter(|i| i.folded().carries(&v)) {
+                arg_label = arg_label.meet(i.label);
+            }
+            label = label.meet(arg_label);
+        }
+        for i in inputs {
+            label = label.meet(i.label);
+        }
+        let mut parents: Vec<ParentRef> = Vec::new();
+        let mut resolved: Vec<&MemoryItem> = Vec::new();
+        for item in inputs.iter().chain(arg_sources) {
+            if !parents.iter().any(|p| p.id == item.id) {
+                parents.push(ParentRef { id: item.id, kind: EdgeKind::DerivedFrom });
+                resolved.push(item);
+            }
+        }
+        let mut req = WriteRequest::new(namespace, output, Route::ToolObservation);
+        req.parents = parents;
+        // The caller must be able to read what it passes in; the output's readers follow the inputs.
+        for item in &resolved {
+            if item.tenant != *tenant || !item.readable_by(&caller.id) {
+                return Err(WriteError::ParentNotReadable(item.id));
+            }
+        }
+        let base = label;
+        let mut tool_as_writer = tool.clone();
+        tool_as_writer.tenant = tenant.clone();
+        let mut admitted = self.admit(&tool_as_writer, tool.origin(), base, tenant, req, &resolved, id, now_ms)?;
+        // Readers of a tool output: the caller's view, not the tool's.
+        if let Readers::Only(s) = &mut admitted.item.scope.readers {
+            s.insert(caller.id.clone());
+        }
+        debug_assert!(admitted.item.label <= base);
+        Ok(admitted)
+    }
+
+    /// Admit an attestation of `value` for `key` by `principal`. Its label is the principal's
+    /// integrity met with its declared sources'; below trusted it is kept for audit and never counts.
+    pub fn admit_attestation(
+        &self,
+        principal: &Principal,
+        key: &str,
+        value: &str,
+        kind: ValueKind,
+        sources: &[&MemoryItem],
+        now_ms: u64,
+    ) -> Result<AdmittedAttestation, WriteError> {
+        let v = NormValue::new(kind, value).map_err(|error| WriteError::BadArgument { key: key.to_owned(), error })?;
+        if key.is_empty() || key.len() > METADATA_FIELD_BYTES_MAX {
+            return Err(WriteError::MetadataTooLarge);
+        }
+        let mut label = self.bind(principal.origin());
+        for s in sources {
+            if s.tenant != principal.tenant || !s.readable_by(&principal.id) {
+                return Err(WriteError::ParentNotReadable(s.id));
+            }
+            label = label.meet(s.label);
+        }
+        Ok(AdmittedAttestation {
+            attestation: Attestation {
+                tenant: principal.tenant.clone(),
+                attester: principal.id.clone(),
+                independence: match self.config.independence {
+                    Independence::DomainAware => principal.independence_key(),
+                    Independence::Naive => format!("principal:{}", principal.id),
+                },
+                key: key.to_owned(),
+                value: v,
+                label: label.integrity(),
+                sources: sources.iter().map(|s| s.id).collect(),
+                created_ms: now_ms,
+            },
+        })
+    }
+
+    /// The independent trusted corroborators of (key, value), excluding the writers of the items
+    /// that push it (no self-corroboration) and attestations derived from those items.
+    pub fn independent_attesters(
+        &self,
+        attestations: &[Attestation],
+        tenant: &TenantId,
+        key: &str,
+        value: &NormValue,
+        pushers: &[&MemoryItem],
+    ) -> Vec<String> {
+        let mut counted: BTreeSet<String> = BTreeSet::new();
+        for a in attestations {
+            let self_corroboration = pushers.iter().any(|p| p.writer == a.attester || a.sources.contains(&p.id));
+            if a.tenant == *tenant && a.key == key && a.value == *value && a.label == Integrity::Trusted && !self_corroboration {
+                counted.insert(match self.config.independence {
+                    Independence::DomainAware => a.independence.clone(),
+                    Independence::Naive => format!("principal:{}", a.attester),
+                });
+            }
+        }
+        counted.into_iter().collect()
+    }
+
+    /// Algorithm 1: the action-time verdict. Deterministic, no I/O; errors deny.
+    pub fn decide(&self, action: &ActionRequest, ctx: &DecisionContext<'_>) -> DecisionOutcome {
+        match self.decide_inner(action, ctx) {
+            Ok(o) => o,
+            Err(rule) => {
+                let cause = match &rule {
+                    Rule::InvalidRequest { reason } | Rule::DecisionError { reason } | Rule::GrantRefused { reason } => reason.clone(),
+                    _ => String::new(),
+                };
+                DecisionOutcome { verdict: verdict(Decision::Block, rule, cause), new_elevations: Vec::new(), grant_uses: Vec::new() }
+            }
+        }
+    }
+
+    fn decide_inner(&self, action: &ActionRequest, ctx: &DecisionContext<'_>) -> Result<DecisionOutcome, Rule> {
+        let invalid = |reason: String| Rule::InvalidRequest { reason };
+        if action.values.len() > ACTION_VALUES_MAX || action.context.len() > ACTION_CONTEXT_MAX || action.grants.len() > ACTION_GRANTS_MAX {
+            return Err(invalid(format!(
+                "action exceeds a limit ({ACTION_VALUES_MAX} values, {ACTION_CONTEXT_MAX} context ids, {ACTION_GRANTS_MAX} grants)"
+            )));
+        }
+        let item_of = |id: &ItemId| ctx.items.iter().find(|i| i.id == *id).copied();
+        for id in action.context.iter().chain(action.values.iter().flat_map(|v| &v.sources)) {
+            match item_of(id) {
+                Some(i) if i.tenant == *ctx.tenant => {}
+                _ => return Err(invalid(format!("context item {id} is unknown in this tenant"))),
+            }
+        }
+        let supporting: Vec<ItemId> = action.context.clone();
+        if !action.is_consequential() {
+            let mut v = verdict(Decision::Allow, Rule::NotConsequential, "not a consequential action; shown with provenance".into());
+            v.supporting = supporting;
+            return Ok(DecisionOutcome { verdict: v, new_elevations: Vec::new(), grant_uses: Vec::new() });
+        }
+        let amount = match &action.amount {
+            Some(a) => Some(NormValue::new(ValueKind::Amount, a).map_err(|e| invalid(format!("amount: {e}")))?.canonical),
+            None => None,
+        };
+        // Step 1-2: for each safety-relevant value, the untrusted items that push it.
+        let mut pushed: Vec<(PushedValue, NormValue, Vec<&MemoryItem>)> = Vec::new();
+        for av in &action.values {
+            let v = NormValue::new(av.kind, &av.value).map_err(|e| invalid(format!("value {}: {e}", av.key)))?;
+            let mut pushers: Vec<&MemoryItem> = Vec::new();
+            let declared = av.sources.iter().filter_map(item_of);
+            for item in declared.chain(action.context.iter().filter_map(item_of)) {
+                let pushes = av.sources.contains(&item.id) || item.folded().carries(&v);
+                if pushes && item.label.integrity() == Integrity::Untrusted && !pushers.iter().any(|p| p.id == item.id) {
+                    pushers.push(item);
+                }
+            }
+            if !pushers.is_empty() {
+                let pv = PushedValue { key: av.key.clone(), value: v.canonical.clone(), pushed_by: pushers.iter().map(|p| p.id).collect(), accepted: None };
+                pushed.push((pv, v, pushers));
+            }
+        }
+        let affected: Vec<ItemId> = {
+            let mut s: BTreeSet<ItemId> = BTreeSet::new();
+            for (pv, _, _) in &pushed {
+                s.extend(pv.pushed_by.iter().copied());
+            }
+            s.into_iter().collect()
+        };
+        // Step 3.
+        if pushed.is_empty() {
+            let mut v = verdict(Decision::Allow, Rule::NoUntrustedPush, "no untrusted item pushes any value of this action".into());
+            v.supporting = supporting;
+            return Ok(DecisionOutcome { verdict: v, new_elevations: Vec::new(), grant_uses: Vec::new() });
+        }
+        // Step 4: corroboration (existing monotone elevations first).
+        let mut new_elevations = Vec::new();
+        for (pv, v, pushers) in &mut pushed {
+            if !self.config.elevation {
+                continue;
+            }
+            if let Some(e) = ctx.elevations.iter().find(|e| e.tenant == *ctx.tenant && e.key == pv.key && e.value == *v) {
+                pv.accepted = Some(Acceptance::Corroborated { attesters: e.attesters.clone(), new: false });
+                continue;
+            }
+            let attesters = self.independent_attesters(ctx.attestations, ctx.tenant, &pv.key, v, pushers);
+            if attesters.len() >= self.config.k.max(1) {
+                new_elevations.push(Elevation { tenant: ctx.tenant.clone(), key: pv.key.clone(), value: v.clone(), attesters: attesters.clone(), created_ms: ctx.now_ms });
+                pv.accepted = Some(Acceptance::Corroborated { attesters, new: true });
+            }
+        }
+        // Step 5: grants, validated and matched against the remaining values.
+        let mut grant_uses: Vec<GrantUse> = Vec::new();
+        let mut refusal: Option<GrantRefusal> = None;
+        let mut seen_nonces: BTreeSet<[u8; 16]> = BTreeSet::new();
+        let needs_grant = pushed.iter().any(|(pv, _, _)| pv.accepted.is_none());
+        if needs_grant {
+            for sg in &action.grants {
+                let res = self.check_grant(sg, action, amount.as_deref(), ctx, &mut seen_nonces).and_then(|()| {
+                    let g = &sg.grant;
+                    let slot = pushed.iter_mut().find(|(pv, v, _)| pv.accepted.is_none() && pv.key == g.key && *v == g.value);
+                    match slot {
+                        Some((pv, _, _)) => {
+                            pv.accepted = Some(Acceptance::Granted { nonce: g.nonce_hex() });
+                            grant_uses.push(GrantUse { grant: sg.clone(), used_ms: ctx.now_ms });
+                            Ok(())
+                        }
+                        None => {
+                            let requested = action.values.iter().find(|v| v.key == g.key).map(|v| v.value.clone()).unwrap_or_default();
+                            Err(GrantRefusal::ValueMismatch { nonce: g.nonce_hex(), key: g.key.clone(), granted: g.value.canonical.clone(), requested })
+                        }
+                    }
+                });
+                if let Err(r) = res {
+                    refusal.get_or_insert(r);
+                }
+            }
+        }
+        let unresolved: Vec<&(PushedValue, NormValue, Vec<&MemoryItem>)> = pushed.iter().filter(|(pv, _, _)| pv.accepted.is_none()).collect();
+        let pushed_values: Vec<PushedValue> = pushed.iter().map(|(pv, _, _)| pv.clone()).collect();
+        if unresolved.is_empty() {
+            let mut v = verdict(Decision::Allow, Rule::Elevated, "every untrusted-pushed value is corroborated or granted".into());
+            v.supporting = supporting;
+            v.affected = affected;
+            v.pushed = pushed_values;
+            return Ok(DecisionOutcome { verdict: v, new_elevations, grant_uses });
+        }
+        // Step 6: deny. A refused grant is reported as such; otherwise ask the user.
+        let ask: Vec<GrantRequest> = unresolved
+            .iter()
+            .map(|(pv, v, _)| GrantRequest { tool: action.tool.clone(), key: pv.key.clone(), kind: v.kind, value: v.canonical.clone(), amount: amount.clone() })
+            .collect();
+        let mut v = match refusal {
+            Some(r) => verdict(Decision::Block, Rule::GrantRefused { reason: r.to_string() }, format!("grant refused: {r}")),
+            None => {
+                let names: Vec<String> = unresolved.iter().map(|(pv, _, _)| format!("{}={}", pv.key, pv.value)).collect();
+                verdict(
+                    Decision::AskUser,
+                    Rule::Uncorroborated,
+                    format!(
+                        "untrusted memory pushes {} without {} independent trusted attestations; a one-time user grant must bind tool {:?} and that value{}",
+                        names.join(", "),
+                        self.config.k,
+                        action.tool,
+                        amount.as_ref().map(|a| format!(" and amount {a}")).unwrap_or_default()
+                    ),
+                )
+            }
+        };
+        v.supporting = supporting;
+        v.affected = affected;
+        v.pushed = pushed_values;
+        v.ask = ask;
+        Ok(DecisionOutcome { verdict: v, new_elevations: Vec::new(), grant_uses: Vec::new() })
+    }
+
+    fn check_grant(
+        &self,
+        sg: &SignedGrant,
+        action: &ActionRequest,
+        amount: Option<&str>,
+        ctx: &DecisionContext<'_>,
+        seen: &mut BTreeSet<[u8; 16]>,
+    ) -> Result<(), GrantRefusal> {
+        let g = &sg.grant;
+        let nonce = g.nonce_hex();
+        if g.tenant != *ctx.tenant {
+            return Err(GrantRefusal::ForeignTenant { nonce });
+        }
+        let user = (ctx.principal)(&g.user);
+        let key = match &user {
+            Some(p) if p.kind == PrincipalKind::User && p.tenant == *ctx.tenant => p.public_key,
+            _ => None,
+        };
+        let Some(key) = key else {
+            return Err(GrantRefusal::UnknownUser { nonce, user: g.user.to_string() });
+        };
+        if !sg.verify_signature(&key) {
+            return Err(GrantRefusal::BadSignature { nonce, user: g.user.to_string() });
+        }
+        if g.expires_ms < g.issued_ms || g.expires_ms - g.issued_ms > GRANT_TTL_MS_MAX {
+            return Err(GrantRefusal::BadLifetime { nonce });
+        }
+        if ctx.now_ms > g.expires_ms {
+            return Err(GrantRefusal::Expired { nonce, expires_ms: g.expires_ms, now_ms: ctx.now_ms });
+        }
+        if !seen.insert(g.nonce) {
+            return Err(GrantRefusal::Duplicate { nonce });
+        }
+        if (ctx.grant_used)(&g.nonce) {
+            return Err(GrantRefusal::Reused { nonce });
+        }
+        if g.tool != action.tool {
+            return Err(GrantRefusal::ToolMismatch { nonce, granted: g.tool.clone(), requested: action.tool.clone() });
+        }
+        if g.amount.as_deref() != amount {
+            return Err(GrantRefusal::AmountMismatch { nonce, granted: g.amount.clone(), requested: amount.map(str::to_owned) });
+        }
+        Ok(())
+    }
+}
+
+fn verdict(decision: Decision, rule: Rule, cause: String) -> Verdict {
+    Verdict {
+        decision,
+        layer: "authority".into(),
+        rule,
+        cause,
+        supporting: Vec::new(),
+        affected: Vec::new(),
+        pushed: Vec::new(),
+        ask: Vec::new(),
+        threshold: None,
+    }
+}

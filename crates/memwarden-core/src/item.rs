@@ -1,0 +1,497 @@
+//! Memory items and the requests that create them.
+
+use crate::ids::{ItemId, Namespace, PrincipalId, TenantId};
+use crate::label::{ActClass, Integrity, Label, Origin};
+use crate::normalize::FoldedText;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Largest accepted memory text, in bytes.
+pub const CONTENT_BYTES_MAX: usize = 64 * 1024;
+/// Most parents (declared inputs) one write may reference.
+pub const PARENTS_MAX: usize = 64;
+/// Most explicit readers one write may name.
+pub const READERS_MAX: usize = 256;
+/// Most metadata entries per item.
+pub const METADATA_ENTRIES_MAX: usize = 32;
+/// Longest metadata key or value, in bytes.
+pub const METADATA_FIELD_BYTES_MAX: usize = 1024;
+/// Longest session or task tag, in bytes.
+pub const TAG_BYTES_MAX: usize = 128;
+
+/// How a memory entered the system. A hint used by the lifecycle scorer; it never affects the
+/// label, which comes from the principal and the declared inputs only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum Route {
+    Dialogue,
+    Direct,
+    ToolObservation,
+    EnvironmentObservation,
+    ExternalObservation,
+    ImportedMemory,
+    MemoryHandoff,
+    CrossAgent,
+    SharedPromotion,
+    PostTaskExperience,
+    Summary,
+}
+
+impl Route {
+    /// Snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dialogue => "dialogue",
+            Self::Direct => "direct",
+            Self::ToolObservation => "tool_observation",
+            Self::EnvironmentObservation => "environment_observation",
+            Self::ExternalObservation => "external_observation",
+            Self::ImportedMemory => "imported_memory",
+            Self::MemoryHandoff => "memory_handoff",
+            Self::CrossAgent => "cross_agent",
+            Self::SharedPromotion => "shared_promotion",
+            Self::PostTaskExperience => "post_task_experience",
+            Self::Summary => "summary",
+        }
+    }
+}
+
+impl std::str::FromStr for Route {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        serde_json::from_value(serde_json::Value::String(s.to_owned()))
+            .map_err(|_| format!("unknown route {s:?}"))
+    }
+}
+
+/// Typed provenance edges (the lineage graph's vocabulary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum EdgeKind {
+    AuthorizedBy,
+    ObservedFrom,
+    ForwardedTo,
+    DerivedFrom,
+    SummarizedFrom,
+    WrittenBy,
+    ReadBy,
+    VerifiedBy,
+    InvalidatedBy,
+    UsedForAction,
+}
+
+impl EdgeKind {
+    /// Snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AuthorizedBy => "authorized_by",
+            Self::ObservedFrom => "observed_from",
+            Self::ForwardedTo => "forwarded_to",
+            Self::DerivedFrom => "derived_from",
+            Self::SummarizedFrom => "summarized_from",
+            Self::WrittenBy => "written_by",
+            Self::ReadBy => "read_by",
+            Self::VerifiedBy => "verified_by",
+            Self::InvalidatedBy => "invalidated_by",
+            Self::UsedForAction => "used_for_action",
+        }
+    }
+}
+
+/// A typed edge from an item to something it was derived from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ParentRef {
+    /// The parent item.
+    pub id: ItemId,
+    /// How this item depends on it.
+    pub kind: EdgeKind,
+}
+
+/// Who may read an item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "principals")]
+pub enum Readers {
+    /// Every principal of the namespace.
+    All,
+    /// Only these principals.
+    Only(BTreeSet<PrincipalId>),
+}
+
+impl Readers {
+    /// Set intersection (`All` is the top element).
+    pub fn intersect(&self, other: &Readers) -> Readers {
+        match (self, other) {
+            (Readers::All, x) | (x, Readers::All) => x.clone(),
+            (Readers::Only(a), Readers::Only(b)) => Readers::Only(a.intersection(b).cloned().collect()),
+        }
+    }
+    /// Whether `p` is admitted.
+    pub fn admits(&self, p: &PrincipalId) -> bool {
+        match self {
+            Readers::All => true,
+            Readers::Only(s) => s.contains(p),
+        }
+    }
+}
+
+/// Visibility of an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    /// Readable by a subset of the namespace.
+    Private,
+    /// Readable by everyone in the namespace.
+    Shared,
+    /// Revoked: readable by nobody; kept for audit.
+    Revoked,
+}
+
+/// Permission scope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    /// The writer.
+    pub owner: PrincipalId,
+    /// The permission set.
+    pub readers: Readers,
+    /// Derived from `readers` (shared only when it covers everyone) and revocation.
+    pub visibility: Visibility,
+}
+
+/// Operational status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// In use.
+    Active,
+    /// Held back by a gate; not retrievable.
+    Quarantined,
+    /// Refused by a gate; kept for audit.
+    Blocked,
+    /// Revoked; kept for audit.
+    Revoked,
+}
+
+/// Operational taint (never the evaluator's ground truth).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum Taint {
+    Clean,
+    Unverified,
+    External,
+    Poisoned,
+}
+
+/// Lifecycle guard state (MAPLE-Guard). The foundation sets the defaults; the lifecycle layer
+/// owns the updates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardState {
+    /// Utility `q` (the paper's rho).
+    pub q: f64,
+    /// Provenance trust `tau`.
+    pub tau: f64,
+    /// Content hazard `h`.
+    pub h: f64,
+    /// Operational taint.
+    pub taint: Taint,
+    /// Successful uses.
+    pub successes: u32,
+    /// Failed uses.
+    pub failures: u32,
+    /// Cached write-time risk `r`.
+    pub risk: f64,
+}
+
+impl GuardState {
+    /// The neutral initial state (correctness feedback off: q 0, tau .5, h .15), tainted by label.
+    pub fn initial(label: Label) -> Self {
+        Self {
+            q: 0.0,
+            tau: 0.5,
+            h: 0.15,
+            taint: match label.integrity() {
+                Integrity::Untrusted => Taint::External,
+                Integrity::Agent | Integrity::Trusted => Taint::Clean,
+            },
+            successes: 0,
+            failures: 0,
+            risk: 0.0,
+        }
+    }
+}
+
+/// What a caller asks to write. There is deliberately no origin, label or trust field: those come
+/// from the authenticated principal and the declared inputs. Anything a body says about its own
+/// trust ends up in `metadata`, which no gate reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WriteRequest {
+    /// Target namespace.
+    pub namespace: Namespace,
+    /// The text.
+    pub content: String,
+    /// How it entered.
+    pub route: Route,
+    /// Declared inputs (derived-from edges).
+    #[serde(default)]
+    pub parents: Vec<ParentRef>,
+    /// Optional narrowing of the readers (never widens past the parents').
+    #[serde(default)]
+    pub readers: Option<BTreeSet<PrincipalId>>,
+    /// Session tag.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Task tag.
+    #[serde(default)]
+    pub task: Option<String>,
+    /// Free-form metadata; never consulted by any gate.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl WriteRequest {
+    /// A plain write with no parents.
+    pub fn new(namespace: Namespace, content: impl Into<String>, route: Route) -> Self {
+        Self {
+            namespace,
+            content: content.into(),
+            route,
+            parents: Vec::new(),
+            readers: None,
+            session: None,
+            task: None,
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
+/// A stored memory. Fields are private: an item is created only by the authority write gate
+/// ([`crate::authority::Authority::admit_write`]) or decoded from a store through the validating
+/// decoder, which refuses a label above what the recorded origin allows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawItem")]
+pub struct MemoryItem {
+    pub(crate) id: ItemId,
+    pub(crate) tenant: TenantId,
+    pub(crate) namespace: Namespace,
+    pub(crate) content: String,
+    pub(crate) origin: Origin,
+    pub(crate) writer: PrincipalId,
+    pub(crate) route: Route,
+    pub(crate) label: Label,
+    pub(crate) act_class: ActClass,
+    pub(crate) parents: Vec<ParentRef>,
+    pub(crate) scope: Scope,
+    pub(crate) status: Status,
+    pub(crate) guard: GuardState,
+    pub(crate) created_ms: u64,
+    pub(crate) session: Option<String>,
+    pub(crate) task: Option<String>,
+    pub(crate) metadata: BTreeMap<String, String>,
+    #[serde(skip)]
+    pub(crate) folded: FoldCache,
+}
+
+/// Lazily computed folded text for value matching; ignored by equality and serialization.
+#[derive(Clone, Default)]
+pub(crate) struct FoldCache(std::sync::OnceLock<FoldedText>);
+
+impl PartialEq for FoldCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl std::fmt::Debug for FoldCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FoldCache")
+    }
+}
+
+/// The on-disk shape, validated into a [`MemoryItem`].
+#[derive(Deserialize)]
+struct RawItem {
+    id: ItemId,
+    tenant: TenantId,
+    namespace: Namespace,
+    content: String,
+    origin: Origin,
+    writer: PrincipalId,
+    route: Route,
+    label: Integrity,
+    act_class: ActClass,
+    parents: Vec<ParentRef>,
+    scope: Scope,
+    status: Status,
+    guard: GuardState,
+    created_ms: u64,
+    session: Option<String>,
+    task: Option<String>,
+    metadata: BTreeMap<String, String>,
+}
+
+impl TryFrom<RawItem> for MemoryItem {
+    type Error = String;
+    fn try_from(r: RawItem) -> Result<Self, String> {
+        if r.label > r.origin.integrity() {
+            return Err(format!(
+                "stored item {} claims label {} above its origin {}",
+                r.id,
+                r.label.as_str(),
+                r.origin.as_str()
+            ));
+        }
+        if r.act_class != r.label.act_class() {
+            return Err(format!("stored item {} has an act class that does not match its label", r.id));
+        }
+        if r.content.is_empty() || r.content.len() > CONTENT_BYTES_MAX || r.parents.len() > PARENTS_MAX {
+            return Err(format!("stored item {} breaks a size limit", r.id));
+        }
+        let label = Label::bind(r.origin).at_most(r.label);
+        Ok(MemoryItem {
+            id: r.id,
+            tenant: r.tenant,
+            namespace: r.namespace,
+            content: r.content,
+            origin: r.origin,
+            writer: r.writer,
+            route: r.route,
+            label,
+            act_class: label.act_class(),
+            parents: r.parents,
+            scope: r.scope,
+            status: r.status,
+            guard: r.guard,
+            created_ms: r.created_ms,
+            session: r.session,
+            task: r.task,
+            metadata: r.metadata,
+            folded: FoldCache::default(),
+        })
+    }
+}
+
+impl MemoryItem {
+    /// The text folded for value matching (computed once).
+    pub fn folded(&self) -> &FoldedText {
+        self.folded.0.get_or_init(|| FoldedText::new(&self.content))
+    }
+    /// Id.
+    pub fn id(&self) -> ItemId {
+        self.id
+    }
+    /// Tenant.
+    pub fn tenant(&self) -> &TenantId {
+        &self.tenant
+    }
+    /// Namespace.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+    /// Text.
+    pub fn content(&self) -> &str {
+        &self.content
+    }
+    /// Origin bound at write.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+    /// Writing principal.
+    pub fn writer(&self) -> &PrincipalId {
+        &self.writer
+    }
+    /// Route.
+    pub fn route(&self) -> Route {
+        self.route
+    }
+    /// Label.
+    pub fn label(&self) -> Label {
+        self.label
+    }
+    /// Act class (a function of the label).
+    pub fn act_class(&self) -> ActClass {
+        self.act_class
+    }
+    /// Declared parents.
+    pub fn parents(&self) -> &[ParentRef] {
+        &self.parents
+    }
+    /// Permission scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+    /// Status.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+    /// Guard state.
+    pub fn guard(&self) -> &GuardState {
+        &self.guard
+    }
+    /// Creation time (ms since the Unix epoch).
+    pub fn created_ms(&self) -> u64 {
+        self.created_ms
+    }
+    /// Session tag.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+    /// Task tag.
+    pub fn task(&self) -> Option<&str> {
+        self.task.as_deref()
+    }
+    /// Free-form metadata (never consulted by a gate).
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+    /// Whether `reader` may read this item under its scope and status (the foundation's hard
+    /// filter; the lineage layer refines it).
+    pub fn readable_by(&self, reader: &PrincipalId) -> bool {
+        self.status == Status::Active
+            && self.scope.visibility != Visibility::Revoked
+            && (self.scope.owner == *reader || self.scope.readers.admits(reader))
+    }
+    /// SHA-256 over the canonical JSON of the item's immutable identity (everything fixed at write:
+    /// id, tenant, namespace, text, origin, writer, route, label, parents, owner, creation time,
+    /// tags, metadata). The verdict log commits to it at write and a read checks it again; status,
+    /// scope and guard state change later through their own logged operations.
+    pub fn identity_digest(&self) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        #[derive(Serialize)]
+        struct Identity<'a> {
+            id: ItemId,
+            tenant: &'a TenantId,
+            namespace: &'a Namespace,
+            content: &'a str,
+            origin: Origin,
+            writer: &'a PrincipalId,
+            route: Route,
+            label: Label,
+            parents: &'a [ParentRef],
+            owner: &'a PrincipalId,
+            created_ms: u64,
+            session: Option<&'a str>,
+            task: Option<&'a str>,
+            metadata: &'a BTreeMap<String, String>,
+        }
+        let identity = Identity {
+            id: self.id,
+            tenant: &self.tenant,
+            namespace: &self.namespace,
+            content: &self.content,
+            origin: self.origin,
+            writer: &self.writer,
+            route: self.route,
+            label: self.label,
+            parents: &self.parents,
+            owner: &self.scope.owner,
+            created_ms: self.created_ms,
+            session: self.session.as_deref(),
+            task: self.task.as_deref(),
+            metadata: &self.metadata,
+        };
+        // Serializing plain structs with string-keyed maps cannot fail.
+        let bytes = serde_json::to_vec(&identity).unwrap_or_default();
+        Sha256::digest(&bytes).into()
+    }
+}
