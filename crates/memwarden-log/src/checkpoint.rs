@@ -3,8 +3,8 @@
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
-use crate::merkle::Hash;
 use crate::CheckpointError;
+use crate::merkle::Hash;
 
 /// Domain-separation prefix of [`Checkpoint::signing_bytes`].
 pub const CHECKPOINT_DOMAIN: &[u8] = b"memwarden-checkpoint-v1\n";
@@ -41,7 +41,11 @@ impl Checkpoint {
     /// Sign this checkpoint with `key`.
     pub fn sign(self, key: &SigningKey) -> SignedCheckpoint {
         let signature = key.sign(&self.signing_bytes()).to_bytes();
-        SignedCheckpoint { checkpoint: self, key: key.verifying_key().to_bytes(), signature }
+        SignedCheckpoint {
+            checkpoint: self,
+            key: key.verifying_key().to_bytes(),
+            signature,
+        }
     }
 }
 
@@ -89,9 +93,8 @@ mod hex_array {
     ) -> Result<[u8; N], D::Error> {
         let s = String::deserialize(deserializer)?;
         let mut out = [0u8; N];
-        hex::decode_to_slice(&s, &mut out).map_err(|e| {
-            D::Error::custom(format!("expected {} hex digits: {e}", N * 2))
-        })?;
+        hex::decode_to_slice(&s, &mut out)
+            .map_err(|e| D::Error::custom(format!("expected {} hex digits: {e}", N * 2)))?;
         Ok(out)
     }
 }

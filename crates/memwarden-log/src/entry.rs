@@ -4,8 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::merkle::{Hash, leaf_hash};
 use crate::DecodeError;
+use crate::merkle::{Hash, leaf_hash};
 
 /// Kinds of log entry.
 ///
@@ -195,7 +195,10 @@ impl Entry {
         let body_len = u32::from_be_bytes(len_bytes);
         let body_len_usize = usize::try_from(body_len).unwrap_or(usize::MAX);
         if body_len_usize > Self::BODY_BYTES_MAX {
-            return Err(DecodeError::BodyTooLarge { len: body_len, max: Self::BODY_BYTES_MAX });
+            return Err(DecodeError::BodyTooLarge {
+                len: body_len,
+                max: Self::BODY_BYTES_MAX,
+            });
         }
         let body = &bytes[Self::HEADER_BYTES..];
         if body.len() < body_len_usize {
@@ -205,11 +208,19 @@ impl Entry {
             });
         }
         if body.len() > body_len_usize {
-            return Err(DecodeError::TrailingBytes { extra: body.len() - body_len_usize });
+            return Err(DecodeError::TrailingBytes {
+                extra: body.len() - body_len_usize,
+            });
         }
         let mut prev_hash = [0u8; 32];
         prev_hash.copy_from_slice(prev);
-        Ok(Entry { index, prev: prev_hash, time_ms, kind, body: body.to_vec() })
+        Ok(Entry {
+            index,
+            prev: prev_hash,
+            time_ms,
+            kind,
+            body: body.to_vec(),
+        })
     }
 
     /// This entry's leaf hash: `leaf_hash(&self.encode())`. The next entry's

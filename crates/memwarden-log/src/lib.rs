@@ -110,7 +110,10 @@ pub enum ProofError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// Shorter than the fixed header.
-    #[error("{len} bytes is shorter than the {} byte entry header", Entry::HEADER_BYTES)]
+    #[error(
+        "{len} bytes is shorter than the {} byte entry header",
+        Entry::HEADER_BYTES
+    )]
     TooShort {
         /// Input length.
         len: usize,

@@ -60,7 +60,13 @@ impl VerdictLog {
 
     /// The next entry to append: `index = len()`, `prev = head()`.
     pub fn prepare(&self, kind: EntryKind, time_ms: u64, body: Vec<u8>) -> Entry {
-        Entry { index: self.len(), prev: self.head(), time_ms, kind, body }
+        Entry {
+            index: self.len(),
+            prev: self.head(),
+            time_ms,
+            kind,
+            body,
+        }
     }
 
     /// Append `entry` after checking that it continues the log (`index ==
@@ -69,10 +75,16 @@ impl VerdictLog {
     /// changes.
     pub fn append(&mut self, entry: &Entry) -> Result<Hash, AppendError> {
         if entry.index != self.len() {
-            return Err(AppendError::IndexMismatch { expected: self.len(), found: entry.index });
+            return Err(AppendError::IndexMismatch {
+                expected: self.len(),
+                found: entry.index,
+            });
         }
         if entry.prev != self.head() {
-            return Err(AppendError::PrevMismatch { expected: self.head(), found: entry.prev });
+            return Err(AppendError::PrevMismatch {
+                expected: self.head(),
+                found: entry.prev,
+            });
         }
         if entry.body.len() > Entry::BODY_BYTES_MAX {
             return Err(AppendError::BodyTooLarge {
@@ -90,7 +102,10 @@ impl VerdictLog {
     fn prefix(&self, size: u64) -> Result<&[Hash], ProofError> {
         match to_usize(size) {
             Some(n) if n <= self.leaves.len() => Ok(&self.leaves[..n]),
-            _ => Err(ProofError::SizeBeyondLog { size, len: self.len() }),
+            _ => Err(ProofError::SizeBeyondLog {
+                size,
+                len: self.len(),
+            }),
         }
     }
 
@@ -120,7 +135,12 @@ impl VerdictLog {
 
     /// An unsigned checkpoint of the current state.
     pub fn checkpoint_unsigned(&self, time_ms: u64) -> Checkpoint {
-        Checkpoint { size: self.len(), root: self.root(), head: self.head(), time_ms }
+        Checkpoint {
+            size: self.len(),
+            root: self.root(),
+            head: self.head(),
+            time_ms,
+        }
     }
 
     /// A checkpoint of the current state, signed with `key`.

@@ -128,7 +128,7 @@ pub(crate) fn to_usize(v: u64) -> Option<usize> {
     usize::try_from(v).ok()
 }
 
-/// RFC 6962 §2.1.1 PATH(m, D[n]): the audit path for leaf `index` in the tree
+/// RFC 6962 §2.1.1 `PATH(m, D[n])`: the audit path for leaf `index` in the tree
 /// built from `leaves`, ordered from the leaf upwards.
 ///
 /// Costs O(n) hashing (the sibling subtrees are recomputed from the leaves).
@@ -159,7 +159,7 @@ fn path(m: usize, d: &[Hash], out: &mut Vec<Hash>) {
     }
 }
 
-/// RFC 6962 §2.1.2 PROOF(m, D[n]): the consistency proof between the tree of
+/// RFC 6962 §2.1.2 `PROOF(m, D[n])`: the consistency proof between the tree of
 /// the first `old_size` leaves and the tree of all `leaves`.
 ///
 /// `old_size == 0` and `old_size == leaves.len()` give the empty proof.
@@ -220,14 +220,20 @@ pub fn verify_inclusion(
     }
     let expected = inclusion_proof_len(index, size);
     if proof.len() != expected {
-        return Err(ProofError::WrongProofLength { expected, found: proof.len() });
+        return Err(ProofError::WrongProofLength {
+            expected,
+            found: proof.len(),
+        });
     }
     let mut fnode = index;
     let mut snode = size - 1;
     let mut r = *leaf;
     for p in proof {
         if snode == 0 {
-            return Err(ProofError::WrongProofLength { expected, found: proof.len() });
+            return Err(ProofError::WrongProofLength {
+                expected,
+                found: proof.len(),
+            });
         }
         if fnode & 1 == 1 || fnode == snode {
             r = node_hash(p, &r);
@@ -244,7 +250,10 @@ pub fn verify_inclusion(
         snode >>= 1;
     }
     if snode != 0 {
-        return Err(ProofError::WrongProofLength { expected, found: proof.len() });
+        return Err(ProofError::WrongProofLength {
+            expected,
+            found: proof.len(),
+        });
     }
     if &r != root {
         return Err(ProofError::RootMismatch);
@@ -271,7 +280,10 @@ pub fn verify_consistency(
     }
     if old_size == 0 || old_size == new_size {
         if !proof.is_empty() {
-            return Err(ProofError::WrongProofLength { expected: 0, found: proof.len() });
+            return Err(ProofError::WrongProofLength {
+                expected: 0,
+                found: proof.len(),
+            });
         }
         if old_size == 0 && old_root != &empty_root() {
             return Err(ProofError::OldRootMismatch);
@@ -293,7 +305,10 @@ pub fn verify_consistency(
     let above = inner.saturating_sub(shift);
     let expected = (above + border) as usize + usize::from(!seeded);
     if proof.len() != expected {
-        return Err(ProofError::WrongProofLength { expected, found: proof.len() });
+        return Err(ProofError::WrongProofLength {
+            expected,
+            found: proof.len(),
+        });
     }
 
     // RFC 9162 §2.1.4.2, steps 2..7.
@@ -315,7 +330,10 @@ pub fn verify_consistency(
     let mut sr = first;
     for c in rest {
         if snode == 0 {
-            return Err(ProofError::WrongProofLength { expected, found: proof.len() });
+            return Err(ProofError::WrongProofLength {
+                expected,
+                found: proof.len(),
+            });
         }
         if fnode & 1 == 1 || fnode == snode {
             fr = node_hash(c, &fr);
@@ -333,7 +351,10 @@ pub fn verify_consistency(
         snode >>= 1;
     }
     if snode != 0 {
-        return Err(ProofError::WrongProofLength { expected, found: proof.len() });
+        return Err(ProofError::WrongProofLength {
+            expected,
+            found: proof.len(),
+        });
     }
     if &fr != old_root {
         return Err(ProofError::OldRootMismatch);

@@ -139,7 +139,9 @@ impl Problem {
             | Problem::HeadMismatch { index, .. } => Some(index),
             Problem::Truncated { found, .. } => Some(found),
             Problem::Extended { expected, .. } => Some(expected),
-            Problem::CheckpointRootMismatch { first_bad_after, .. } => Some(first_bad_after),
+            Problem::CheckpointRootMismatch {
+                first_bad_after, ..
+            } => Some(first_bad_after),
             Problem::CheckpointBeyondLog { len, .. } => Some(len),
             Problem::BadSignature { .. } => None,
         }
@@ -150,7 +152,10 @@ impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Problem::Undecodable { index, error } => {
-                write!(f, "first bad index {index}: entry cannot be decoded: {error}")
+                write!(
+                    f,
+                    "first bad index {index}: entry cannot be decoded: {error}"
+                )
             }
             Problem::IndexMismatch { index, found } => write!(
                 f,
@@ -174,13 +179,20 @@ impl fmt::Display for Problem {
                 "first bad index {expected}: unrecorded entries appended \
                  ({found} entries stored, {expected} recorded)"
             ),
-            Problem::HeadMismatch { index, expected, found } => write!(
+            Problem::HeadMismatch {
+                index,
+                expected,
+                found,
+            } => write!(
                 f,
                 "first bad index {index}: entry leaf {} differs from the recorded head {}",
                 hex::encode(found),
                 hex::encode(expected)
             ),
-            Problem::CheckpointRootMismatch { size, first_bad_after } => write!(
+            Problem::CheckpointRootMismatch {
+                size,
+                first_bad_after,
+            } => write!(
                 f,
                 "first bad index {first_bad_after}: checkpoint at size {size} does not match; \
                  a bad entry lies in {first_bad_after}..{size}"
@@ -246,31 +258,42 @@ impl Anchors<'_> {
 /// # Which index is named
 ///
 /// The report names the first stored position that differs from the
-/// genuine log, assuming one tampering operation. The hash chain alone
-/// cannot tell "entry *i* changed" from "entry *i+1*'s `prev` forged", so
-/// the walk uses evidence about the entry after a break: a trusted anchor
-/// (the `expected` head or a validly signed checkpoint head at that size)
-/// or, failing that, whether the following entry's `prev` links to it.
+/// genuine log, assuming a single tampering operation. The hash chain alone
+/// cannot tell "entry *i* changed" from "entry *i*+1's `prev` forged", so at
+/// a break between *i* and *i*+1 the walk weighs evidence, in this order:
 ///
-/// | tampering at position *p* (log of *n*)         | detected as                                   | index named |
-/// |------------------------------------------------|-----------------------------------------------|-------------|
-/// | body of *p* changed, *p* < *n*-1               | `BrokenLink` (link *p*→*p*+1 broken, *p*+1 vouched) | *p*   |
-/// | body of the last entry changed                 | `HeadMismatch` via `expected`                 | *n*-1       |
-/// | ...same, but a checkpoint at size *n* exists   | `CheckpointRootMismatch { size: n, first_bad_after }` | `first_bad_after` (previous matching checkpoint size; *n*-1 when one exists at *n*-1) |
-/// | entry *p* removed, *p* < *n*-1                 | `IndexMismatch { index: p, found: p+1 }`       | *p*         |
-/// | entries *p* and *p*+1 swapped                  | `IndexMismatch { index: p, found: p+1 }`       | *p*         |
-/// | forged entry (index *p*, prev = leaf *p*-1) inserted before *p* | `Inserted` (the genuine entry *p*, now at *p*+1, also claims *p* and is vouched by its successor or an anchor) | *p* |
-/// | forged entry with a wrong `prev` inserted before *p* | `BrokenLink` (it is not vouched for)   | *p*         |
-/// | forged entry with a wrong index inserted before *p* | `IndexMismatch`                        | *p*         |
-/// | tail cut to *m* < *n* entries (or last entry removed) | `CheckpointBeyondLog` (checkpoint beyond *m*) or `Truncated` via `expected` | *m* |
-/// | unrecorded entries appended after *n*          | `Extended` via `expected`                     | *n*         |
+/// 1. a trusted anchor on entry *i* (the `expected` head or a validly signed
+///    checkpoint head at size *i*+1): if it matches, *i*+1 is named, if not,
+///    *i*;
+/// 2. a trusted anchor on entry *i*+1, or else whether entry *i*+2's `prev`
+///    links to entry *i*+1: if entry *i*+1 is contradicted, *i*+1 is named;
+/// 3. otherwise (vouched for, or no evidence) *i* is named: the changed entry.
 ///
-/// Without evidence (the break is at the last entry and no anchor covers
-/// it), a break between *i* and *i*+1 names *i*: the changed entry.
+/// Two adjacent entries claiming the same index and the same predecessor
+/// are resolved the same way (the one vouched for is genuine; an exact copy
+/// is the second one).
+///
+/// | tampering at position *p* (log of *n* entries) | detected as | index named |
+/// |---|---|---|
+/// | body of *p* changed, *p* < *n*-1 | `BrokenLink` (link *p*→*p*+1 broken) | *p* |
+/// | body of the last entry changed | `HeadMismatch` via `expected` (undetectable with no anchor) | *n*-1 |
+/// | ...and a checkpoint at size *n* exists | `CheckpointRootMismatch { size: n, first_bad_after }` (checkpoints are checked before `expected`) | `first_bad_after`: the previous matching checkpoint's size, so *n*-1 only if one exists at *n*-1 |
+/// | entry *p* replaced by a forgery, *p* < *n*-1 | `BrokenLink` | *p* |
+/// | entry *p* removed, *p* < *n*-1 | `IndexMismatch { index: p, found: p+1 }` | *p* |
+/// | entries *p* and *p*+1 swapped | `IndexMismatch { index: p, found: p+1 }` | *p* |
+/// | forged entry with index *p* and `prev` = leaf *p*-1 inserted before *p* | `Inserted` (genuine entry *p*, now at *p*+1, claims *p* too) | *p* |
+/// | copy of entry *p*-1 inserted before *p* | `Inserted` | *p* |
+/// | forged entry with a wrong `prev` inserted before *p* | `BrokenLink` | *p* |
+/// | forged entry with a wrong index inserted before *p* | `IndexMismatch` | *p* |
+/// | tail cut to *m* < *n* entries (incl. the last entry removed) | `CheckpointBeyondLog` if a checkpoint lies beyond *m*, else `Truncated` via `expected` | *m* |
+/// | unrecorded entries appended after *n* | `Extended` via `expected` | *n* |
+///
 /// A checkpoint mismatch only bounds the bad entry: an attacker who rewrites
-/// entries and recomputes every later link leaves a self-consistent chain,
-/// and only anchors (checkpoints, `expected`) catch that; the named index is
-/// then the lower end of the range that the matching checkpoints leave open.
+/// entries and recomputes every later link leaves a self-consistent chain
+/// that only anchors (checkpoints, `expected`) catch, and the named index is
+/// then the lower end of the range the matching checkpoints leave open
+/// (`HeadMismatch` names the last entry, which is exact only for a single
+/// changed entry).
 pub fn verify_log(
     entries: &[Vec<u8>],
     checkpoints: &[SignedCheckpoint],
@@ -290,10 +313,15 @@ pub fn verify_log(
         if cp.verify(key).is_ok() {
             trusted.push(cp);
         } else if bad_signature.is_none() {
-            bad_signature = Some(Problem::BadSignature { size: cp.checkpoint.size });
+            bad_signature = Some(Problem::BadSignature {
+                size: cp.checkpoint.size,
+            });
         }
     }
-    let anchors = Anchors { expected, checkpoints: &trusted };
+    let anchors = Anchors {
+        expected,
+        checkpoints: &trusted,
+    };
 
     // One pass over the leaves gives the root at every checkpoint size.
     let mut tree = CompactTree::new();
@@ -318,7 +346,13 @@ pub fn verify_log(
         .or_else(|| check_expected(expected, &leaves))
         .or(bad_signature);
 
-    VerifyReport { entries: len, root, head, checkpoints_checked, problem }
+    VerifyReport {
+        entries: len,
+        root,
+        head,
+        checkpoints_checked,
+        problem,
+    }
 }
 
 /// Leaf hash at position `i` as a `u64` index, if present.
@@ -376,11 +410,18 @@ fn walk(entries: &[Vec<u8>], leaves: &[Hash], anchors: &Anchors<'_>) -> Option<P
                             None
                         }
                     });
-                    let index = if this_is_genuine == Some(false) { pos } else { pos - 1 };
+                    let index = if this_is_genuine == Some(false) {
+                        pos
+                    } else {
+                        pos - 1
+                    };
                     return Some(Problem::Inserted { index });
                 }
             }
-            return Some(Problem::IndexMismatch { index: pos, found: entry.index });
+            return Some(Problem::IndexMismatch {
+                index: pos,
+                found: entry.index,
+            });
         }
 
         if entry.prev != expect_prev {
@@ -388,13 +429,19 @@ fn walk(entries: &[Vec<u8>], leaves: &[Hash], anchors: &Anchors<'_>) -> Option<P
                 return Some(Problem::BrokenLink { index: 0 });
             }
             // Either entry q-1 changed (its leaf moved away from q's prev) or
-            // entry q is forged (its prev is wrong). If entry q is vouched
-            // for, q-1 is the bad one; if it is contradicted, q is.
+            // entry q is forged (its prev is wrong). An anchor on entry q-1
+            // decides; otherwise, if entry q is vouched for (by an anchor or
+            // its successor's link) or nothing is known, q-1 is the bad one,
+            // and if entry q is contradicted, q is.
+            let prev_is_genuine = anchors.head_at(pos).map(|h| h == leaves[q - 1]);
             let this_is_genuine = match anchors.head_at(pos + 1) {
                 Some(h) => Some(h == leaves[q]),
                 None => successor_links_to(q, &leaves[q]),
             };
-            let index = if this_is_genuine == Some(false) { pos } else { pos - 1 };
+            let index = match (prev_is_genuine, this_is_genuine) {
+                (Some(true), _) | (None, Some(false)) => pos,
+                _ => pos - 1,
+            };
             return Some(Problem::BrokenLink { index });
         }
     }
@@ -418,7 +465,10 @@ fn check_checkpoints(
         let found = match root {
             None => Some(Problem::CheckpointBeyondLog { size: c.size, len }),
             Some(root) if root != c.root || head_of(leaves, c.size) != c.head => {
-                Some(Problem::CheckpointRootMismatch { size: c.size, first_bad_after: last_good })
+                Some(Problem::CheckpointRootMismatch {
+                    size: c.size,
+                    first_bad_after: last_good,
+                })
             }
             Some(_) => None,
         };
@@ -442,7 +492,10 @@ fn check_expected(expected: Option<(u64, Hash)>, leaves: &[Hash]) -> Option<Prob
     let (size, head) = expected?;
     let len = leaves.len() as u64;
     if len < size {
-        return Some(Problem::Truncated { expected: size, found: len });
+        return Some(Problem::Truncated {
+            expected: size,
+            found: len,
+        });
     }
     let found = head_of(leaves, size);
     if found != head {
@@ -453,7 +506,10 @@ fn check_expected(expected: Option<(u64, Hash)>, leaves: &[Hash]) -> Option<Prob
         });
     }
     if len > size {
-        return Some(Problem::Extended { expected: size, found: len });
+        return Some(Problem::Extended {
+            expected: size,
+            found: len,
+        });
     }
     None
 }

@@ -1,0 +1,201 @@
+//! memwarden storage. The [`Store`] trait is what the engine needs from a backend; the gates never
+//! see it (they are pure functions in `memwarden-core`), so the same decisions come out of every
+//! backend. [`SqliteStore`] is the embedded default: one data directory, no server to start.
+//!
+//! Every state change is a [`Mutation`] that carries a proof value only the authority gate can
+//! build ([`memwarden_core::authority::AdmittedWrite`], [`memwarden_core::authority::DecisionOutcome`],
+//! ...). A commit applies the mutation's rows *and* appends its verdict-log entries in one
+//! transaction, so an item never exists without its log entry, and an acknowledged commit survives
+//! `kill -9` (SQLite WAL, `synchronous=FULL`). Concurrent commits are grouped into one transaction
+//! (group commit) by a single writer thread, which is also what serialises the log.
+//!
+//! ```
+//! use memwarden_store::{SqliteStore, Store, StoreConfig};
+//! let dir = tempfile::tempdir()?;
+//! let store = SqliteStore::open(dir.path(), StoreConfig::default())?;
+//! assert_eq!(store.log_len(), 1); // the genesis entry
+//! assert!(store.verify_log()?.is_ok());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod sqlite;
+
+pub use sqlite::{SqliteStore, StoreConfig};
+
+use memwarden_core::authority::grant::SignedGrant;
+use memwarden_core::prelude::*;
+use memwarden_log::{Hash, SignedCheckpoint, VerifyReport};
+use serde::Serialize;
+
+/// Most mutations one commit call may carry.
+pub const BATCH_MUTATIONS_MAX: usize = 4096;
+/// Largest `k` a search may ask for.
+pub const SEARCH_K_MAX: usize = 1000;
+/// Longest accepted embedding (dimensions).
+pub const EMBEDDING_DIMS_MAX: usize = 4096;
+
+/// A state change. Variants that change what an item may authorize carry a gate's proof value.
+#[derive(Debug, Clone)]
+pub enum Mutation {
+    /// Register a principal (administrative; principals are immutable once registered).
+    Principal(Principal),
+    /// Store an admitted item with its edges, guard state and embedding.
+    Item {
+        /// The gate's admission.
+        write: AdmittedWrite,
+        /// Its embedding, if an embedder is configured.
+        embedding: Option<Vec<f32>>,
+    },
+    /// Record an attestation.
+    Attestation(AdmittedAttestation),
+    /// Record that a user issued a grant (audit only; the grant itself travels with the action).
+    GrantIssued(SignedGrant),
+    /// Record a decision with its elevations and grant consumptions.
+    Decision {
+        /// The deciding principal.
+        actor: PrincipalId,
+        /// The tenant.
+        tenant: TenantId,
+        /// A summary of the action for the log.
+        action: serde_json::Value,
+        /// The gate's outcome.
+        outcome: DecisionOutcome,
+    },
+}
+
+/// What a successful mutation left in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Receipt {
+    /// Index of the mutation's last log entry.
+    pub log_index: u64,
+    /// Its leaf hash.
+    #[serde(with = "hex_hash")]
+    pub leaf: Hash,
+}
+
+mod hex_hash {
+    use serde::Serializer;
+    pub fn serialize<S: Serializer>(h: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex::encode(h))
+    }
+}
+
+/// Why one mutation was not committed (the others in its group are unaffected).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitError {
+    /// A principal with this id already exists in the tenant.
+    #[error("principal {0} already exists")]
+    PrincipalExists(String),
+    /// An item with this id already exists.
+    #[error("item {0} already exists")]
+    ItemExists(String),
+    /// A grant was consumed by another decision first.
+    #[error("grant {0} was already used")]
+    GrantAlreadyUsed(String),
+    /// The embedding is too long or not finite.
+    #[error("embedding rejected: {0}")]
+    BadEmbedding(String),
+    /// Too many mutations in one call.
+    #[error("batch of {0} mutations exceeds the limit of {BATCH_MUTATIONS_MAX}")]
+    BatchTooLarge(usize),
+    /// The database failed.
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+/// Store-level errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database failed.
+    #[error("storage error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A file could not be read or written.
+    #[error("i/o error on {path}: {error}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// The verdict log does not verify.
+    #[error("the verdict log does not verify: {0}")]
+    LogTampered(String),
+    /// A stored record does not match what the log committed to.
+    #[error("stored item {id} does not match its log entry: {reason}")]
+    ItemTampered {
+        /// The item.
+        id: String,
+        /// What did not match.
+        reason: String,
+    },
+    /// A stored record could not be decoded.
+    #[error("stored record is corrupt: {0}")]
+    Corrupt(String),
+    /// The writer thread is gone.
+    #[error("the store's writer has stopped")]
+    WriterGone,
+    /// The directory holds a store of a newer schema.
+    #[error("unsupported schema version {0}")]
+    Schema(i64),
+}
+
+/// A search hit.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    /// The item.
+    pub item: MemoryItem,
+    /// Cosine similarity to the query.
+    pub similarity: f32,
+}
+
+/// What the engine needs from a backend. Implementations: [`SqliteStore`] (embedded). A
+/// PostgreSQL backend implements the same trait (per-tenant log serialisation in a transaction).
+pub trait Store: Send + Sync {
+    /// Commit mutations; each succeeds or fails on its own, all successes are durable on return.
+    fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError>;
+    /// A principal by id.
+    fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError>;
+    /// Every principal of a tenant.
+    fn principals(&self, tenant: &TenantId) -> Result<Vec<Principal>, StoreError>;
+    /// An item by id, verified against its log entry. Items of other tenants are invisible.
+    fn item(&self, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError>;
+    /// Items of a namespace, oldest first, at most `limit`.
+    fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError>;
+    /// Number of items in a tenant.
+    fn count(&self, tenant: &TenantId) -> Result<u64, StoreError>;
+    /// Attestations of a tenant for these keys.
+    fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError>;
+    /// Elevations of a tenant for these keys.
+    fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError>;
+    /// Whether a grant nonce was consumed.
+    fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError>;
+    /// Exact (brute-force cosine) search over a namespace: the `k` most similar items that pass
+    /// `eligible`, which is applied before ranking is cut (never a score penalty).
+    fn search_exact(
+        &self,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        query: &[f32],
+        k: usize,
+        eligible: &dyn Fn(&MemoryItem) -> bool,
+    ) -> Result<Vec<Hit>, StoreError>;
+    /// Number of log entries.
+    fn log_len(&self) -> u64;
+    /// Current Merkle root and head.
+    fn log_root(&self) -> (u64, Hash, Hash);
+    /// Encoded log entries `[from, to)`.
+    fn log_entries(&self, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// Inclusion proof of entry `index` in the tree of size `size`.
+    fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, StoreError>;
+    /// Consistency proof between two sizes.
+    fn consistency_proof(&self, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError>;
+    /// Sign a checkpoint of the current log and store it.
+    fn checkpoint(&self, now_ms: u64) -> Result<SignedCheckpoint, StoreError>;
+    /// Stored checkpoints.
+    fn checkpoints(&self) -> Result<Vec<SignedCheckpoint>, StoreError>;
+    /// The log's checkpoint-signing public key.
+    fn log_public_key(&self) -> [u8; 32];
+    /// Verify the whole stored log (hash chain, every checkpoint, recorded head).
+    fn verify_log(&self) -> Result<VerifyReport, StoreError>;
+}

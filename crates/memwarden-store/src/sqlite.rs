@@ -1,0 +1,773 @@
+//! The embedded backend: SQLite in WAL mode with `synchronous=FULL`, one writer thread doing
+//! group commit, one reader connection.
+
+use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Hit, Mutation, Receipt, SEARCH_K_MAX, Store, StoreError};
+use ed25519_dalek::SigningKey;
+use memwarden_core::prelude::*;
+use memwarden_log::{Entry, EntryKind, Hash, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, mpsc};
+use std::thread::JoinHandle;
+
+const SCHEMA_VERSION: i64 = 1;
+const DB_FILE: &str = "memwarden.db";
+const LOG_KEY_FILE: &str = "log.ed25519";
+
+/// Tuning for the embedded store.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreConfig {
+    /// Sign a checkpoint every this many log entries (0: only on demand and at close).
+    pub checkpoint_every: u64,
+    /// Most mutations grouped into one transaction.
+    pub group_commit_max: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { checkpoint_every: 1024, group_commit_max: 1024 }
+    }
+}
+
+type Reply = mpsc::Sender<Result<Vec<Result<Receipt, CommitError>>, String>>;
+
+enum Job {
+    Commit { now_ms: u64, mutations: Vec<Mutation>, reply: Reply },
+    Checkpoint { now_ms: u64, reply: mpsc::Sender<Result<SignedCheckpoint, String>> },
+}
+
+struct Shared {
+    log: RwLock<VerdictLog>,
+    key: SigningKey,
+    reader: Mutex<Connection>,
+    last_checkpoint: AtomicU64,
+    config: StoreConfig,
+}
+
+/// The embedded store: one directory (`memwarden.db` plus its WAL, and `keys/`).
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    dir: PathBuf,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |error| StoreError::Io { path: path.display().to_string(), error }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn load_or_create_key(dir: &Path) -> Result<SigningKey, StoreError> {
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys).map_err(io_err(&keys))?;
+    let path = keys.join(LOG_KEY_FILE);
+    if path.exists() {
+        let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+        let mut seed = [0u8; 32];
+        hex::decode_to_slice(text.trim(), &mut seed).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+        return Ok(SigningKey::from_bytes(&seed));
+    }
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| StoreError::Corrupt(format!("no randomness for the log key: {e}")))?;
+    let tmp = keys.join(format!("{LOG_KEY_FILE}.tmp"));
+    write_private(&tmp, hex::encode(seed).as_bytes())?;
+    std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// Write a file readable only by its owner, and fsync it.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path).map_err(io_err(path))?;
+    f.write_all(bytes).map_err(io_err(path))?;
+    f.sync_all().map_err(io_err(path))
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS principals(tenant TEXT NOT NULL, id TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, id));
+CREATE TABLE IF NOT EXISTS items(
+  id BLOB PRIMARY KEY, tenant TEXT NOT NULL, namespace TEXT NOT NULL, record TEXT NOT NULL,
+  digest BLOB NOT NULL, log_index INTEGER NOT NULL, embedding BLOB, created_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS items_by_namespace ON items(tenant, namespace, created_ms);
+CREATE TABLE IF NOT EXISTS edges(child BLOB NOT NULL, parent BLOB NOT NULL, kind TEXT NOT NULL, PRIMARY KEY(child, parent, kind));
+CREATE INDEX IF NOT EXISTS edges_by_parent ON edges(parent);
+CREATE TABLE IF NOT EXISTS attestations(tenant TEXT NOT NULL, key TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS attestations_by_key ON attestations(tenant, key);
+CREATE TABLE IF NOT EXISTS elevations(tenant TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, key, value));
+CREATE TABLE IF NOT EXISTS grants_used(tenant TEXT NOT NULL, nonce BLOB NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, nonce));
+CREATE TABLE IF NOT EXISTS log(idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS checkpoints(size INTEGER PRIMARY KEY, record TEXT NOT NULL);
+";
+
+fn open_conn(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    if !read_only {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+    }
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    Ok(conn)
+}
+
+/// Everything needed to verify a stored log, read from the database.
+struct StoredLog {
+    entries: Vec<Vec<u8>>,
+    checkpoints: Vec<SignedCheckpoint>,
+    expected: Option<(u64, Hash)>,
+}
+
+fn read_stored_log(conn: &Connection) -> Result<StoredLog, StoreError> {
+    let mut stmt = conn.prepare("SELECT entry FROM log ORDER BY idx")?;
+    let entries = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))?.collect::<Result<Vec<_>, _>>()?;
+    let checkpoints = read_stored_log_checkpoints(conn)?;
+    let size: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key='log_size'", [], |r| r.get(0)).optional()?;
+    let head: Option<Vec<u8>> = conn.query_row("SELECT value FROM meta WHERE key='log_head'", [], |r| r.get(0)).optional()?;
+    let expected = match (size, head) {
+        (Some(s), Some(h)) if h.len() == 32 => {
+            let mut hh = [0u8; 32];
+            hh.copy_from_slice(&h);
+            Some((u64::try_from(s).unwrap_or(0), hh))
+        }
+        (None, None) => None,
+        _ => return Err(StoreError::Corrupt("recorded log head is malformed".into())),
+    };
+    Ok(StoredLog { entries, checkpoints, expected })
+}
+
+impl SqliteStore {
+    /// Open (creating if needed) the store in `dir`. Reopening verifies the whole log against the
+    /// recorded head and every signed checkpoint, and refuses a store that does not verify.
+    pub fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let key = load_or_create_key(dir)?;
+        let db = dir.join(DB_FILE);
+        let mut writer = open_conn(&db, false)?;
+        writer.execute_batch(SCHEMA)?;
+        let version: Option<i64> = writer.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
+        match version {
+            Some(v) if v > SCHEMA_VERSION => return Err(StoreError::Schema(v)),
+            Some(_) => {}
+            None => {
+                writer.execute("INSERT INTO meta(key, value) VALUES('schema', ?1)", params![SCHEMA_VERSION])?;
+            }
+        }
+        let stored = read_stored_log(&writer)?;
+        let report = verify_log(&stored.entries, &stored.checkpoints, &key.verifying_key(), stored.expected);
+        if let Some(p) = &report.problem {
+            return Err(StoreError::LogTampered(p.to_string()));
+        }
+        let leaves: Vec<Hash> = stored.entries.iter().map(|e| leaf_hash(e)).collect();
+        let last_checkpoint = stored.checkpoints.last().map(|c| c.checkpoint.size).unwrap_or(0);
+        let mut log = VerdictLog::from_leaves(leaves);
+        if log.is_empty() {
+            let body = serde_json::to_vec(&json!({"store": "memwarden", "schema": SCHEMA_VERSION, "log_key": hex::encode(key.verifying_key().to_bytes())}))
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let genesis = log.prepare(EntryKind::Genesis, 0, body);
+            let tx = writer.transaction()?;
+            tx.execute("INSERT INTO log(idx, entry) VALUES(0, ?1)", params![genesis.encode()])?;
+            set_head(&tx, 1, &genesis.leaf())?;
+            tx.commit()?;
+            log.append(&genesis).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        }
+        let reader = open_conn(&db, true)?;
+        let shared = Arc::new(Shared {
+            log: RwLock::new(log),
+            key,
+            reader: Mutex::new(reader),
+            last_checkpoint: AtomicU64::new(last_checkpoint),
+            config,
+        });
+        let (tx, rx) = mpsc::channel::<Job>();
+        let s2 = Arc::clone(&shared);
+        let handle = std::thread::Builder::new()
+            .name("memwarden-writer".into())
+            .spawn(move || writer_loop(writer, rx, &s2))
+            .map_err(io_err(dir))?;
+        Ok(Self { shared, jobs: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)), dir: dir.to_path_buf() })
+    }
+
+    /// Verify the log of a store directory without opening it for writing (works on a tampered
+    /// copy that [`SqliteStore::open`] would refuse).
+    pub fn verify_dir(dir: &Path) -> Result<VerifyReport, StoreError> {
+        let key = load_or_create_key_readonly(dir)?;
+        let conn = open_conn(&dir.join(DB_FILE), true)?;
+        let stored = read_stored_log(&conn)?;
+        Ok(verify_log(&stored.entries, &stored.checkpoints, &key.verifying_key(), stored.expected))
+    }
+
+    /// For demonstrations and tests only: flip the last byte of stored log entry `index` in a store
+    /// directory that is not open — what an attacker with write access to the disk could do.
+    pub fn tamper_log_entry(dir: &Path, index: u64) -> Result<(), StoreError> {
+        let conn = open_conn(&dir.join(DB_FILE), false)?;
+        let idx = i64::try_from(index).unwrap_or(i64::MAX);
+        let mut entry: Vec<u8> = conn.query_row("SELECT entry FROM log WHERE idx = ?1", params![idx], |r| r.get(0))?;
+        if let Some(b) = entry.last_mut() {
+            *b ^= 0x01;
+        }
+        conn.execute("UPDATE log SET entry = ?1 WHERE idx = ?2", params![entry, idx])?;
+        Ok(())
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn send(&self, job: Job) -> Result<(), StoreError> {
+        let guard = lock(&self.jobs);
+        guard.as_ref().ok_or(StoreError::WriterGone)?.send(job).map_err(|_| StoreError::WriterGone)
+    }
+
+    fn read_item(&self, conn: &Connection, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
+        let row: Option<(String, Vec<u8>, i64)> = conn
+            .prepare_cached("SELECT record, digest, log_index FROM items WHERE id = ?1 AND tenant = ?2")?
+            .query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        let Some((record, digest, log_index)) = row else {
+            return Ok(None);
+        };
+        let item: MemoryItem = serde_json::from_str(&record).map_err(|e| StoreError::Corrupt(format!("item {id}: {e}")))?;
+        let tampered = |reason: &str| StoreError::ItemTampered { id: id.to_string(), reason: reason.to_owned() };
+        if item.id() != *id || item.tenant() != tenant {
+            return Err(tampered("record names another id or tenant"));
+        }
+        if item.identity_digest().as_slice() != digest.as_slice() {
+            return Err(tampered("record differs from its digest"));
+        }
+        let idx = u64::try_from(log_index).map_err(|_| tampered("negative log index"))?;
+        let entry: Vec<u8> = conn
+            .prepare_cached("SELECT entry FROM log WHERE idx = ?1")?
+            .query_row(params![log_index], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| tampered("its log entry is missing"))?;
+        let leaf_ok = self.shared.log.read().map(|l| l.leaves().get(idx as usize) == Some(&leaf_hash(&entry))).unwrap_or(false);
+        if !leaf_ok {
+            return Err(tampered("its log entry differs from the verified log"));
+        }
+        let decoded = Entry::decode(&entry).map_err(|e| tampered(&e.to_string()))?;
+        let body: serde_json::Value = serde_json::from_slice(&decoded.body).map_err(|e| tampered(&e.to_string()))?;
+        if body.get("digest").and_then(|d| d.as_str()) != Some(hex::encode(&digest).as_str()) {
+            return Err(tampered("its log entry commits to another digest"));
+        }
+        Ok(Some(item))
+    }
+}
+
+fn load_or_create_key_readonly(dir: &Path) -> Result<SigningKey, StoreError> {
+    let path = dir.join("keys").join(LOG_KEY_FILE);
+    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    let mut seed = [0u8; 32];
+    hex::decode_to_slice(text.trim(), &mut seed).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Close the queue, let the writer drain it, then join.
+        lock(&self.jobs).take();
+        if let Some(h) = lock(&self.writer).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn set_head(conn: &Connection, size: u64, head: &Hash) -> Result<(), rusqlite::Error> {
+    let size = i64::try_from(size).unwrap_or(i64::MAX);
+    conn.prepare_cached("INSERT INTO meta(key, value) VALUES('log_size', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
+        .execute(params![size])?;
+    conn.prepare_cached("INSERT INTO meta(key, value) VALUES('log_head', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
+        .execute(params![head.as_slice()])?;
+    Ok(())
+}
+
+/// The chain state while a group is being applied: entries are linked locally and appended to the
+/// shared log only after the transaction commits.
+struct Pending {
+    len: u64,
+    head: Hash,
+    entries: Vec<Entry>,
+}
+
+impl Pending {
+    fn push(&mut self, conn: &Connection, now_ms: u64, kind: EntryKind, body: &serde_json::Value) -> Result<(u64, Hash), CommitError> {
+        let body = serde_json::to_vec(body).map_err(|e| CommitError::Storage(e.to_string()))?;
+        let entry = Entry { index: self.len, prev: self.head, time_ms: now_ms, kind, body };
+        let bytes = entry.encode();
+        let leaf = leaf_hash(&bytes);
+        conn.prepare_cached("INSERT INTO log(idx, entry) VALUES(?1, ?2)")
+            .and_then(|mut s| s.execute(params![i64::try_from(self.len).unwrap_or(i64::MAX), bytes]))
+            .map_err(sql)?;
+        let idx = self.len;
+        self.len += 1;
+        self.head = leaf;
+        self.entries.push(entry);
+        Ok((idx, leaf))
+    }
+}
+
+fn sql(e: rusqlite::Error) -> CommitError {
+    CommitError::Storage(e.to_string())
+}
+
+fn is_constraint(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, CommitError> {
+    serde_json::to_string(v).map_err(|e| CommitError::Storage(e.to_string()))
+}
+
+fn embedding_bytes(e: &[f32]) -> Result<Vec<u8>, CommitError> {
+    if e.is_empty() || e.len() > EMBEDDING_DIMS_MAX || e.iter().any(|x| !x.is_finite()) {
+        return Err(CommitError::BadEmbedding(format!("{} dimensions (1..={EMBEDDING_DIMS_MAX}, finite)", e.len())));
+    }
+    Ok(e.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Result<Receipt, CommitError> {
+    let (log_index, leaf) = match m {
+        Mutation::Principal(pr) => {
+            let next = p.len;
+            let r = conn
+                .prepare_cached("INSERT INTO principals(tenant, id, record, log_index) VALUES(?1, ?2, ?3, ?4)")
+                .and_then(|mut s| s.execute(params![pr.tenant.as_str(), pr.id.as_str(), to_json(pr).unwrap_or_default(), next as i64]));
+            match r {
+                Err(e) if is_constraint(&e) => return Err(CommitError::PrincipalExists(pr.id.to_string())),
+                Err(e) => return Err(sql(e)),
+                Ok(_) => {}
+            }
+            p.push(conn, now_ms, EntryKind::Principal, &json!({"tenant": pr.tenant, "principal": pr}))?
+        }
+        Mutation::Item { write, embedding } => {
+            let item = write.item();
+            let emb = embedding.as_deref().map(embedding_bytes).transpose()?;
+            let digest = item.identity_digest();
+            let next = p.len;
+            let r = conn
+                .prepare_cached(
+                    "INSERT INTO items(id, tenant, namespace, record, digest, log_index, embedding, created_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        item.id().as_bytes().as_slice(),
+                        item.tenant().as_str(),
+                        item.namespace().as_str(),
+                        to_json(item).unwrap_or_default(),
+                        digest.as_slice(),
+                        next as i64,
+                        emb,
+                        i64::try_from(item.created_ms()).unwrap_or(i64::MAX)
+                    ])
+                });
+            match r {
+                Err(e) if is_constraint(&e) => return Err(CommitError::ItemExists(item.id().to_string())),
+                Err(e) => return Err(sql(e)),
+                Ok(_) => {}
+            }
+            for parent in item.parents() {
+                conn.prepare_cached("INSERT OR IGNORE INTO edges(child, parent, kind) VALUES(?1, ?2, ?3)")
+                    .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), parent.id.as_bytes().as_slice(), parent.kind.as_str()]))
+                    .map_err(sql)?;
+            }
+            let kind = match item.route() {
+                Route::Summary => EntryKind::Derive,
+                Route::ToolObservation => EntryKind::ToolCall,
+                _ => EntryKind::Write,
+            };
+            p.push(
+                conn,
+                now_ms,
+                kind,
+                &json!({
+                    "tenant": item.tenant(), "id": item.id(), "namespace": item.namespace(), "writer": item.writer(),
+                    "origin": item.origin(), "label": item.label(), "route": item.route(), "parents": item.parents(),
+                    "status": item.status(), "digest": hex::encode(digest),
+                }),
+            )?
+        }
+        Mutation::Attestation(a) => {
+            let a = a.attestation();
+            let next = p.len;
+            conn.prepare_cached("INSERT INTO attestations(tenant, key, record, log_index) VALUES(?1, ?2, ?3, ?4)")
+                .and_then(|mut s| s.execute(params![a.tenant.as_str(), a.key, to_json(a).unwrap_or_default(), next as i64]))
+                .map_err(sql)?;
+            p.push(conn, now_ms, EntryKind::Attestation, &json!(a))?
+        }
+        Mutation::GrantIssued(g) => {
+            let gr = &g.grant;
+            p.push(
+                conn,
+                now_ms,
+                EntryKind::GrantIssued,
+                &json!({"tenant": gr.tenant, "user": gr.user, "tool": gr.tool, "key": gr.key, "value": gr.value, "amount": gr.amount,
+                        "nonce": gr.nonce_hex(), "expires_ms": gr.expires_ms, "signature": hex::encode(g.signature)}),
+            )?
+        }
+        Mutation::Decision { actor, tenant, action, outcome } => {
+            for u in outcome.grant_uses() {
+                let g = &u.grant.grant;
+                let next = p.len;
+                let r = conn
+                    .prepare_cached("INSERT INTO grants_used(tenant, nonce, record, log_index) VALUES(?1, ?2, ?3, ?4)")
+                    .and_then(|mut s| s.execute(params![g.tenant.as_str(), g.nonce.as_slice(), to_json(u).unwrap_or_default(), next as i64]));
+                match r {
+                    Err(e) if is_constraint(&e) => return Err(CommitError::GrantAlreadyUsed(g.nonce_hex())),
+                    Err(e) => return Err(sql(e)),
+                    Ok(_) => {}
+                }
+                p.push(
+                    conn,
+                    now_ms,
+                    EntryKind::GrantUsed,
+                    &json!({"tenant": g.tenant, "nonce": g.nonce_hex(), "user": g.user, "tool": g.tool, "key": g.key, "value": g.value, "amount": g.amount}),
+                )?;
+            }
+            for e in outcome.new_elevations() {
+                let next = p.len;
+                conn.prepare_cached("INSERT OR IGNORE INTO elevations(tenant, key, value, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)")
+                    .and_then(|mut s| s.execute(params![e.tenant.as_str(), e.key, e.value.canonical, to_json(e).unwrap_or_default(), next as i64]))
+                    .map_err(sql)?;
+                p.push(conn, now_ms, EntryKind::Elevation, &json!(e))?;
+            }
+            p.push(conn, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "action": action, "verdict": outcome.verdict()}))?
+        }
+    };
+    Ok(Receipt { log_index, leaf })
+}
+
+fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared: &Shared) {
+    // Checkpoints carry the latest time a caller passed in (the store reads no clock of its own).
+    let mut last_now_ms = 0u64;
+    while let Ok(first) = rx.recv() {
+        let mut jobs = vec![first];
+        let mut count = 0usize;
+        while count < shared.config.group_commit_max {
+            match rx.try_recv() {
+                Ok(j) => {
+                    if let Job::Commit { mutations, .. } = &j {
+                        count += mutations.len();
+                    }
+                    jobs.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut commits = Vec::new();
+        let mut checkpoints = Vec::new();
+        for j in jobs {
+            match j {
+                Job::Commit { now_ms, mutations, reply } => {
+                    last_now_ms = last_now_ms.max(now_ms);
+                    commits.push((now_ms, mutations, reply));
+                }
+                Job::Checkpoint { now_ms, reply } => {
+                    last_now_ms = last_now_ms.max(now_ms);
+                    checkpoints.push((now_ms, reply));
+                }
+            }
+        }
+        if !commits.is_empty() {
+            commit_group(&mut conn, shared, commits);
+        }
+        let every = shared.config.checkpoint_every;
+        let len = shared.log.read().map(|l| l.len()).unwrap_or(0);
+        let due = every > 0 && len >= shared.last_checkpoint.load(Ordering::Relaxed) + every;
+        if due || !checkpoints.is_empty() {
+            let res = write_checkpoint(&conn, shared, last_now_ms).map_err(|e| e.to_string());
+            for (_, reply) in checkpoints {
+                let _ = reply.send(res.clone());
+            }
+        }
+    }
+    // Queue closed: sign a final checkpoint so a clean close leaves the whole log anchored.
+    let len = shared.log.read().map(|l| l.len()).unwrap_or(0);
+    if len > shared.last_checkpoint.load(Ordering::Relaxed) {
+        let _ = write_checkpoint(&conn, shared, last_now_ms);
+    }
+}
+
+fn write_checkpoint(conn: &Connection, shared: &Shared, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
+    let cp = {
+        let log = shared.log.read().map_err(|_| StoreError::WriterGone)?;
+        log.checkpoint(&shared.key, now_ms)
+    };
+    let record = serde_json::to_string(&cp).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    conn.execute(
+        "INSERT INTO checkpoints(size, record) VALUES(?1, ?2) ON CONFLICT(size) DO UPDATE SET record = excluded.record",
+        params![i64::try_from(cp.checkpoint.size).unwrap_or(i64::MAX), record],
+    )?;
+    shared.last_checkpoint.store(cp.checkpoint.size, Ordering::Relaxed);
+    Ok(cp)
+}
+
+fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<Mutation>, Reply)>) {
+    let (len, head) = match shared.log.read() {
+        Ok(l) => (l.len(), l.head()),
+        Err(_) => return,
+    };
+    let mut pending = Pending { len, head, entries: Vec::new() };
+    let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
+    let outcome = (|| -> Result<(), rusqlite::Error> {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        for (now_ms, mutations, _) in &commits {
+            let mut rs = Vec::with_capacity(mutations.len());
+            if mutations.len() > BATCH_MUTATIONS_MAX {
+                rs.push(Err(CommitError::BatchTooLarge(mutations.len())));
+                results.push(rs);
+                continue;
+            }
+            for m in mutations {
+                conn.execute_batch("SAVEPOINT m")?;
+                let mark = (pending.len, pending.head, pending.entries.len());
+                match apply(conn, *now_ms, m, &mut pending) {
+                    Ok(r) => {
+                        conn.execute_batch("RELEASE m")?;
+                        rs.push(Ok(r));
+                    }
+                    Err(e) => {
+                        conn.execute_batch("ROLLBACK TO m; RELEASE m")?;
+                        pending.len = mark.0;
+                        pending.head = mark.1;
+                        pending.entries.truncate(mark.2);
+                        rs.push(Err(e));
+                    }
+                }
+            }
+            results.push(rs);
+        }
+        set_head(conn, pending.len, &pending.head)?;
+        conn.execute_batch("COMMIT")
+    })();
+    match outcome {
+        Ok(()) => {
+            if let Ok(mut log) = shared.log.write() {
+                for e in &pending.entries {
+                    // The writer is the only appender and linked these entries to the log's head.
+                    let appended = log.append(e);
+                    debug_assert!(appended.is_ok(), "writer chain out of step with the log");
+                }
+                debug_assert_eq!(log.len(), pending.len);
+            }
+            for ((_, _, reply), rs) in commits.into_iter().zip(results) {
+                let _ = reply.send(Ok(rs));
+            }
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            let msg = format!("commit failed: {e}");
+            for (_, _, reply) in commits {
+                let _ = reply.send(Err(msg.clone()));
+            }
+        }
+    }
+}
+
+fn decode_f32(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::NEG_INFINITY;
+    }
+    let (mut dot, mut na, mut nb) = (0f32, 0f32, 0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
+}
+
+impl Store for SqliteStore {
+    fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
+        if mutations.len() > BATCH_MUTATIONS_MAX {
+            return Ok(vec![Err(CommitError::BatchTooLarge(mutations.len()))]);
+        }
+        let (reply, rx) = mpsc::channel();
+        self.send(Job::Commit { now_ms, mutations, reply })?;
+        rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)
+    }
+
+    fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let rec: Option<String> = conn
+            .prepare_cached("SELECT record FROM principals WHERE tenant = ?1 AND id = ?2")?
+            .query_row(params![tenant.as_str(), id.as_str()], |r| r.get(0))
+            .optional()?;
+        rec.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::Corrupt(format!("principal {id}: {e}")))).transpose()
+    }
+
+    fn principals(&self, tenant: &TenantId) -> Result<Vec<Principal>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let mut stmt = conn.prepare_cached("SELECT record FROM principals WHERE tenant = ?1 ORDER BY id")?;
+        let rows = stmt.query_map(params![tenant.as_str()], |r| r.get::<_, String>(0))?;
+        rows.map(|r| serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("principal: {e}")))).collect()
+    }
+
+    fn item(&self, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        self.read_item(&conn, tenant, id)
+    }
+
+    fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let ids: Vec<Vec<u8>> = conn
+            .prepare_cached("SELECT id FROM items WHERE tenant = ?1 AND namespace = ?2 ORDER BY created_ms, id LIMIT ?3")?
+            .query_map(params![tenant.as_str(), namespace.as_str(), i64::try_from(limit).unwrap_or(i64::MAX)], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::with_capacity(ids.len());
+        for raw in ids {
+            let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+            if let Some(i) = self.read_item(&conn, tenant, &id)? {
+                out.push(i);
+            }
+        }
+        Ok(out)
+    }
+
+    fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let n: i64 = conn.query_row("SELECT COUNT(*) FROM items WHERE tenant = ?1", params![tenant.as_str()], |r| r.get(0))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let mut out = Vec::new();
+        let mut stmt = conn.prepare_cached("SELECT record FROM attestations WHERE tenant = ?1 AND key = ?2")?;
+        for k in keys {
+            for r in stmt.query_map(params![tenant.as_str(), k], |r| r.get::<_, String>(0))? {
+                out.push(serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("attestation: {e}")))?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let mut out = Vec::new();
+        let mut stmt = conn.prepare_cached("SELECT record FROM elevations WHERE tenant = ?1 AND key = ?2")?;
+        for k in keys {
+            for r in stmt.query_map(params![tenant.as_str(), k], |r| r.get::<_, String>(0))? {
+                out.push(serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("elevation: {e}")))?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let n: i64 = conn
+            .prepare_cached("SELECT COUNT(*) FROM grants_used WHERE tenant = ?1 AND nonce = ?2")?
+            .query_row(params![tenant.as_str(), nonce.as_slice()], |r| r.get(0))?;
+        Ok(n > 0)
+    }
+
+    fn search_exact(
+        &self,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        query: &[f32],
+        k: usize,
+        eligible: &dyn Fn(&MemoryItem) -> bool,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let k = k.min(SEARCH_K_MAX);
+        let conn = lock(&self.shared.reader);
+        let mut scored: Vec<(f32, Vec<u8>)> = Vec::new();
+        {
+            let mut stmt = conn.prepare_cached("SELECT id, embedding FROM items WHERE tenant = ?1 AND namespace = ?2 AND embedding IS NOT NULL")?;
+            let rows = stmt.query_map(params![tenant.as_str(), namespace.as_str()], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?)))?;
+            for row in rows {
+                let (id, emb) = row?;
+                scored.push((cosine(query, &decode_f32(&emb)), id));
+            }
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut out = Vec::with_capacity(k);
+        for (sim, raw) in scored {
+            if out.len() >= k {
+                break;
+            }
+            let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+            if let Some(item) = self.read_item(&conn, tenant, &id)?
+                && eligible(&item) {
+                    out.push(Hit { item, similarity: sim });
+                }
+        }
+        Ok(out)
+    }
+
+    fn log_len(&self) -> u64 {
+        self.shared.log.read().map(|l| l.len()).unwrap_or(0)
+    }
+
+    fn log_root(&self) -> (u64, Hash, Hash) {
+        self.shared.log.read().map(|l| (l.len(), l.root(), l.head())).unwrap_or((0, [0; 32], [0; 32]))
+    }
+
+    fn log_entries(&self, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let mut stmt = conn.prepare_cached("SELECT entry FROM log WHERE idx >= ?1 AND idx < ?2 ORDER BY idx")?;
+        let rows = stmt.query_map(params![i64::try_from(from).unwrap_or(i64::MAX), i64::try_from(to).unwrap_or(i64::MAX)], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, StoreError> {
+        let log = self.shared.log.read().map_err(|_| StoreError::WriterGone)?;
+        log.inclusion_proof(index, size).map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    fn consistency_proof(&self, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError> {
+        let log = self.shared.log.read().map_err(|_| StoreError::WriterGone)?;
+        log.consistency_proof(old_size, new_size).map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    fn checkpoint(&self, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Job::Checkpoint { now_ms, reply })?;
+        rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)
+    }
+
+    fn checkpoints(&self) -> Result<Vec<SignedCheckpoint>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        read_stored_log_checkpoints(&conn)
+    }
+
+    fn log_public_key(&self) -> [u8; 32] {
+        self.shared.key.verifying_key().to_bytes()
+    }
+
+    fn verify_log(&self) -> Result<VerifyReport, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let stored = read_stored_log(&conn)?;
+        Ok(verify_log(&stored.entries, &stored.checkpoints, &self.shared.key.verifying_key(), stored.expected))
+    }
+}
+
+fn read_stored_log_checkpoints(conn: &Connection) -> Result<Vec<SignedCheckpoint>, StoreError> {
+    let mut stmt = conn.prepare("SELECT record FROM checkpoints ORDER BY size")?;
+    let mut out = Vec::new();
+    for rec in stmt.query_map([], |r| r.get::<_, String>(0))? {
+        out.push(serde_json::from_str(&rec?).map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?);
+    }
+    Ok(out)
+}
