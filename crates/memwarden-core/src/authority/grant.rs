@@ -160,7 +160,7 @@ pub enum GrantRefusal {
         requested: String,
     },
     /// For a different amount.
-    #[error("grant {nonce} binds amount {granted:?}, the action has {requested:?}")]
+    #[error("grant {nonce} binds amount {}, the action has {}", granted.as_deref().unwrap_or("none"), requested.as_deref().unwrap_or("none"))]
     AmountMismatch {
         /// Nonce.
         nonce: String,

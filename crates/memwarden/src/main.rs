@@ -1,0 +1,457 @@
+//! The `memwarden` command line. Thin: parses arguments, calls `memwarden-engine`, prints JSON or
+//! narration, and turns every error into one line on stderr and a non-zero exit.
+
+use clap::{Args, Parser, Subcommand};
+use memwarden_core::authority::grant::SignedGrant;
+use memwarden_core::item::CONTENT_BYTES_MAX;
+use memwarden_core::prelude::*;
+use memwarden_engine::keys::{GrantSpec, generate_key, load_user_key, mint_grant, save_user_key};
+use memwarden_engine::{Actor, Engine, EngineConfig, EngineError};
+use memwarden_store::SqliteStore;
+use serde_json::json;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "memwarden", version, about = "Memory for LLM agents that stays safe when what it stores was planted by an attacker")]
+struct Cli {
+    /// Data directory of the embedded store.
+    #[arg(long, global = true, env = "MEMWARDEN_DATA", default_value = "memwarden-data")]
+    data: PathBuf,
+    /// Tenant.
+    #[arg(long, global = true, env = "MEMWARDEN_TENANT", default_value = "default")]
+    tenant: String,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the narrated end-to-end demo on a fresh data directory (default ./.memwarden-demo).
+    Demo {
+        /// Where to run it (recreated; must be a previous demo directory or absent).
+        #[arg(long = "dir", default_value = ".memwarden-demo")]
+        dir: PathBuf,
+    },
+    /// Create the store (also done implicitly by every command).
+    Init,
+    /// Manage principals.
+    #[command(subcommand)]
+    Principal(PrincipalCmd),
+    /// Add a memory as a principal.
+    Add(AddArgs),
+    /// Derive (summarise) a memory from parents.
+    Derive {
+        /// Acting principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// Namespace.
+        #[arg(long, default_value = "default")]
+        ns: String,
+        /// Parent memory ids (at least one).
+        #[arg(long = "parent", required = true)]
+        parents: Vec<String>,
+        /// The summary text (`-` reads stdin).
+        text: String,
+    },
+    /// Call a tool through the monitor and store its output.
+    ToolCall {
+        /// Calling principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// The tool principal.
+        #[arg(long)]
+        tool: String,
+        /// Namespace.
+        #[arg(long, default_value = "default")]
+        ns: String,
+        /// Argument `key=value[:kind][@src1,src2]` (kind: account, amount, text).
+        #[arg(long = "arg")]
+        args: Vec<String>,
+        /// Retrieved memories passed in.
+        #[arg(long = "input")]
+        inputs: Vec<String>,
+        /// The tool's output text.
+        output: String,
+    },
+    /// Attest a value for a key.
+    Attest {
+        /// Attesting principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// Key.
+        #[arg(long)]
+        key: String,
+        /// Value.
+        #[arg(long)]
+        value: String,
+        /// Value kind: account, amount, text.
+        #[arg(long, default_value = "text")]
+        kind: String,
+        /// Memories the attestation derives from.
+        #[arg(long = "source")]
+        sources: Vec<String>,
+    },
+    /// User grants.
+    #[command(subcommand)]
+    Grant(GrantCmd),
+    /// Decide a proposed action (Algorithm 1); prints the verdict as JSON.
+    Decide(DecideArgs),
+    /// Read a memory by id.
+    Get {
+        /// Reading principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// The id.
+        id: String,
+    },
+    /// List memories of a namespace readable by a principal.
+    List {
+        /// Reading principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// Namespace.
+        #[arg(long, default_value = "default")]
+        ns: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// The verdict log.
+    #[command(subcommand)]
+    Audit(AuditCmd),
+}
+
+#[derive(Subcommand)]
+enum PrincipalCmd {
+    /// Register a principal (users get a signing key under <data>/user-keys/).
+    Add {
+        /// Id.
+        #[arg(long)]
+        id: String,
+        /// user, agent, tool or source.
+        #[arg(long)]
+        kind: String,
+        /// Organisation or registry behind it.
+        #[arg(long)]
+        domain: Option<String>,
+        /// Tools only: on the source-authority allow-list.
+        #[arg(long)]
+        allow_listed: bool,
+    },
+    /// List principals of the tenant.
+    List,
+}
+
+#[derive(Subcommand)]
+enum GrantCmd {
+    /// Mint a one-time grant signed by a user's key; prints it as JSON.
+    Mint {
+        /// The signing user.
+        #[arg(long)]
+        user: String,
+        /// Tool.
+        #[arg(long)]
+        tool: String,
+        /// Value key.
+        #[arg(long)]
+        key: String,
+        /// Value.
+        #[arg(long)]
+        value: String,
+        /// Value kind: account, amount, text.
+        #[arg(long, default_value = "account")]
+        kind: String,
+        /// Amount, if the action moves money.
+        #[arg(long)]
+        amount: Option<String>,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 600)]
+        ttl_secs: u64,
+        /// Write the grant to this file instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct AddArgs {
+    /// Writing principal.
+    #[arg(long = "as")]
+    actor: String,
+    /// Namespace.
+    #[arg(long, default_value = "default")]
+    ns: String,
+    /// Declared parent memory ids.
+    #[arg(long = "parent")]
+    parents: Vec<String>,
+    /// Route (dialogue, direct, external_observation, ...).
+    #[arg(long, default_value = "direct")]
+    route: String,
+    /// Restrict readers to these principals (the writer is always included).
+    #[arg(long = "reader")]
+    readers: Vec<String>,
+    /// Free metadata `k=v` (never consulted by a gate).
+    #[arg(long = "meta")]
+    meta: Vec<String>,
+    /// Session tag.
+    #[arg(long)]
+    session: Option<String>,
+    /// The text (`-` reads stdin).
+    text: String,
+}
+
+#[derive(Args)]
+struct DecideArgs {
+    /// Proposing principal.
+    #[arg(long = "as")]
+    actor: String,
+    /// Tool the action calls.
+    #[arg(long)]
+    tool: String,
+    /// answer, inform or act.
+    #[arg(long, default_value = "act")]
+    kind: String,
+    /// low, medium or high.
+    #[arg(long, default_value = "high")]
+    risk: String,
+    /// Safety-relevant value `key=value[:kind][@src1,src2]`.
+    #[arg(long = "value")]
+    values: Vec<String>,
+    /// Amount.
+    #[arg(long)]
+    amount: Option<String>,
+    /// Memory ids in the agent's context.
+    #[arg(long = "context")]
+    context: Vec<String>,
+    /// Grant files to present.
+    #[arg(long = "grant")]
+    grants: Vec<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum AuditCmd {
+    /// Verify the whole log (works on a store that refuses to open).
+    Verify,
+    /// Sign a checkpoint now.
+    Checkpoint,
+    /// Inclusion proof of one entry in the current tree.
+    Proof {
+        /// Entry index.
+        #[arg(long)]
+        index: u64,
+    },
+}
+
+fn fail(msg: impl std::fmt::Display) -> EngineError {
+    EngineError::Invalid(msg.to_string())
+}
+
+fn parse<T: std::str::FromStr>(what: &str, s: &str) -> Result<T, EngineError>
+where
+    T::Err: std::fmt::Display,
+{
+    s.parse::<T>().map_err(|e| fail(format!("{what}: {e}")))
+}
+
+fn ids(v: &[String]) -> Result<Vec<ItemId>, EngineError> {
+    v.iter().map(|s| parse::<ItemId>("id", s)).collect()
+}
+
+fn text_arg(t: &str) -> Result<String, EngineError> {
+    if t != "-" {
+        return Ok(t.to_owned());
+    }
+    let mut buf = Vec::new();
+    std::io::stdin().take(CONTENT_BYTES_MAX as u64 + 1).read_to_end(&mut buf).map_err(|e| fail(format!("stdin: {e}")))?;
+    String::from_utf8(buf).map_err(|_| fail("stdin is not UTF-8"))
+}
+
+/// `key=value[:kind][@src1,src2]`.
+fn parse_value(s: &str) -> Result<(String, String, ValueKind, Vec<ItemId>), EngineError> {
+    let (kv, srcs) = match s.rsplit_once('@') {
+        Some((a, b)) => (a, ids(&b.split(',').map(str::to_owned).collect::<Vec<_>>())?),
+        None => (s, Vec::new()),
+    };
+    let (key, rest) = kv.split_once('=').ok_or_else(|| fail(format!("expected key=value, got {s:?}")))?;
+    let (value, kind) = match rest.rsplit_once(':') {
+        Some((v, k)) if ["account", "amount", "text"].contains(&k) => (v, parse::<ValueKind>("kind", k)?),
+        _ => (rest, ValueKind::Text),
+    };
+    if key.is_empty() || value.is_empty() {
+        return Err(fail(format!("expected key=value, got {s:?}")));
+    }
+    Ok((key.to_owned(), value.to_owned(), kind, srcs))
+}
+
+fn print_json(v: &serde_json::Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+fn item_json(i: &MemoryItem) -> serde_json::Value {
+    serde_json::to_value(i).unwrap_or_default()
+}
+
+fn run(cli: Cli) -> Result<ExitCode, EngineError> {
+    if let Cmd::Demo { dir } = &cli.cmd {
+        return demo(dir);
+    }
+    if let Cmd::Audit(AuditCmd::Verify) = &cli.cmd {
+        let report = SqliteStore::verify_dir(&cli.data)?;
+        return Ok(match &report.problem {
+            None => {
+                println!("ok: {} entries, root {}, {} checkpoint(s) verified", report.entries, hex::encode(report.root), report.checkpoints_checked);
+                ExitCode::SUCCESS
+            }
+            Some(p) => {
+                eprintln!("error: log does not verify: {p}");
+                ExitCode::from(1)
+            }
+        });
+    }
+    let tenant = parse::<TenantId>("tenant", &cli.tenant)?;
+    let engine = Engine::open(&cli.data, EngineConfig::default())?;
+    let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate(&tenant, &parse::<PrincipalId>("principal", id)?) };
+    match cli.cmd {
+        Cmd::Demo { .. } | Cmd::Audit(AuditCmd::Verify) => {}
+        Cmd::Init => println!("store ready in {} ({} log entries)", cli.data.display(), engine.store().log_len()),
+        Cmd::Principal(PrincipalCmd::Add { id, kind, domain, allow_listed }) => {
+            let id = parse::<PrincipalId>("principal", &id)?;
+            let kind = parse::<PrincipalKind>("kind", &kind)?;
+            let domain = domain.map(|d| parse::<Domain>("domain", &d)).transpose()?;
+            let key = if kind == PrincipalKind::User { Some(generate_key()?) } else { None };
+            let p = Principal { id: id.clone(), tenant: tenant.clone(), kind, domain, allow_listed, public_key: key.as_ref().map(|k| k.verifying_key().to_bytes()) };
+            let r = engine.register_principal(p.clone())?;
+            if let Some(k) = key {
+                let path = save_user_key(&cli.data, &tenant, &id, &k)?;
+                eprintln!("user signing key written to {}", path.display());
+            }
+            print_json(&json!({"principal": p, "integrity": p.integrity(), "log_index": r.log_index}));
+        }
+        Cmd::Principal(PrincipalCmd::List) => {
+            let ps = engine.store().principals(&tenant)?;
+            print_json(&json!(ps.iter().map(|p| json!({"principal": p, "integrity": p.integrity()})).collect::<Vec<_>>()));
+        }
+        Cmd::Add(a) => {
+            let who = actor(&a.actor)?;
+            let mut req = WriteRequest::new(parse("namespace", &a.ns)?, text_arg(&a.text)?, parse::<Route>("route", &a.route)?);
+            req.parents = ids(&a.parents)?.into_iter().map(|id| ParentRef { id, kind: EdgeKind::DerivedFrom }).collect();
+            if !a.readers.is_empty() {
+                req.readers = Some(a.readers.iter().map(|r| parse::<PrincipalId>("reader", r)).collect::<Result<_, _>>()?);
+            }
+            for m in &a.meta {
+                let (k, v) = m.split_once('=').ok_or_else(|| fail(format!("metadata must be k=v, got {m:?}")))?;
+                req.metadata.insert(k.to_owned(), v.to_owned());
+            }
+            req.session = a.session;
+            let (item, r) = engine.add(&who, req)?;
+            print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
+        }
+        Cmd::Derive { actor: a, ns, parents, text } => {
+            let (item, r) = engine.derive(&actor(&a)?, parse("namespace", &ns)?, &ids(&parents)?, text_arg(&text)?)?;
+            print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
+        }
+        Cmd::ToolCall { actor: a, tool, ns, args, inputs, output } => {
+            let args = args
+                .iter()
+                .map(|s| parse_value(s).map(|(key, value, kind, sources)| ToolArg { key, value, kind, sources }))
+                .collect::<Result<Vec<_>, _>>()?;
+            let (item, r) = engine.tool_call(&actor(&a)?, &parse("tool", &tool)?, parse("namespace", &ns)?, args, &ids(&inputs)?, text_arg(&output)?)?;
+            print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
+        }
+        Cmd::Attest { actor: a, key, value, kind, sources } => {
+            let (att, r) = engine.attest(&actor(&a)?, &key, &value, parse("kind", &kind)?, &ids(&sources)?)?;
+            print_json(&json!({"attestation": att, "counts": att.label == Integrity::Trusted, "log_index": r.log_index}));
+        }
+        Cmd::Grant(GrantCmd::Mint { user, tool, key, value, kind, amount, ttl_secs, out }) => {
+            let user = parse::<PrincipalId>("user", &user)?;
+            actor(user.as_str())?;
+            let sk = load_user_key(&cli.data, &tenant, &user)?;
+            let spec = GrantSpec { tool: &tool, key: &key, value: &value, kind: parse("kind", &kind)?, amount: amount.as_deref(), ttl_ms: ttl_secs.saturating_mul(1000) };
+            let g = mint_grant(&sk, &tenant, &user, &spec, engine.now_ms())?;
+            engine.record_grant(&g)?;
+            let text = serde_json::to_string_pretty(&g).map_err(fail)?;
+            match out {
+                Some(p) => std::fs::write(&p, text).map_err(|e| fail(format!("{}: {e}", p.display())))?,
+                None => println!("{text}"),
+            }
+        }
+        Cmd::Decide(d) => {
+            let values = d
+                .values
+                .iter()
+                .map(|s| parse_value(s).map(|(key, value, kind, sources)| ActionValue { key, value, kind, sources }))
+                .collect::<Result<Vec<_>, _>>()?;
+            let grants = d.grants.iter().map(|p| read_grant(p)).collect::<Result<Vec<_>, _>>()?;
+            let kind = match d.kind.as_str() {
+                "answer" => ActionKind::Answer,
+                "inform" => ActionKind::Inform,
+                "act" => ActionKind::Act,
+                k => return Err(fail(format!("unknown action kind {k:?} (answer, inform, act)"))),
+            };
+            let risk = match d.risk.as_str() {
+                "low" => Risk::Low,
+                "medium" => Risk::Medium,
+                "high" => Risk::High,
+                r => return Err(fail(format!("unknown risk {r:?} (low, medium, high)"))),
+            };
+            let action = ActionRequest { tool: d.tool, kind, risk, values, amount: d.amount, context: ids(&d.context)?, grants };
+            let (v, r) = engine.decide(&actor(&d.actor)?, &action)?;
+            print_json(&json!({"verdict": v, "log_index": r.log_index}));
+        }
+        Cmd::Get { actor: a, id } => print_json(&item_json(&engine.get(&actor(&a)?, &parse("id", &id)?)?)),
+        Cmd::List { actor: a, ns, limit } => {
+            let items = engine.list(&actor(&a)?, &parse("namespace", &ns)?, limit)?;
+            print_json(&json!(items.iter().map(item_json).collect::<Vec<_>>()));
+        }
+        Cmd::Audit(AuditCmd::Checkpoint) => print_json(&serde_json::to_value(engine.checkpoint()?).unwrap_or_default()),
+        Cmd::Audit(AuditCmd::Proof { index }) => {
+            let (size, root, _) = engine.store().log_root();
+            let proof = engine.store().inclusion_proof(index, size)?;
+            let entry = engine.store().log_entries(index, index + 1)?;
+            let leaf = entry.first().map(|e| memwarden_log::leaf_hash(e)).ok_or_else(|| fail(format!("no entry {index}")))?;
+            memwarden_log::verify_inclusion(&leaf, index, size, &proof, &root).map_err(fail)?;
+            print_json(&json!({"index": index, "size": size, "root": hex::encode(root), "leaf": hex::encode(leaf),
+                "proof": proof.iter().map(hex::encode).collect::<Vec<_>>(), "verified": true}));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_grant(p: &Path) -> Result<SignedGrant, EngineError> {
+    let text = std::fs::read_to_string(p).map_err(|e| fail(format!("{}: {e}", p.display())))?;
+    serde_json::from_str(&text).map_err(|e| fail(format!("{} is not a grant: {e}", p.display())))
+}
+
+fn demo(dir: &Path) -> Result<ExitCode, EngineError> {
+    if dir.exists() {
+        let is_demo = dir.join(".memwarden-demo").exists();
+        let empty = std::fs::read_dir(dir).map(|mut d| d.next().is_none()).unwrap_or(false);
+        if !is_demo && !empty {
+            return Err(fail(format!("{} exists and is not a demo directory; pick another with --dir", dir.display())));
+        }
+        std::fs::remove_dir_all(dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    std::fs::write(dir.join(".memwarden-demo"), b"").map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    let summary = memwarden_engine::demo::run(dir, &mut std::io::stdout())?;
+    Ok(if summary.as_expected() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
