@@ -24,10 +24,10 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod demo;
-pub mod embed;
 pub mod keys;
 
-use embed::Embedder;
+pub use memwarden_embed as embed;
+use memwarden_embed::Embedder;
 use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::prelude::*;
 use memwarden_log::{SignedCheckpoint, VerifyReport};

@@ -1,6 +1,13 @@
-//! Embedders. The real sentence-embedding model arrives with the retrieval work; this module holds
-//! the trait and the deterministic feature-hashing embedder, which is for tests only and is used
-//! only when chosen explicitly (never as a silent default).
+//! memwarden embedders: the [`Embedder`] trait and its implementations. The deterministic
+//! feature-hashing embedder ([`HashEmbedder`]) is for tests only and is used only when chosen
+//! explicitly (never as a silent default).
+//!
+//! ```
+//! use memwarden_embed::{Embedder, HashEmbedder};
+//! let e = HashEmbedder::new(64);
+//! let v = e.embed(&["the cat sits outside"]).unwrap();
+//! assert_eq!(v[0].len(), 64);
+//! ```
 
 use sha2::{Digest, Sha256};
 
