@@ -1,6 +1,14 @@
-//! memwarden embedders: the [`Embedder`] trait and its implementations. The deterministic
-//! feature-hashing embedder ([`HashEmbedder`]) is for tests only and is used only when chosen
-//! explicitly (never as a silent default).
+//! memwarden embedders: the [`Embedder`] trait and its implementations.
+//!
+//! - [`MiniLmEmbedder`]: the real local sentence-embedding model, all-MiniLM-L6-v2 (384
+//!   dimensions, CPU only), run with candle. Its output matches sentence-transformers'
+//!   `encode(normalize_embeddings=True)`: inputs truncated at 256 tokens, mean pooling over
+//!   the attention mask, L2 normalisation. Find its files with [`resolve_model_dir`]; install
+//!   them with `scripts/fetch-model.sh`.
+//! - [`OpenAiEmbedder`]: a client for any OpenAI-compatible `/embeddings` endpoint (plain
+//!   `http://` only: this build carries no TLS stack, so point it at a local server or proxy).
+//! - [`HashEmbedder`]: deterministic feature hashing, for tests only. It is used only when
+//!   chosen explicitly (never as a silent default).
 //!
 //! ```
 //! use memwarden_embed::{Embedder, HashEmbedder};
@@ -8,8 +16,35 @@
 //! let v = e.embed(&["the cat sits outside"]).unwrap();
 //! assert_eq!(v[0].len(), 64);
 //! ```
+//!
+//! With the real model (needs `scripts/fetch-model.sh` to have been run):
+//!
+//! ```no_run
+//! use memwarden_embed::{Embedder, MiniLmEmbedder, resolve_model_dir};
+//! # fn main() -> Result<(), memwarden_embed::EmbedError> {
+//! // A configured path wins; else $MEMWARDEN_MODEL_DIR; else ./models/all-MiniLM-L6-v2.
+//! let dir = resolve_model_dir(None)?;
+//! let model = MiniLmEmbedder::load(&dir)?;
+//! let v = model.embed(&["The cat sits outside", "The feline rests outdoors"])?;
+//! assert_eq!(v[0].len(), 384);
+//! let cosine: f32 = v[0].iter().zip(&v[1]).map(|(a, b)| a * b).sum(); // vectors are unit length
+//! assert!(cosine > 0.5);
+//! # Ok(())
+//! # }
+//! ```
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 use sha2::{Digest, Sha256};
+
+mod minilm;
+mod model_dir;
+mod openai;
+
+pub use minilm::{DEFAULT_BATCH_SIZE, DEFAULT_MAX_SEQ_LENGTH, MiniLmEmbedder};
+pub use model_dir::{
+    DEFAULT_MODEL_SUBDIR, INSTALL_HINT, MODEL_DIR_ENV, REQUIRED_MODEL_FILES, check_model_dir, resolve_model_dir,
+};
+pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
 /// Why embedding failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,5 +106,16 @@ impl Embedder for HashEmbedder {
                 v
             })
             .collect())
+    }
+}
+
+/// Adds context to a foreign error while turning it into an [`EmbedError`].
+trait Context<T> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T, EmbedError>;
+}
+
+impl<T, E: std::fmt::Display> Context<T> for Result<T, E> {
+    fn context(self, what: impl FnOnce() -> String) -> Result<T, EmbedError> {
+        self.map_err(|e| EmbedError(format!("{}: {e}", what())))
     }
 }

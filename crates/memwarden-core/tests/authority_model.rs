@@ -1,0 +1,441 @@
+//! Property tests: random sequences of write / derive / tool call / attest / grant / decide are
+//! driven through the real authority gate and through a small reference model of the rules
+//! (written from the specification, sharing no code with the gate), and must agree.
+//!
+//! Asserted on every step:
+//! * labels equal the model's, and never rise through derivation or tool echo;
+//! * no untrusted-pushed value is ever allowed without k independent trusted attestations (or an
+//!   earlier elevation) or a matching, unused, unexpired grant;
+//! * grants are single use.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use ed25519_dalek::SigningKey;
+use memwarden_core::authority::grant::{Grant, SignedGrant};
+use memwarden_core::prelude::*;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const K: usize = 2;
+
+/// Principals: (id, kind, domain, allow_listed). Index is used by the generator.
+const PRINCIPALS: &[(&str, PrincipalKind, Option<&str>, bool)] = &[
+    ("u1", PrincipalKind::User, None, false),
+    ("a1", PrincipalKind::Agent, None, false),
+    ("a2", PrincipalKind::Agent, None, false),
+    ("s1", PrincipalKind::Source, Some("evil.example"), false),
+    ("s2", PrincipalKind::Source, Some("evil.example"), false),
+    ("t1", PrincipalKind::Tool, Some("reg-a.example"), true),
+    ("t2", PrincipalKind::Tool, Some("reg-b.example"), true),
+    ("t3", PrincipalKind::Tool, Some("reg-a.example"), true),
+    ("t4", PrincipalKind::Tool, Some("unlisted.example"), false),
+];
+const AGENTS: &[usize] = &[1, 2];
+const TOOLS: &[usize] = &[5, 6, 7, 8];
+
+/// Values: the model knows them by index; the texts use several surface forms of each.
+const SURFACES: &[&[&str]] = &[
+    &["ACCT-1001", "acct 1001", "АССТ-1001"],
+    &["ACCT-2002", "acct_2002", "ＡＣＣＴ２００２"],
+    &["ACCT-3003", "Acct.3003", "acct\u{200B}3003"],
+];
+const AMOUNTS: &[&str] = &["$150", "150.00 USD", "$1,500"];
+const AMOUNT_CLASS: &[usize] = &[0, 0, 1];
+
+// ---------------------------------------------------------------- the reference model
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Lvl {
+    U,
+    A,
+    T,
+}
+
+fn principal_level(i: usize) -> Lvl {
+    match PRINCIPALS[i].1 {
+        PrincipalKind::User => Lvl::T,
+        PrincipalKind::Agent => Lvl::A,
+        PrincipalKind::Tool if PRINCIPALS[i].3 => Lvl::T,
+        _ => Lvl::U,
+    }
+}
+
+#[derive(Clone, Debug)]
+struct MItem {
+    level: Lvl,
+    writer: usize,
+    value: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+struct MGrant {
+    value: usize,
+    amount_class: usize,
+    tool_ok: bool,
+    expires_ms: u64,
+    used: bool,
+}
+
+#[derive(Default)]
+struct Model {
+    items: Vec<MItem>,
+    attest: Vec<(usize, usize)>, // (principal, value)
+    elevated: BTreeSet<usize>,
+    grants: Vec<MGrant>,
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum MDecision {
+    Allow,
+    Ask,
+    Refuse,
+}
+
+impl Model {
+    fn decide(&mut self, now_ms: u64, value: usize, amount_class: usize, context: &[usize], sources: &[usize], grant: Option<usize>) -> MDecision {
+        // U: untrusted context items carrying the value, plus untrusted declared sources.
+        let pushers: BTreeSet<usize> = context
+            .iter()
+            .filter(|&&i| self.items[i].value == Some(value))
+            .chain(sources)
+            .copied()
+            .filter(|&i| self.items[i].level == Lvl::U)
+            .collect();
+        if pushers.is_empty() {
+            return MDecision::Allow;
+        }
+        let pusher_writers: BTreeSet<usize> = pushers.iter().map(|&i| self.items[i].writer).collect();
+        let domains: BTreeSet<String> = self
+            .attest
+            .iter()
+            .filter(|(p, v)| *v == value && principal_level(*p) == Lvl::T && !pusher_writers.contains(p))
+            .map(|(p, _)| PRINCIPALS[*p].2.map(str::to_owned).unwrap_or_else(|| format!("p{p}")))
+            .collect();
+        if self.elevated.contains(&value) || domains.len() >= K {
+            self.elevated.insert(value);
+            return MDecision::Allow;
+        }
+        match grant {
+            None => MDecision::Ask,
+            Some(g) => {
+                let gr = &mut self.grants[g];
+                if !gr.used && now_ms <= gr.expires_ms && gr.tool_ok && gr.amount_class == amount_class && gr.value == value {
+                    gr.used = true;
+                    MDecision::Allow
+                } else {
+                    MDecision::Refuse
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- operations
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write { writer: usize, value: usize, surface: usize, parents: Vec<usize> },
+    Derive { agent: usize, parents: Vec<usize>, value: Option<(usize, usize)> },
+    Tool { caller: usize, tool: usize, value: usize, surface: usize, inputs: Vec<usize>, source: Option<usize> },
+    Attest { principal: usize, value: usize, surface: usize },
+    Grant { value: usize, amount: usize, tool_ok: bool, expired: bool },
+    Decide { agent: usize, value: usize, surface: usize, amount: usize, context: Vec<usize>, sources: Vec<usize>, grant: Option<usize> },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let idx = || prop::collection::vec(0usize..64, 0..3);
+    prop_oneof![
+        3 => (0..PRINCIPALS.len(), 0..SURFACES.len(), 0..3usize, idx()).prop_map(|(writer, value, surface, parents)| Op::Write { writer, value, surface, parents }),
+        2 => (0..AGENTS.len(), prop::collection::vec(0usize..64, 1..3), prop::option::of((0..SURFACES.len(), 0..3usize)))
+            .prop_map(|(a, parents, value)| Op::Derive { agent: AGENTS[a], parents, value }),
+        2 => (0..AGENTS.len(), 0..TOOLS.len(), 0..SURFACES.len(), 0..3usize, idx(), prop::option::of(0usize..64))
+            .prop_map(|(c, t, value, surface, inputs, source)| Op::Tool { caller: AGENTS[c], tool: TOOLS[t], value, surface, inputs, source }),
+        2 => (0..PRINCIPALS.len(), 0..SURFACES.len(), 0..3usize).prop_map(|(principal, value, surface)| Op::Attest { principal, value, surface }),
+        1 => (0..SURFACES.len(), 0..AMOUNTS.len(), prop::bool::weighted(0.8), prop::bool::weighted(0.15))
+            .prop_map(|(value, amount, tool_ok, expired)| Op::Grant { value, amount, tool_ok, expired }),
+        4 => (0..AGENTS.len(), 0..SURFACES.len(), 0..3usize, 0..AMOUNTS.len(), prop::collection::vec(0usize..64, 0..4), prop::collection::vec(0usize..64, 0..2), prop::option::of(0usize..8))
+            .prop_map(|(a, value, surface, amount, context, sources, grant)| Op::Decide { agent: AGENTS[a], value, surface, amount, context, sources, grant }),
+    ]
+}
+
+// ---------------------------------------------------------------- the harness over the real gate
+
+struct Real {
+    gate: Authority,
+    tenant: TenantId,
+    principals: Vec<Principal>,
+    items: Vec<MemoryItem>,
+    attestations: Vec<Attestation>,
+    elevations: Vec<Elevation>,
+    grants: Vec<SignedGrant>,
+    used: BTreeSet<[u8; 16]>,
+    user_key: SigningKey,
+    now: u64,
+    next_id: u8,
+}
+
+impl Real {
+    fn new() -> Self {
+        let tenant = TenantId::new("t").unwrap();
+        let user_key = SigningKey::from_bytes(&[9; 32]);
+        let principals = PRINCIPALS
+            .iter()
+            .map(|(id, kind, domain, allow)| Principal {
+                id: PrincipalId::new(id).unwrap(),
+                tenant: tenant.clone(),
+                kind: *kind,
+                domain: domain.map(|d| Domain::new(d).unwrap()),
+                allow_listed: *allow,
+                public_key: (*kind == PrincipalKind::User).then(|| user_key.verifying_key().to_bytes()),
+            })
+            .collect();
+        Self {
+            gate: Authority::new(AuthorityConfig::default()),
+            tenant,
+            principals,
+            items: Vec::new(),
+            attestations: Vec::new(),
+            elevations: Vec::new(),
+            grants: Vec::new(),
+            used: BTreeSet::new(),
+            user_key,
+            now: 1_000_000,
+            next_id: 0,
+        }
+    }
+    fn id(&mut self) -> ItemId {
+        self.next_id = self.next_id.wrapping_add(1);
+        let mut b = [0u8; 16];
+        b[0] = self.next_id;
+        b[1] = (self.items.len() >> 8) as u8;
+        b[2] = self.items.len() as u8;
+        ItemId::from_bytes(b)
+    }
+}
+
+fn ns() -> Namespace {
+    Namespace::new("n").unwrap()
+}
+
+fn run(ops: Vec<Op>) {
+    let mut model = Model::default();
+    let mut real = Real::new();
+    for op in ops {
+        real.now += 1000;
+        let n = model.items.len();
+        // Map generated indices onto existing items (or drop them when there are none).
+        let pick = |v: &[usize]| -> Vec<usize> {
+            let mut out: Vec<usize> = if n == 0 { vec![] } else { v.iter().map(|i| i % n).collect() };
+            out.sort();
+            out.dedup();
+            out
+        };
+        match op {
+            Op::Write { writer, value, surface, parents } => {
+                let parents = pick(&parents);
+                let text = format!("please pay {}", SURFACES[value][surface]);
+                let mut req = WriteRequest::new(ns(), text, Route::Direct);
+                req.parents = parents.iter().map(|&i| ParentRef { id: real.items[i].id(), kind: EdgeKind::DerivedFrom }).collect();
+                req.metadata.insert("trusted".into(), "true".into()); // a body claim: must be ignored
+                let id = real.id();
+                let refs: Vec<&MemoryItem> = parents.iter().map(|&i| &real.items[i]).collect();
+                let w = real.gate.admit_write(&real.principals[writer], &real.tenant, req, &refs, id, real.now).unwrap();
+                let level = parents.iter().map(|&i| model.items[i].level).chain([principal_level(writer)]).min().unwrap();
+                for &p in &parents {
+                    assert!(w.item().label() <= real.items[p].label(), "label rose through derivation");
+                }
+                let item = w.item().clone();
+                model.items.push(MItem { level, writer, value: Some(value) });
+                real.items.push(item);
+            }
+            Op::Derive { agent, parents, value } => {
+                let parents = pick(&parents);
+                if parents.is_empty() {
+                    continue;
+                }
+                let text = match value {
+                    Some((v, s)) => format!("summary: the account is {}", SURFACES[v][s]),
+                    None => "summary: nothing specific".to_owned(),
+                };
+                let mut req = WriteRequest::new(ns(), text, Route::Summary);
+                req.parents = parents.iter().map(|&i| ParentRef { id: real.items[i].id(), kind: EdgeKind::SummarizedFrom }).collect();
+                let id = real.id();
+                let refs: Vec<&MemoryItem> = parents.iter().map(|&i| &real.items[i]).collect();
+                let w = real.gate.admit_write(&real.principals[agent], &real.tenant, req, &refs, id, real.now).unwrap();
+                let level = parents.iter().map(|&i| model.items[i].level).chain([Lvl::A]).min().unwrap();
+                for &p in &parents {
+                    assert!(w.item().label() <= real.items[p].label(), "label rose through summary");
+                }
+                let item = w.item().clone();
+                model.items.push(MItem { level, writer: agent, value: value.map(|(v, _)| v) });
+                real.items.push(item);
+            }
+            Op::Tool { caller, tool, value, surface, inputs, source } => {
+                let inputs = pick(&inputs);
+                // A declared source is only used when it really carries the value.
+                let source = source.and_then(|s| if n == 0 { None } else { Some(s % n) }).filter(|&s| model.items[s].value == Some(value));
+                let args = vec![ToolArg {
+                    key: "acct".into(),
+                    value: SURFACES[value][surface].into(),
+                    kind: ValueKind::Account,
+                    sources: source.map(|s| vec![real.items[s].id()]).unwrap_or_default(),
+                }];
+                let id = real.id();
+                let input_refs: Vec<&MemoryItem> = inputs.iter().map(|&i| &real.items[i]).collect();
+                let src_refs: Vec<&MemoryItem> = source.iter().map(|&i| &real.items[i]).collect();
+                let out = format!("tool output: account {}", SURFACES[value][(surface + 1) % 3]);
+                let w = real
+                    .gate
+                    .admit_tool_output(&real.principals[caller], &real.principals[tool], &args, &src_refs, &input_refs, &real.tenant, ns(), out, id, real.now)
+                    .unwrap();
+                // Model: tool level, every input, and the argument: its sources' level when declared,
+                // else the caller's; inputs carrying the value also taint it (already in the meet).
+                let arg_level = match source {
+                    Some(s) => model.items[s].level,
+                    None => principal_level(caller),
+                };
+                let level = inputs.iter().map(|&i| model.items[i].level).chain([principal_level(tool), arg_level]).min().unwrap();
+                for &i in &inputs {
+                    assert!(w.item().label() <= real.items[i].label(), "label rose through tool echo");
+                }
+                let item = w.item().clone();
+                model.items.push(MItem { level, writer: tool, value: Some(value) });
+                real.items.push(item);
+            }
+            Op::Attest { principal, value, surface } => {
+                let a = real.gate.admit_attestation(&real.principals[principal], "acct", SURFACES[value][surface], ValueKind::Account, &[], real.now).unwrap();
+                real.attestations.push(a.attestation().clone());
+                model.attest.push((principal, value));
+            }
+            Op::Grant { value, amount, tool_ok, expired } => {
+                let mut nonce = [0u8; 16];
+                nonce[0] = real.grants.len() as u8;
+                nonce[1] = 0xA5;
+                let issued = if expired { real.now - 20_000 } else { real.now };
+                let g = Grant {
+                    tenant: real.tenant.clone(),
+                    user: PrincipalId::new("u1").unwrap(),
+                    tool: if tool_ok { "pay".into() } else { "wire".into() },
+                    key: "acct".into(),
+                    value: NormValue::new(ValueKind::Account, SURFACES[value][0]).unwrap(),
+                    amount: Some(NormValue::new(ValueKind::Amount, AMOUNTS[amount]).unwrap().canonical),
+                    nonce,
+                    issued_ms: issued,
+                    expires_ms: issued + 10_000,
+                }
+                .sign(&real.user_key);
+                real.grants.push(g);
+                model.grants.push(MGrant { value, amount_class: AMOUNT_CLASS[amount], tool_ok, expires_ms: issued + 10_000, used: false });
+            }
+            Op::Decide { agent: _, value, surface, amount, context, sources, grant } => {
+                let context = pick(&context);
+                let sources = pick(&sources);
+                let grant = grant.filter(|g| *g < real.grants.len());
+                let action = ActionRequest {
+                    tool: "pay".into(),
+                    kind: ActionKind::Act,
+                    risk: Risk::High,
+                    values: vec![ActionValue {
+                        key: "acct".into(),
+                        value: SURFACES[value][surface].into(),
+                        kind: ValueKind::Account,
+                        sources: sources.iter().map(|&i| real.items[i].id()).collect(),
+                    }],
+                    amount: Some(AMOUNTS[amount].into()),
+                    context: context.iter().map(|&i| real.items[i].id()).collect(),
+                    grants: grant.map(|g| vec![real.grants[g].clone()]).unwrap_or_default(),
+                };
+                let mut ids: Vec<usize> = context.iter().chain(&sources).copied().collect();
+                ids.sort();
+                ids.dedup();
+                let refs: Vec<&MemoryItem> = ids.iter().map(|&i| &real.items[i]).collect();
+                let principals = real.principals.clone();
+                let lookup = move |id: &PrincipalId| principals.iter().find(|p| p.id == *id).cloned();
+                let used = real.used.clone();
+                let is_used = move |n: &[u8; 16]| used.contains(n);
+                let ctx = DecisionContext {
+                    tenant: &real.tenant,
+                    now_ms: real.now,
+                    items: &refs,
+                    attestations: &real.attestations,
+                    elevations: &real.elevations,
+                    principal: &lookup,
+                    grant_used: &is_used,
+                };
+                let out = real.gate.decide(&action, &ctx);
+                let expected = model.decide(real.now, value, AMOUNT_CLASS[amount], &context, &sources, grant);
+                let got = match out.verdict().decision {
+                    Decision::Allow => MDecision::Allow,
+                    Decision::AskUser => MDecision::Ask,
+                    Decision::Block => MDecision::Refuse,
+                    d => panic!("authority layer produced {d:?}"),
+                };
+                assert_eq!(got, expected, "decision differs from the model: {:?}", out.verdict());
+                let class = match (got, out.verdict().pushed.first().and_then(|p| p.accepted.as_ref())) {
+                    (MDecision::Allow, None) => ALLOW_CLEAN,
+                    (MDecision::Allow, Some(Acceptance::Corroborated { new: true, .. })) => ALLOW_CORROBORATED,
+                    (MDecision::Allow, Some(Acceptance::Corroborated { new: false, .. })) => ALLOW_ELEVATED_EARLIER,
+                    (MDecision::Allow, Some(Acceptance::Granted { .. })) => ALLOW_GRANTED,
+                    (MDecision::Ask, _) => ASK,
+                    (MDecision::Refuse, _) => REFUSE,
+                };
+                SEEN[class].fetch_add(1, Ordering::Relaxed);
+                // Sec: an Allow with untrusted pushers is backed by k attesters, an elevation or a grant.
+                if got == MDecision::Allow {
+                    for pv in &out.verdict().pushed {
+                        match &pv.accepted {
+                            Some(Acceptance::Corroborated { attesters, new }) => assert!(!new || attesters.len() >= K),
+                            Some(Acceptance::Granted { .. }) => assert_eq!(out.grant_uses().len(), 1),
+                            None => panic!("allowed with an unaccepted pushed value"),
+                        }
+                    }
+                }
+                for u in out.grant_uses() {
+                    assert!(real.used.insert(u.grant.grant.nonce), "grant used twice");
+                }
+                real.elevations.extend(out.new_elevations().iter().cloned());
+            }
+        }
+        // Labels agree with the model for every item.
+        let labels: BTreeMap<usize, Lvl> = real
+            .items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| {
+                (i, match it.label().integrity() {
+                    Integrity::Untrusted => Lvl::U,
+                    Integrity::Agent => Lvl::A,
+                    Integrity::Trusted => Lvl::T,
+                })
+            })
+            .collect();
+        for (i, m) in model.items.iter().enumerate() {
+            assert_eq!(labels[&i], m.level, "label of item {i} differs from the model");
+        }
+    }
+}
+
+/// How often each outcome occurred across all sequences (coverage: the test must exercise every path).
+static SEEN: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
+const ALLOW_CLEAN: usize = 0;
+const ALLOW_CORROBORATED: usize = 1;
+const ALLOW_GRANTED: usize = 2;
+const ASK: usize = 3;
+const REFUSE: usize = 4;
+const ALLOW_ELEVATED_EARLIER: usize = 5;
+
+#[test]
+fn gate_agrees_with_the_reference_model() {
+    let config = ProptestConfig { cases: 10_000, max_shrink_iters: 2_000, failure_persistence: None, ..ProptestConfig::default() };
+    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let result = runner.run(&prop::collection::vec(op(), 1..28), |ops| {
+        run(ops);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let seen: Vec<usize> = SEEN.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    eprintln!("outcomes: allow-clean {} allow-corroborated {} allow-granted {} ask {} refuse {} allow-by-earlier-elevation {}", seen[0], seen[1], seen[2], seen[3], seen[4], seen[5]);
+    assert!(seen.iter().all(|&n| n >= 20), "some outcome is barely exercised: {seen:?}");
+}

@@ -1,0 +1,194 @@
+//! The local model against reference embeddings from sentence-transformers.
+//!
+//! These tests need the model files. A missing model is a failure carrying the install message
+//! (never a silent skip): run `scripts/fetch-model.sh` first, as CI does.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use memwarden_embed::{Embedder, INSTALL_HINT, MiniLmEmbedder, resolve_model_dir};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Reference {
+    max_seq_length: usize,
+    sentences: Vec<String>,
+    embeddings: Vec<Vec<f32>>,
+}
+
+fn reference() -> Reference {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/minilm-reference.json");
+    let r: Reference = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(r.sentences.len(), r.embeddings.len());
+    r
+}
+
+/// The model, loaded once per test binary; panics with the install message when it is missing.
+fn model() -> &'static MiniLmEmbedder {
+    static MODEL: OnceLock<MiniLmEmbedder> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let dir = resolve_model_dir(None).unwrap_or_else(|e| panic!("{e}"));
+        MiniLmEmbedder::load(&dir).unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb)
+}
+
+fn assert_matches_reference(got: &[Vec<f32>], r: &Reference, how: &str) {
+    assert_eq!(got.len(), r.sentences.len());
+    for (i, (g, want)) in got.iter().zip(&r.embeddings).enumerate() {
+        assert_eq!(g.len(), 384);
+        let c = cosine(g, want);
+        assert!(c >= 0.999, "{how}: sentence {i} {:?}: cosine {c} < 0.999", r.sentences[i]);
+        let norm: f32 = g.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "{how}: sentence {i} not unit length: {norm}");
+    }
+}
+
+#[test]
+fn model_is_present_or_the_error_says_how_to_install_it() {
+    if let Err(e) = resolve_model_dir(None) {
+        assert!(e.to_string().contains(INSTALL_HINT), "{e}");
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn matches_reference_one_at_a_time() {
+    let r = reference();
+    let m = model();
+    assert_eq!(m.dims(), 384);
+    assert_eq!(m.max_seq_length(), r.max_seq_length);
+    let got: Vec<Vec<f32>> = r
+        .sentences
+        .iter()
+        .map(|s| {
+            let mut v = m.embed(&[s.as_str()]).unwrap();
+            assert_eq!(v.len(), 1);
+            v.remove(0)
+        })
+        .collect();
+    assert_matches_reference(&got, &r, "one at a time");
+}
+
+#[test]
+fn matches_reference_as_one_batch() {
+    let r = reference();
+    let texts: Vec<&str> = r.sentences.iter().map(String::as_str).collect();
+    let got = model().embed(&texts).unwrap();
+    assert_matches_reference(&got, &r, "one batch");
+}
+
+#[test]
+fn batch_order_and_chunking_do_not_change_results() {
+    let r = reference();
+    let dir = resolve_model_dir(None).unwrap_or_else(|e| panic!("{e}"));
+    let small = MiniLmEmbedder::load(&dir).unwrap().with_batch_size(3);
+    assert_eq!(small.batch_size(), 3);
+    // Reversed order, split over several padded batches of mixed lengths.
+    let texts: Vec<&str> = r.sentences.iter().rev().map(String::as_str).collect();
+    let mut got = small.embed(&texts).unwrap();
+    got.reverse();
+    assert_matches_reference(&got, &r, "batches of 3, reversed");
+}
+
+#[test]
+fn long_input_is_truncated_at_256_tokens() {
+    let r = reference();
+    let m = model();
+    let long = r.sentences.iter().find(|s| s.split_whitespace().count() > 256).unwrap();
+    assert_eq!(m.token_count(long).unwrap(), 256);
+    // Anything past the limit is ignored.
+    let longer = format!("{long} these extra words are past the limit");
+    let a = m.embed(&[long.as_str(), longer.as_str()]).unwrap();
+    assert!(cosine(&a[0], &a[1]) > 0.99999);
+}
+
+#[test]
+fn empty_input_list_gives_empty_output() {
+    assert!(model().embed(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn golden_similarity_ordering() {
+    let v = model().embed(&["The cat sits outside", "The feline rests outdoors", "A man is playing guitar"]).unwrap();
+    let close = cosine(&v[0], &v[1]);
+    let far = cosine(&v[0], &v[2]);
+    assert!(close > far, "cat~feline {close} should beat cat~guitar {far}");
+    assert!(close > 0.5 && far < 0.2, "cat~feline {close}, cat~guitar {far}");
+}
+
+#[test]
+fn usable_from_several_threads() {
+    let m = model();
+    let want = m.embed(&["The cat sits outside"]).unwrap();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2).map(|_| s.spawn(|| m.embed(&["The cat sits outside"]).unwrap())).collect();
+        for h in handles {
+            let got = h.join().unwrap();
+            assert!(cosine(&got[0], &want[0]) > 0.99999);
+        }
+    });
+}
+
+/// Latency and throughput report: `cargo test --release -p memwarden-embed --test minilm --
+/// --ignored --nocapture speed_report`.
+#[test]
+#[ignore = "timing report; run explicitly in a release build"]
+fn speed_report() {
+    let t = Instant::now();
+    let dir = resolve_model_dir(None).unwrap_or_else(|e| panic!("{e}"));
+    let m = MiniLmEmbedder::load(&dir).unwrap();
+    println!("load: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+
+    let r = reference();
+    let short = "The cat sits outside";
+    m.embed(&[short]).unwrap(); // warm-up
+    let n = 50;
+    let t = Instant::now();
+    for _ in 0..n {
+        m.embed(&[short]).unwrap();
+    }
+    println!("single short sentence ({} tokens): {:.2} ms", m.token_count(short).unwrap(), t.elapsed().as_secs_f64() * 1e3 / f64::from(n));
+
+    let medium = r.sentences[3].as_str();
+    let t = Instant::now();
+    for _ in 0..n {
+        m.embed(&[medium]).unwrap();
+    }
+    println!("single sentence ({} tokens): {:.2} ms", m.token_count(medium).unwrap(), t.elapsed().as_secs_f64() * 1e3 / f64::from(n));
+
+    let long = r.sentences[8].as_str();
+    let t = Instant::now();
+    for _ in 0..10 {
+        m.embed(&[long]).unwrap();
+    }
+    println!("single 256-token input: {:.2} ms", t.elapsed().as_secs_f64() * 1e3 / 10.0);
+
+    // A batch of 64 realistic sentences: the nine non-degenerate reference sentences cycled
+    // with a counter so none are identical.
+    let base: Vec<&str> = r.sentences.iter().map(String::as_str).filter(|s| !s.is_empty() && s.len() < 200).collect();
+    let batch: Vec<String> = (0..64).map(|i| format!("{} (note {i})", base[i % base.len()])).collect();
+    let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+    m.embed(&refs).unwrap(); // warm-up
+    let rounds = 5;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        m.embed(&refs).unwrap();
+    }
+    let secs = t.elapsed().as_secs_f64() / f64::from(rounds);
+    println!("batch of 64 (batch size {}): {:.1} ms per batch, {:.0} sentences/s", m.batch_size(), secs * 1e3, 64.0 / secs);
+    let m64 = m.with_batch_size(64);
+    let t = Instant::now();
+    for _ in 0..rounds {
+        m64.embed(&refs).unwrap();
+    }
+    let secs = t.elapsed().as_secs_f64() / f64::from(rounds);
+    println!("batch of 64 (batch size 64): {:.1} ms per batch, {:.0} sentences/s", secs * 1e3, 64.0 / secs);
+}
