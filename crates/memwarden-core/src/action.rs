@@ -125,7 +125,9 @@ pub enum Rule {
     Uncorroborated,
     /// A presented grant was refused.
     GrantRefused {
-        /// Why.
+        /// Stable code (`reused`, `expired`, `value_mismatch`, ...; see `GrantRefusal::code`).
+        code: String,
+        /// Why, in words.
         reason: String,
     },
     /// The request itself is unusable (bad value, unknown context id, limits).

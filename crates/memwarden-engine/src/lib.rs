@@ -394,7 +394,7 @@ impl Engine {
             Err(EngineError::Commit(CommitError::GrantAlreadyUsed(nonce))) => {
                 // Another decision consumed the grant first: this one is refused, and logged as such.
                 let reason = format!("grant {nonce} was already used");
-                outcome.deny(Rule::GrantRefused { reason: reason.clone() }, format!("grant refused: {reason}"));
+                outcome.deny(Rule::GrantRefused { code: "reused".into(), reason: reason.clone() }, format!("grant refused: {reason}"));
                 let r = one(self.store.commit(now, vec![mutation(outcome.clone())])?)?;
                 Ok((outcome.verdict().clone(), r))
             }

@@ -176,3 +176,21 @@ pub enum GrantRefusal {
         nonce: String,
     },
 }
+
+impl GrantRefusal {
+    /// A stable machine-readable code for the refusal.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::ForeignTenant { .. } => "foreign_tenant",
+            Self::UnknownUser { .. } => "unknown_user",
+            Self::BadSignature { .. } => "bad_signature",
+            Self::Expired { .. } => "expired",
+            Self::BadLifetime { .. } => "bad_lifetime",
+            Self::Reused { .. } => "reused",
+            Self::ToolMismatch { .. } => "tool_mismatch",
+            Self::ValueMismatch { .. } => "value_mismatch",
+            Self::AmountMismatch { .. } => "amount_mismatch",
+            Self::Duplicate { .. } => "duplicate",
+        }
+    }
+}

@@ -542,7 +542,7 @@ impl Authority {
             Ok(o) => o,
             Err(rule) => {
                 let cause = match &rule {
-                    Rule::InvalidRequest { reason } | Rule::DecisionError { reason } | Rule::GrantRefused { reason } => reason.clone(),
+                    Rule::InvalidRequest { reason } | Rule::DecisionError { reason } | Rule::GrantRefused { reason, .. } => reason.clone(),
                     _ => String::new(),
                 };
                 DecisionOutcome { verdict: verdict(Decision::Block, rule, cause), new_elevations: Vec::new(), grant_uses: Vec::new() }
@@ -662,7 +662,7 @@ impl Authority {
             .map(|(pv, v, _)| GrantRequest { tool: action.tool.clone(), key: pv.key.clone(), kind: v.kind, value: v.canonical.clone(), amount: amount.clone() })
             .collect();
         let mut v = match refusal {
-            Some(r) => verdict(Decision::Block, Rule::GrantRefused { reason: r.to_string() }, format!("grant refused: {r}")),
+            Some(r) => verdict(Decision::Block, Rule::GrantRefused { code: r.code().into(), reason: r.to_string() }, format!("grant refused: {r}")),
             None => {
                 let names: Vec<String> = unresolved.iter().map(|(pv, _, _)| format!("{}={}", pv.key, pv.value)).collect();
                 verdict(
