@@ -79,10 +79,11 @@ impl MiniLmEmbedder {
     /// A missing file gives an error that says how to install the model.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
         check_model_dir(dir)?;
-        let read = |name: &str| std::fs::read(dir.join(name)).context(|| format!("reading {}", dir.join(name).display()));
+        let read =
+            |name: &str| std::fs::read(dir.join(name)).context(|| format!("reading {}", dir.join(name).display()));
 
-        let config: BertConfig =
-            serde_json::from_slice(&read("config.json")?).context(|| format!("parsing {}/config.json", dir.display()))?;
+        let config: BertConfig = serde_json::from_slice(&read("config.json")?)
+            .context(|| format!("parsing {}/config.json", dir.display()))?;
 
         let sbert = dir.join("sentence_bert_config.json");
         let max_seq_length = if sbert.is_file() {
@@ -246,11 +247,7 @@ impl Embedder for MiniLmEmbedder {
             let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
             let vectors = self.embed_batch(&batch)?;
             if vectors.len() != chunk.len() {
-                return Err(EmbedError(format!(
-                    "MiniLM returned {} vectors for {} texts",
-                    vectors.len(),
-                    chunk.len()
-                )));
+                return Err(EmbedError(format!("MiniLM returned {} vectors for {} texts", vectors.len(), chunk.len())));
             }
             for (&i, v) in chunk.iter().zip(vectors) {
                 out[i] = v;

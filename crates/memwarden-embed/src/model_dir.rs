@@ -63,14 +63,10 @@ pub(crate) fn resolve_from(
     candidates: &[PathBuf],
 ) -> Result<PathBuf, EmbedError> {
     if let Some(dir) = configured {
-        return check_model_dir(dir)
-            .map(|()| tidy(dir))
-            .map_err(|e| EmbedError(format!("configured {}", e.0)));
+        return check_model_dir(dir).map(|()| tidy(dir)).map_err(|e| EmbedError(format!("configured {}", e.0)));
     }
     if let Some(dir) = env.filter(|d| !d.as_os_str().is_empty()) {
-        return check_model_dir(dir)
-            .map(|()| tidy(dir))
-            .map_err(|e| EmbedError(format!("{MODEL_DIR_ENV}: {}", e.0)));
+        return check_model_dir(dir).map(|()| tidy(dir)).map_err(|e| EmbedError(format!("{MODEL_DIR_ENV}: {}", e.0)));
     }
     if let Some(found) = candidates.iter().find(|d| check_model_dir(d).is_ok()) {
         return Ok(tidy(found));

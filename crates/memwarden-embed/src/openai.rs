@@ -171,7 +171,9 @@ impl OpenAiEmbedder {
             )));
         }
         if !base.starts_with("http://") || base.len() <= "http://".len() {
-            return Err(EmbedError(format!("embeddings endpoint {base:?}: base URL must look like http://HOST[:PORT]/v1")));
+            return Err(EmbedError(format!(
+                "embeddings endpoint {base:?}: base URL must look like http://HOST[:PORT]/v1"
+            )));
         }
         if config.model.trim().is_empty() {
             return Err(EmbedError("embeddings endpoint: model name is empty".to_string()));
@@ -237,7 +239,10 @@ impl OpenAiEmbedder {
         })?;
         let n = parsed.data.len();
         if n != texts.len() {
-            return Err(EmbedError(format!("embeddings endpoint {url} returned {n} embeddings for {} inputs", texts.len())));
+            return Err(EmbedError(format!(
+                "embeddings endpoint {url} returned {n} embeddings for {} inputs",
+                texts.len()
+            )));
         }
         let mut out: Vec<Option<Vec<f32>>> = vec![None; n];
         let indexed = parsed.data.iter().all(|d| d.index.is_some());

@@ -121,6 +121,17 @@ enum Cmd {
     /// The verdict log.
     #[command(subcommand)]
     Audit(AuditCmd),
+    /// Test support: write memories in a loop as `--as`, printing `ACK <id>` after each
+    /// acknowledged (durable) write. Used by the crash test, which kills it with SIGKILL.
+    #[command(hide = true)]
+    CrashWriter {
+        /// Writing principal (registered as an agent if absent).
+        #[arg(long = "as", default_value = "crash-writer")]
+        actor: String,
+        /// Writes per commit (1 = one commit per write; more exercises group commit).
+        #[arg(long, default_value_t = 1)]
+        batch: usize,
+    },
 }
 
 #[derive(Subcommand)]
@@ -404,6 +415,24 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::List { actor: a, ns, limit } => {
             let items = engine.list(&actor(&a)?, &parse("namespace", &ns)?, limit)?;
             print_json(&json!(items.iter().map(item_json).collect::<Vec<_>>()));
+        }
+        Cmd::CrashWriter { actor: a, batch } => {
+            use std::io::Write;
+            let id = parse::<PrincipalId>("principal", &a)?;
+            if engine.store().principal(&tenant, &id)?.is_none() {
+                engine.register_principal(Principal { id: id.clone(), tenant: tenant.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None })?;
+            }
+            let who = actor(id.as_str())?;
+            let ns = parse::<Namespace>("namespace", "crash")?;
+            let mut stdout = std::io::stdout().lock();
+            for n in 0u64.. {
+                let reqs: Vec<WriteRequest> = (0..batch.max(1)).map(|j| WriteRequest::new(ns.clone(), format!("crash-test write {n}.{j}"), Route::Direct)).collect();
+                for r in engine.add_many(&who, reqs)? {
+                    let (id, _) = r?;
+                    writeln!(stdout, "ACK {id}").map_err(|e| fail(format!("stdout: {e}")))?;
+                }
+                stdout.flush().map_err(|e| fail(format!("stdout: {e}")))?;
+            }
         }
         Cmd::Audit(AuditCmd::Checkpoint) => print_json(&serde_json::to_value(engine.checkpoint()?).unwrap_or_default()),
         Cmd::Audit(AuditCmd::Proof { index }) => {
