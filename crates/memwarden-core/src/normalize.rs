@@ -161,6 +161,10 @@ fn invisible(c: char) -> bool {
 
 /// NFKC, confusables to Latin, invisible characters removed, lowercase.
 pub fn fold(raw: &str) -> String {
+    if raw.is_ascii() {
+        // NFKC is the identity on ASCII, and no ASCII character is a confusable or invisible.
+        return raw.to_ascii_lowercase();
+    }
     let mut out = String::with_capacity(raw.len());
     for c in raw.nfkc() {
         if invisible(c) {

@@ -182,29 +182,29 @@ fn speed_report() {
     }
     println!("single 256-token input: {:.2} ms", t.elapsed().as_secs_f64() * 1e3 / 10.0);
 
-    // A batch of 64 realistic sentences: the nine non-degenerate reference sentences cycled
-    // with a counter so none are identical.
+    // Batches of 64: the non-degenerate reference sentences cycled with a counter (none
+    // identical, 7-25 tokens), and 64 short sentences (about 8 tokens).
     let base: Vec<&str> = r.sentences.iter().map(String::as_str).filter(|s| !s.is_empty() && s.len() < 200).collect();
-    let batch: Vec<String> = (0..64).map(|i| format!("{} (note {i})", base[i % base.len()])).collect();
-    let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
-    m.embed(&refs).unwrap(); // warm-up
-    let rounds = 5;
-    let t = Instant::now();
-    for _ in 0..rounds {
-        m.embed(&refs).unwrap();
+    let mixed: Vec<String> = (0..64).map(|i| format!("{} (note {i})", base[i % base.len()])).collect();
+    let short: Vec<String> = (0..64).map(|i| format!("The cat sits outside {i}")).collect();
+    for (label, batch) in [("mixed", &mixed), ("short", &short)] {
+        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+        let tokens: usize = refs.iter().map(|t| m.token_count(t).unwrap()).sum();
+        for size in [32, 64] {
+            let e = MiniLmEmbedder::load(&dir).unwrap().with_batch_size(size);
+            e.embed(&refs).unwrap(); // warm-up
+            let rounds = 5;
+            let t = Instant::now();
+            for _ in 0..rounds {
+                e.embed(&refs).unwrap();
+            }
+            let secs = t.elapsed().as_secs_f64() / f64::from(rounds);
+            println!(
+                "batch of 64 {label} sentences ({tokens} tokens), batch size {size}: {:.1} ms, {:.0} sentences/s, {:.0} tokens/s",
+                secs * 1e3,
+                64.0 / secs,
+                tokens as f64 / secs
+            );
+        }
     }
-    let secs = t.elapsed().as_secs_f64() / f64::from(rounds);
-    println!(
-        "batch of 64 (batch size {}): {:.1} ms per batch, {:.0} sentences/s",
-        m.batch_size(),
-        secs * 1e3,
-        64.0 / secs
-    );
-    let m64 = m.with_batch_size(64);
-    let t = Instant::now();
-    for _ in 0..rounds {
-        m64.embed(&refs).unwrap();
-    }
-    let secs = t.elapsed().as_secs_f64() / f64::from(rounds);
-    println!("batch of 64 (batch size 64): {:.1} ms per batch, {:.0} sentences/s", secs * 1e3, 64.0 / secs);
 }
