@@ -139,7 +139,7 @@ enum Op {
     Tool { caller: usize, tool: usize, value: usize, surface: usize, inputs: Vec<usize>, source: Option<usize> },
     Attest { principal: usize, value: usize, surface: usize },
     Grant { value: usize, amount: usize, tool_ok: bool, expired: bool },
-    Decide { agent: usize, value: usize, surface: usize, amount: usize, context: Vec<usize>, sources: Vec<usize>, grant: Option<usize> },
+    Decide { value: usize, surface: usize, amount: usize, context: Vec<usize>, sources: Vec<usize>, grant: Option<usize> },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -154,7 +154,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..SURFACES.len(), 0..AMOUNTS.len(), prop::bool::weighted(0.8), prop::bool::weighted(0.15))
             .prop_map(|(value, amount, tool_ok, expired)| Op::Grant { value, amount, tool_ok, expired }),
         4 => (0..AGENTS.len(), 0..SURFACES.len(), 0..3usize, 0..AMOUNTS.len(), prop::collection::vec(0usize..64, 0..4), prop::collection::vec(0usize..64, 0..2), prop::option::of(0usize..8))
-            .prop_map(|(a, value, surface, amount, context, sources, grant)| Op::Decide { agent: AGENTS[a], value, surface, amount, context, sources, grant }),
+            .prop_map(|(_agent, value, surface, amount, context, sources, grant)| Op::Decide { value, surface, amount, context, sources, grant }),
     ]
 }
 
@@ -327,7 +327,7 @@ fn run(ops: Vec<Op>) {
                 real.grants.push(g);
                 model.grants.push(MGrant { value, amount_class: AMOUNT_CLASS[amount], tool_ok, expires_ms: issued + 10_000, used: false });
             }
-            Op::Decide { agent: _, value, surface, amount, context, sources, grant } => {
+            Op::Decide { value, surface, amount, context, sources, grant } => {
                 let context = pick(&context);
                 let sources = pick(&sources);
                 let grant = grant.filter(|g| *g < real.grants.len());
