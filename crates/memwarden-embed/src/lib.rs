@@ -119,3 +119,36 @@ impl<T, E: std::fmt::Display> Context<T> for Result<T, E> {
         self.map_err(|e| EmbedError(format!("{}: {e}", what())))
     }
 }
+
+/// Loads the local model on first use, so commands that never embed never pay for loading it.
+/// A load failure (e.g. the model is not installed) is returned by every `embed` call, with the
+/// install hint; it never falls back to another embedder.
+pub struct LazyMiniLm {
+    dir: Option<std::path::PathBuf>,
+    model: std::sync::OnceLock<Result<MiniLmEmbedder, EmbedError>>,
+}
+
+impl LazyMiniLm {
+    /// A lazy embedder for the model in `dir` (None: [`resolve_model_dir`]'s search order).
+    pub fn new(dir: Option<std::path::PathBuf>) -> Self {
+        Self { dir, model: std::sync::OnceLock::new() }
+    }
+    fn get(&self) -> Result<&MiniLmEmbedder, EmbedError> {
+        self.model
+            .get_or_init(|| resolve_model_dir(self.dir.as_deref()).and_then(|d| MiniLmEmbedder::load(&d)))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+impl Embedder for LazyMiniLm {
+    fn name(&self) -> &str {
+        "all-MiniLM-L6-v2"
+    }
+    fn dims(&self) -> usize {
+        self.get().map(|m| m.dims()).unwrap_or(384)
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.get()?.embed(texts)
+    }
+}

@@ -22,6 +22,13 @@ struct Cli {
     /// Tenant.
     #[arg(long, global = true, env = "MEMWARDEN_TENANT", default_value = "default")]
     tenant: String,
+    /// Embedder: `minilm` (the local all-MiniLM-L6-v2, loaded on first use), `none` (no
+    /// embeddings, no search), or `hash` (feature hashing; for tests only).
+    #[arg(long, global = true, env = "MEMWARDEN_EMBEDDER", default_value = "minilm")]
+    embedder: String,
+    /// Directory of the local model (default: $MEMWARDEN_MODEL_DIR, then ./models/all-MiniLM-L6-v2).
+    #[arg(long, global = true, env = "MEMWARDEN_MODEL_DIR")]
+    model_dir: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -105,6 +112,20 @@ enum Cmd {
         actor: String,
         /// The id.
         id: String,
+    },
+    /// Semantic search; the permission filter decides eligibility before ranking.
+    Search {
+        /// Searching principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// Namespace.
+        #[arg(long, default_value = "default")]
+        ns: String,
+        /// Results wanted.
+        #[arg(short, long, default_value_t = 5)]
+        k: usize,
+        /// The query.
+        query: String,
     },
     /// List memories of a namespace readable by a principal.
     List {
@@ -322,7 +343,13 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         });
     }
     let tenant = parse::<TenantId>("tenant", &cli.tenant)?;
-    let engine = Engine::open(&cli.data, EngineConfig::default())?;
+    let embedder: Option<std::sync::Arc<dyn memwarden_engine::embed::Embedder>> = match cli.embedder.as_str() {
+        "minilm" => Some(std::sync::Arc::new(memwarden_engine::embed::LazyMiniLm::new(cli.model_dir.clone()))),
+        "hash" => Some(std::sync::Arc::new(memwarden_engine::embed::HashEmbedder::new(384))),
+        "none" => None,
+        other => return Err(fail(format!("unknown embedder {other:?} (minilm, none, hash)"))),
+    };
+    let engine = Engine::open(&cli.data, EngineConfig { embedder, ..EngineConfig::default() })?;
     let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate(&tenant, &parse::<PrincipalId>("principal", id)?) };
     match cli.cmd {
         Cmd::Demo { .. } | Cmd::Audit(AuditCmd::Verify) => {}
@@ -410,6 +437,13 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let action = ActionRequest { tool: d.tool, kind, risk, values, amount: d.amount, context: ids(&d.context)?, grants };
             let (v, r) = engine.decide(&actor(&d.actor)?, &action)?;
             print_json(&json!({"verdict": v, "log_index": r.log_index}));
+        }
+        Cmd::Search { actor: a, ns, k, query } => {
+            let hits = engine.search(&actor(&a)?, &parse("namespace", &ns)?, &query, k)?;
+            print_json(&json!(hits.iter().map(|h| json!({
+                "similarity": h.similarity, "id": h.item.id(), "content": h.item.content(), "origin": h.item.origin(),
+                "label": h.item.label(), "act_class": h.item.act_class(), "writer": h.item.writer(),
+            })).collect::<Vec<_>>()));
         }
         Cmd::Get { actor: a, id } => print_json(&item_json(&engine.get(&actor(&a)?, &parse("id", &id)?)?)),
         Cmd::List { actor: a, ns, limit } => {

@@ -35,7 +35,7 @@ fn acknowledged_writes_survive_sigkill() {
         let mut child = Command::new(env!("CARGO_BIN_EXE_memwarden"))
             .arg("--data")
             .arg(dir.path())
-            .args(["crash-writer", "--batch", batch])
+            .args(["--embedder", "none", "crash-writer", "--batch", batch])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -1,0 +1,114 @@
+//! Retrieval with the real local model: semantically close memories rank above unrelated ones,
+//! and the permission filter decides eligibility before ranking (never a score penalty).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use memwarden_core::prelude::*;
+use memwarden_engine::embed::MiniLmEmbedder;
+use memwarden_engine::{Engine, EngineConfig};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+fn pid(s: &str) -> PrincipalId {
+    PrincipalId::new(s).unwrap()
+}
+
+fn engine(dir: &std::path::Path) -> Engine {
+    let model = MiniLmEmbedder::load_default().unwrap_or_else(|e| panic!("{e}"));
+    Engine::open(dir, EngineConfig { embedder: Some(Arc::new(model)), ..EngineConfig::default() }).unwrap()
+}
+
+fn register(e: &Engine, ids: &[&str]) {
+    for id in ids {
+        e.register_principal(Principal {
+            id: pid(id),
+            tenant: TenantId::new("acme").unwrap(),
+            kind: PrincipalKind::Agent,
+            domain: None,
+            allow_listed: false,
+            public_key: None,
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn close_sentences_rank_above_unrelated_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    register(&e, &["a"]);
+    let a = e.authenticate(&TenantId::new("acme").unwrap(), &pid("a")).unwrap();
+    let ns = Namespace::new("n").unwrap();
+    let corpus = [
+        "The cat sits outside on the porch.",
+        "A man is playing the guitar on stage.",
+        "Pay the Hotel Lutetia deposit of 150 dollars by Friday.",
+        "The quarterly budget review moved to Monday morning.",
+        "Our CI pipeline fails when the database migration times out.",
+        "She baked a chocolate cake for her daughter's birthday.",
+    ];
+    let ids: Vec<ItemId> = corpus.iter().map(|t| e.add(&a, WriteRequest::new(ns.clone(), *t, Route::Direct)).unwrap().0.id()).collect();
+    let cases = [
+        ("a kitten is resting in the garden", 0),
+        ("someone performs music with a string instrument", 1),
+        ("transfer the hotel booking payment", 2),
+        ("when is the financial planning meeting", 3),
+        ("build breaks because schema upgrade is slow", 4),
+        ("dessert for a child's party", 5),
+    ];
+    for (query, expected) in cases {
+        let hits = e.search(&a, &ns, query, 3).unwrap();
+        assert_eq!(hits.len(), 3);
+        assert_eq!(hits[0].item.id(), ids[expected], "{query:?} ranked {:?} first", hits[0].item.content());
+        assert!(hits[0].similarity > hits[1].similarity + 0.05, "{query:?}: no clear margin");
+    }
+}
+
+#[test]
+fn guarded_search_never_returns_ineligible_items_and_fills_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    let agents = ["a", "b", "c", "d"];
+    register(&e, &agents);
+    let tenant = TenantId::new("acme").unwrap();
+    let ns = Namespace::new("n").unwrap();
+    // 40 memories with pseudo-random reader sets (xorshift, fixed seed).
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut readable: Vec<(ItemId, BTreeSet<&str>)> = Vec::new();
+    let reqs_by_writer: Vec<(usize, WriteRequest, BTreeSet<&str>)> = (0..40)
+        .map(|i| {
+            let writer = (next() % 4) as usize;
+            let mut req = WriteRequest::new(ns.clone(), format!("note {i} about travel plans, invoices and the team offsite"), Route::Direct);
+            let mut who: BTreeSet<&str> = agents.iter().copied().collect();
+            if next() % 3 != 0 {
+                who = agents.iter().copied().filter(|_| next() % 2 == 0).collect();
+                req.readers = Some(who.iter().map(|s| pid(s)).collect());
+                who.insert(agents[writer]);
+            }
+            (writer, req, who)
+        })
+        .collect();
+    for (writer, req, who) in reqs_by_writer {
+        let actor = e.authenticate(&tenant, &pid(agents[writer])).unwrap();
+        let id = e.add(&actor, req).unwrap().0.id();
+        readable.push((id, who));
+    }
+    for reader in agents {
+        let actor = e.authenticate(&tenant, &pid(reader)).unwrap();
+        let eligible = readable.iter().filter(|(_, w)| w.contains(reader)).count();
+        for k in [1usize, 5, 20, 40] {
+            let hits = e.search(&actor, &ns, "offsite travel invoice", k).unwrap();
+            assert_eq!(hits.len(), k.min(eligible), "reader {reader}, k {k}");
+            for h in &hits {
+                let (_, who) = readable.iter().find(|(id, _)| *id == h.item.id()).unwrap();
+                assert!(who.contains(reader), "{reader} got an item it may not read");
+            }
+            assert!(hits.windows(2).all(|w| w[0].similarity >= w[1].similarity));
+        }
+    }
+}
