@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::OnceLock;
-use std::time::Instant;
 
 use memwarden_embed::{Embedder, INSTALL_HINT, MiniLmEmbedder, resolve_model_dir};
 use serde::Deserialize;
@@ -138,73 +137,4 @@ fn usable_from_several_threads() {
             assert!(cosine(&got[0], &want[0]) > 0.99999);
         }
     });
-}
-
-/// Latency and throughput report: `cargo test --release -p memwarden-embed --test minilm --
-/// --ignored --nocapture speed_report`.
-#[test]
-#[ignore = "timing report; run explicitly in a release build"]
-fn speed_report() {
-    let t = Instant::now();
-    let dir = resolve_model_dir(None).unwrap_or_else(|e| panic!("{e}"));
-    let m = MiniLmEmbedder::load(&dir).unwrap();
-    println!("load: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
-
-    let r = reference();
-    let short = "The cat sits outside";
-    m.embed(&[short]).unwrap(); // warm-up
-    let n = 50;
-    let t = Instant::now();
-    for _ in 0..n {
-        m.embed(&[short]).unwrap();
-    }
-    println!(
-        "single short sentence ({} tokens): {:.2} ms",
-        m.token_count(short).unwrap(),
-        t.elapsed().as_secs_f64() * 1e3 / f64::from(n)
-    );
-
-    let medium = r.sentences[3].as_str();
-    let t = Instant::now();
-    for _ in 0..n {
-        m.embed(&[medium]).unwrap();
-    }
-    println!(
-        "single sentence ({} tokens): {:.2} ms",
-        m.token_count(medium).unwrap(),
-        t.elapsed().as_secs_f64() * 1e3 / f64::from(n)
-    );
-
-    let long = r.sentences[8].as_str();
-    let t = Instant::now();
-    for _ in 0..10 {
-        m.embed(&[long]).unwrap();
-    }
-    println!("single 256-token input: {:.2} ms", t.elapsed().as_secs_f64() * 1e3 / 10.0);
-
-    // Batches of 64: the non-degenerate reference sentences cycled with a counter (none
-    // identical, 7-25 tokens), and 64 short sentences (about 8 tokens).
-    let base: Vec<&str> = r.sentences.iter().map(String::as_str).filter(|s| !s.is_empty() && s.len() < 200).collect();
-    let mixed: Vec<String> = (0..64).map(|i| format!("{} (note {i})", base[i % base.len()])).collect();
-    let short: Vec<String> = (0..64).map(|i| format!("The cat sits outside {i}")).collect();
-    for (label, batch) in [("mixed", &mixed), ("short", &short)] {
-        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
-        let tokens: usize = refs.iter().map(|t| m.token_count(t).unwrap()).sum();
-        for size in [32, 64] {
-            let e = MiniLmEmbedder::load(&dir).unwrap().with_batch_size(size);
-            e.embed(&refs).unwrap(); // warm-up
-            let rounds = 5;
-            let t = Instant::now();
-            for _ in 0..rounds {
-                e.embed(&refs).unwrap();
-            }
-            let secs = t.elapsed().as_secs_f64() / f64::from(rounds);
-            println!(
-                "batch of 64 {label} sentences ({tokens} tokens), batch size {size}: {:.1} ms, {:.0} sentences/s, {:.0} tokens/s",
-                secs * 1e3,
-                64.0 / secs,
-                tokens as f64 / secs
-            );
-        }
-    }
 }
