@@ -651,27 +651,11 @@ impl Store for SqliteStore {
     }
 
     fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError> {
-        let conn = lock(&self.shared.reader);
-        let mut out = Vec::new();
-        let mut stmt = conn.prepare_cached("SELECT record FROM attestations WHERE tenant = ?1 AND key = ?2")?;
-        for k in keys {
-            for r in stmt.query_map(params![tenant.as_str(), k], |r| r.get::<_, String>(0))? {
-                out.push(serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("attestation: {e}")))?);
-            }
-        }
-        Ok(out)
+        records_by_key(&lock(&self.shared.reader), "attestations", tenant, keys)
     }
 
     fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError> {
-        let conn = lock(&self.shared.reader);
-        let mut out = Vec::new();
-        let mut stmt = conn.prepare_cached("SELECT record FROM elevations WHERE tenant = ?1 AND key = ?2")?;
-        for k in keys {
-            for r in stmt.query_map(params![tenant.as_str(), k], |r| r.get::<_, String>(0))? {
-                out.push(serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("elevation: {e}")))?);
-            }
-        }
-        Ok(out)
+        records_by_key(&lock(&self.shared.reader), "elevations", tenant, keys)
     }
 
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
@@ -761,6 +745,18 @@ impl Store for SqliteStore {
         let stored = read_stored_log(&conn)?;
         Ok(verify_log(&stored.entries, &stored.checkpoints, &self.shared.key.verifying_key(), stored.expected))
     }
+}
+
+/// JSON records of `table` (attestations or elevations) for a tenant's keys.
+fn records_by_key<T: serde::de::DeserializeOwned>(conn: &Connection, table: &'static str, tenant: &TenantId, keys: &[String]) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    let mut stmt = conn.prepare_cached(&format!("SELECT record FROM {table} WHERE tenant = ?1 AND key = ?2"))?;
+    for k in keys {
+        for r in stmt.query_map(params![tenant.as_str(), k], |r| r.get::<_, String>(0))? {
+            out.push(serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("{table}: {e}")))?);
+        }
+    }
+    Ok(out)
 }
 
 fn read_stored_log_checkpoints(conn: &Connection) -> Result<Vec<SignedCheckpoint>, StoreError> {
