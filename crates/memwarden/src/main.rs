@@ -22,8 +22,10 @@ struct Cli {
     /// Tenant.
     #[arg(long, global = true, env = "MEMWARDEN_TENANT", default_value = "default")]
     tenant: String,
-    /// Embedder: `minilm` (the local all-MiniLM-L6-v2, loaded on first use), `none` (no
-    /// embeddings, no search), or `hash` (feature hashing; for tests only).
+    /// Embedder: `minilm` (the local all-MiniLM-L6-v2, loaded on first use), `openai` (an
+    /// OpenAI-compatible `/embeddings` server: MEMWARDEN_OPENAI_URL, MEMWARDEN_OPENAI_MODEL,
+    /// MEMWARDEN_OPENAI_DIMS, optional MEMWARDEN_OPENAI_KEY), `none` (no embeddings, no search), or
+    /// `hash` (feature hashing; for tests only).
     #[arg(long, global = true, env = "MEMWARDEN_EMBEDDER", default_value = "minilm")]
     embedder: String,
     /// Directory of the local model (default: $MEMWARDEN_MODEL_DIR, then ./models/all-MiniLM-L6-v2).
@@ -346,8 +348,9 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     let embedder: Option<std::sync::Arc<dyn memwarden_engine::embed::Embedder>> = match cli.embedder.as_str() {
         "minilm" => Some(std::sync::Arc::new(memwarden_engine::embed::LazyMiniLm::new(cli.model_dir.clone()))),
         "hash" => Some(std::sync::Arc::new(memwarden_engine::embed::HashEmbedder::new(384))),
+        "openai" => Some(std::sync::Arc::new(openai_embedder()?)),
         "none" => None,
-        other => return Err(fail(format!("unknown embedder {other:?} (minilm, none, hash)"))),
+        other => return Err(fail(format!("unknown embedder {other:?} (minilm, openai, none, hash)"))),
     };
     let engine = Engine::open(&cli.data, EngineConfig { embedder, ..EngineConfig::default() })?;
     let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate(&tenant, &parse::<PrincipalId>("principal", id)?) };
@@ -480,6 +483,16 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn openai_embedder() -> Result<memwarden_engine::embed::OpenAiEmbedder, EngineError> {
+    let var = |k: &str| std::env::var(k).map_err(|_| fail(format!("--embedder openai needs {k}")));
+    let dims: usize = parse("MEMWARDEN_OPENAI_DIMS", &var("MEMWARDEN_OPENAI_DIMS")?)?;
+    let mut cfg = memwarden_engine::embed::OpenAiConfig::new(var("MEMWARDEN_OPENAI_URL")?, var("MEMWARDEN_OPENAI_MODEL")?, dims);
+    if let Ok(key) = std::env::var("MEMWARDEN_OPENAI_KEY") {
+        cfg = cfg.with_api_key(key);
+    }
+    Ok(memwarden_engine::embed::OpenAiEmbedder::new(cfg)?)
 }
 
 fn read_grant(p: &Path) -> Result<SignedGrant, EngineError> {
