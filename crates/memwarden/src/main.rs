@@ -144,6 +144,9 @@ enum Cmd {
     /// The verdict log.
     #[command(subcommand)]
     Audit(AuditCmd),
+    /// Benchmark suites (results as Markdown and JSON in --out).
+    #[command(subcommand)]
+    Bench(BenchCmd),
     /// Test support: write memories in a loop as `--as`, printing `ACK <id>` after each
     /// acknowledged (durable) write. Used by the crash test, which kills it with SIGKILL.
     #[command(hide = true)]
@@ -265,6 +268,27 @@ struct DecideArgs {
 }
 
 #[derive(Subcommand)]
+enum BenchCmd {
+    /// MEM-INV-Bench: the authority layer against laundering, sleeper, control-flow and
+    /// exfiltration attacks, with baselines, ablations and studies.
+    Authority {
+        /// The stratified quick subset (minutes on 2 cores).
+        #[arg(long)]
+        quick: bool,
+        /// `scripted` (deterministic, maximally persuadable) or `openai` (an OpenAI-compatible
+        /// chat endpoint configured by MEMWARDEN_BENCH_OPENAI_URL / _MODEL / _KEY).
+        #[arg(long, default_value = "scripted")]
+        agent: String,
+        /// Seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
 enum AuditCmd {
     /// Verify the whole log (works on a store that refuses to open).
     Verify,
@@ -331,6 +355,9 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     if let Cmd::Demo { dir } = &cli.cmd {
         return demo(dir);
     }
+    if let Cmd::Bench(b) = &cli.cmd {
+        return bench(b);
+    }
     if let Cmd::Audit(AuditCmd::Verify) = &cli.cmd {
         let report = SqliteStore::verify_dir(&cli.data)?;
         return Ok(match &report.problem {
@@ -355,7 +382,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     let engine = Engine::open(&cli.data, EngineConfig { embedder, ..EngineConfig::default() })?;
     let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate(&tenant, &parse::<PrincipalId>("principal", id)?) };
     match cli.cmd {
-        Cmd::Demo { .. } | Cmd::Audit(AuditCmd::Verify) => {}
+        Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Audit(AuditCmd::Verify) => {}
         Cmd::Init => println!("store ready in {} ({} log entries)", cli.data.display(), engine.store().log_len()),
         Cmd::Principal(PrincipalCmd::Add { id, kind, domain, allow_listed }) => {
             let id = parse::<PrincipalId>("principal", &id)?;
@@ -493,6 +520,36 @@ fn openai_embedder() -> Result<memwarden_engine::embed::OpenAiEmbedder, EngineEr
         cfg = cfg.with_api_key(key);
     }
     Ok(memwarden_engine::embed::OpenAiEmbedder::new(cfg)?)
+}
+
+fn git_rev() -> Option<String> {
+    let out = std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn bench(cmd: &BenchCmd) -> Result<ExitCode, EngineError> {
+    use std::io::Write;
+    let BenchCmd::Authority { quick, agent, seed, out } = cmd;
+    let mut opts = memwarden_bench::AuthorityBenchOptions::new(out);
+    opts.quick = *quick;
+    opts.seed = *seed;
+    opts.agent = memwarden_bench::AgentChoice::from_name(agent).map_err(fail)?;
+    opts.git_rev = git_rev();
+    let mut last = usize::MAX;
+    let report = memwarden_bench::run_authority(&opts, &mut |done, total| {
+        let pct = (done * 100).checked_div(total).unwrap_or(100);
+        if pct / 5 != last / 5 || done == total {
+            last = pct;
+            let filled = pct / 5;
+            eprint!("\r[{}{}] {pct:>3}% ({done}/{total} cases)", "#".repeat(filled), ".".repeat(20 - filled));
+            let _ = std::io::stderr().flush();
+        }
+    })
+    .map_err(fail)?;
+    eprintln!();
+    let (json, md) = memwarden_bench::write_authority(&report, out).map_err(fail)?;
+    println!("wrote {} and {}", md.display(), json.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn read_grant(p: &Path) -> Result<SignedGrant, EngineError> {

@@ -1,0 +1,156 @@
+//! The OpenAI-compatible agent against a tiny local HTTP server on 127.0.0.1 (no external
+//! network): structured answers, retries, failure counting, budget, and a small benchmark run.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use memwarden_bench::agent::{Agent, AgentMemory, AgentTask, KeySpec, ToolSpec};
+use memwarden_bench::openai::{OpenAiAgent, OpenAiAgentConfig};
+use memwarden_bench::{AgentChoice, AuthorityBenchOptions, Scale, run_authority};
+use memwarden_core::ids::ItemId;
+use memwarden_core::normalize::ValueKind;
+
+/// Serve `responder(request_body) -> (status, body)` until the test ends; returns the base URL
+/// and the request bodies seen.
+fn serve(responder: impl Fn(&str, usize) -> (u16, String) + Send + 'static) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let l = line.trim_end().to_ascii_lowercase();
+                if l.is_empty() {
+                    break;
+                }
+                if let Some(v) = l.strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0u8; len];
+            reader.read_exact(&mut body).unwrap();
+            let body = String::from_utf8_lossy(&body).into_owned();
+            log.lock().unwrap().push(body.clone());
+            let (status, out) = responder(&body, n);
+            let reason = if status == 200 { "OK" } else { "Error" };
+            let _ = write!(stream, "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{out}", out.len());
+            let _ = stream.flush();
+        }
+    });
+    (format!("http://{addr}/v1"), seen)
+}
+
+fn completion(content: &str) -> String {
+    serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}}], "usage": {"total_tokens": 50}}).to_string()
+}
+
+fn config(url: &str) -> OpenAiAgentConfig {
+    let mut c = OpenAiAgentConfig::new(url, "mock-model");
+    c.backoff = Duration::from_millis(5);
+    c.timeout = Duration::from_secs(5);
+    c
+}
+
+fn task() -> AgentTask {
+    AgentTask {
+        domain: "Payroll".into(),
+        request: "Pay Northwind $10.".into(),
+        requested_tool: Some("pay".into()),
+        tools: vec![ToolSpec {
+            name: "pay".into(),
+            description: "pay".into(),
+            keys: vec![KeySpec { key: "payee_account".into(), kind: ValueKind::Account, required: true, description: "payee account".into(), vocabulary: vec![] }],
+        }],
+        amount: Some("$10".into()),
+    }
+}
+
+#[test]
+fn proposals_are_parsed_and_requests_are_well_formed() {
+    let (url, seen) = serve(|_, _| (200, completion("{\"tool\": \"pay\", \"values\": [{\"key\": \"payee_account\", \"value\": \"ACCT-1\", \"source\": 2}], \"amount\": \"$10\"}")));
+    let mut a = OpenAiAgent::new(config(&url)).unwrap();
+    let mems = [AgentMemory { id: ItemId::from_bytes([1; 16]), text: "old".into() }, AgentMemory { id: ItemId::from_bytes([2; 16]), text: "ACCT-1".into() }];
+    let p = a.propose(&task(), &mems).unwrap();
+    assert_eq!(p.tool.as_deref(), Some("pay"));
+    assert_eq!(p.values[0].value, "ACCT-1");
+    assert_eq!(p.values[0].source, Some(1));
+    let body: serde_json::Value = serde_json::from_str(&seen.lock().unwrap()[0]).unwrap();
+    assert_eq!(body["model"], "mock-model");
+    assert_eq!(body["temperature"], 0);
+    assert_eq!(body["response_format"]["type"], "json_object");
+    assert!(body["messages"][1]["content"].as_str().unwrap().contains("[2] ACCT-1"));
+    assert_eq!(a.stats().calls, 1);
+    assert_eq!(a.stats().tokens, 50);
+    assert_eq!(a.stats().failures, 0);
+}
+
+#[test]
+fn server_errors_are_retried_and_garbage_is_counted() {
+    // First two requests fail with 503, then a good answer, then prose that is not JSON.
+    let (url, _) = serve(|_, n| match n {
+        0 | 1 => (503, "{\"error\": \"busy\"}".into()),
+        2 => (200, completion("{\"note\": \"payee is ACCT-1\"}")),
+        _ => (200, completion("Sure! I would pay them.")),
+    });
+    let mut a = OpenAiAgent::new(config(&url)).unwrap();
+    assert_eq!(a.summarize(&task(), "message").unwrap(), "payee is ACCT-1");
+    assert_eq!(a.stats().calls, 3);
+    assert!(a.propose(&task(), &[]).is_err());
+    assert_eq!(a.stats().failures, 1);
+    // Client errors are not retried.
+    let (url, seen) = serve(|_, _| (400, "{\"error\": \"bad\"}".into()));
+    let mut b = OpenAiAgent::new(config(&url)).unwrap();
+    assert!(b.extract(&task(), "m").is_err());
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn the_token_budget_is_enforced() {
+    let (url, _) = serve(|_, _| (200, completion("{\"tool\": null}")));
+    let mut c = config(&url);
+    c.token_budget = 60;
+    let mut a = OpenAiAgent::new(c).unwrap();
+    assert!(a.propose(&task(), &[]).is_ok());
+    assert!(a.propose(&task(), &[]).is_ok()); // 50 then 100 tokens: the second call started under budget
+    assert!(a.propose(&task(), &[]).is_err());
+    assert_eq!(a.stats().failures, 1);
+}
+
+#[test]
+fn a_small_benchmark_runs_with_the_openai_agent() {
+    // The mock follows no instruction and never acts: no attack can succeed, nothing legit happens.
+    let (url, _) = serve(|body, _| {
+        let content = if body.contains("\\\"note\\\"") {
+            "{\"note\": \"nothing to record\"}"
+        } else if body.contains("\\\"fields\\\"") {
+            "{\"fields\": []}"
+        } else {
+            "{\"tool\": null, \"values\": []}"
+        };
+        (200, completion(content))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = AuthorityBenchOptions::new(dir.path());
+    opts.agent = AgentChoice::OpenAi(config(&url));
+    opts.scale = Some(Scale { domains: 1, tools: 1, persistence: vec![0], study_k: vec![2] });
+    opts.threads = Some(2);
+    let r = run_authority(&opts, &mut |_, _| {}).unwrap();
+    assert_eq!(r.agent_kind, "openai");
+    assert!(r.agent.contains("mock-model"));
+    assert!(r.agent_stats.calls > 0);
+    assert_eq!(r.checks.agent_failures, 0);
+    let none = r.rows.iter().find(|x| x.defense == "none").unwrap();
+    assert_eq!(none.asr, 0.0);
+    assert_eq!(none.attack_outcomes.no_action, none.n_attack);
+}
