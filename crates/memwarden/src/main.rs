@@ -144,6 +144,9 @@ enum Cmd {
     /// The verdict log.
     #[command(subcommand)]
     Audit(AuditCmd),
+    /// Model checking of the implementation.
+    #[command(subcommand)]
+    Check(CheckCmd),
     /// Benchmark suites (results as Markdown and JSON in --out).
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -268,6 +271,26 @@ struct DecideArgs {
 }
 
 #[derive(Subcommand)]
+enum CheckCmd {
+    /// Model-check the real authority gate (T3) against a content gate and a lineage-edge gate (T1)
+    /// and a gate without origin binding (T2), over every interleaving within the bound.
+    Authority {
+        /// Memory slots.
+        #[arg(long, default_value_t = 3)]
+        slots: usize,
+        /// Sessions.
+        #[arg(long, default_value_t = 2)]
+        sessions: usize,
+        /// Independent attestations needed to elevate.
+        #[arg(long, default_value_t = 2)]
+        k: usize,
+        /// Checker threads (1 gives the shortest counterexamples).
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+    },
+}
+
+#[derive(Subcommand)]
 enum BenchCmd {
     /// MEM-INV-Bench: the authority layer against laundering, sleeper, control-flow and
     /// exfiltration attacks, with baselines, ablations and studies.
@@ -355,6 +378,12 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     if let Cmd::Demo { dir } = &cli.cmd {
         return demo(dir);
     }
+    if let Cmd::Check(CheckCmd::Authority { slots, sessions, k, threads }) = &cli.cmd {
+        let cfg = memwarden_check::CheckConfig { slots: *slots, sessions: *sessions, k: *k, threads: *threads };
+        let reports = memwarden_check::check_all(&cfg);
+        println!("{}", memwarden_check::render_markdown(&reports));
+        return Ok(if reports.iter().all(|r| r.as_expected()) { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
     if let Cmd::Bench(b) = &cli.cmd {
         return bench(b);
     }
@@ -382,7 +411,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     let engine = Engine::open(&cli.data, EngineConfig { embedder, ..EngineConfig::default() })?;
     let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate(&tenant, &parse::<PrincipalId>("principal", id)?) };
     match cli.cmd {
-        Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Audit(AuditCmd::Verify) => {}
+        Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Check(_) | Cmd::Audit(AuditCmd::Verify) => {}
         Cmd::Init => println!("store ready in {} ({} log entries)", cli.data.display(), engine.store().log_len()),
         Cmd::Principal(PrincipalCmd::Add { id, kind, domain, allow_listed }) => {
             let id = parse::<PrincipalId>("principal", &id)?;
