@@ -132,21 +132,7 @@ impl Cast {
         reg("reg-vendor", PrincipalKind::Tool, Some("vendor-registry.example"), true, None)?;
         reg("reg-gov", PrincipalKind::Tool, Some("gov-registry.example"), true, None)?;
         reg("reg-bank-2", PrincipalKind::Tool, Some("bank-registry.example"), true, None)?;
-        let actor = |id: &str| -> Result<Actor, BenchError> { Ok(eng.authenticate(&tenant, &pid(id)?)?) };
-        Ok(Self {
-            agent: actor("agent")?,
-            alice: actor("alice")?,
-            inbox: actor("inbox")?,
-            web: actor("web")?,
-            puppet1: actor("puppet-1")?,
-            puppet2: actor("puppet-2")?,
-            reg_bank: actor("reg-bank")?,
-            reg_vendor: actor("reg-vendor")?,
-            reg_gov: actor("reg-gov")?,
-            reg_bank2: actor("reg-bank-2")?,
-            crm: actor("crm-sync")?,
-            tenant,
-        })
+        Self::register_or_get(eng, &tenant)
     }
 
     /// The cast of an already registered tenant.
