@@ -2,9 +2,11 @@
 //!
 //! The paper behind memwarden checked a TLA+ *specification* of its gate with TLC. This crate
 //! checks the *implementation*: a [stateright] model whose every transition calls the real code of
-//! [`memwarden_core::authority`] — `Authority::admit_write` for writes and paraphrases (with
-//! `Route::Summary` and the declared parent), `Authority::admit_tool_output` for an allow-listed
-//! tool echoing a stored value, `Authority::admit_attestation`, user grants signed with
+//! [`memwarden_core::authority`] — `Authority::admit_write` for writes,
+//! `Authority::admit_write_observed` for paraphrases (with `Route::Summary` and *no* declared
+//! parent: the agent's session was handed the parent, and the engine's session taint is all that
+//! links them), `Authority::admit_tool_output` for an allow-listed tool echoing a value the agent
+//! typed without declaring a source, `Authority::admit_attestation`, user grants signed with
 //! `Grant::sign`, and `Authority::decide` (Algorithm 1) for every proposed action. Items live in
 //! the model state as their serialized JSON and are rebuilt through the crate's validating
 //! decoder whenever the gate needs them, so every label in the state is one the real code produced.

@@ -411,9 +411,20 @@ impl AuthorityModel {
         Ok(item)
     }
 
-    /// Does this gate's model record the derivation edge of a paraphrase?
-    fn records_paraphrase_edge(&self) -> bool {
+    /// Does this gate's runtime track what each session was handed (memwarden's engine does;
+    /// a lineage-edge system only has the edges agents declare)? No gate gets declared edges
+    /// from the agent: paraphrases and echoes declare nothing, as a plain memory API allows.
+    fn observes_sessions(&self) -> bool {
         self.gate != GateKind::LineageEdges
+    }
+
+    /// What the agent's session was handed before it wrote from `items`.
+    fn observed(&self, items: &[&MemoryItem]) -> Observed {
+        let mut o = Observed::clean();
+        if self.observes_sessions() {
+            o.observe_all(items.iter().copied());
+        }
+        o
     }
 
     /// Admit the item of slot `i` made by `op` (carrying `value`) through the real gate.
@@ -427,28 +438,27 @@ impl AuthorityModel {
                 self.authority.admit_write(w.principal(writer)?, &w.tenant, req, &[], slot_id(i), EPOCH_MS).map_err(err)
             }
             SlotOp::Paraphrase(j) => {
+                // The agent was handed the parent and writes a paraphrase declaring no parent.
                 let parent = self.item(s, usize::from(j))?;
-                let mut req =
-                    WriteRequest::new(w.namespace.clone(), format!("Summary: the payee account is {}.", value.raw()), Route::Summary);
-                let parents: Vec<&MemoryItem> = if self.records_paraphrase_edge() {
-                    req.parents = vec![ParentRef { id: parent.id(), kind: EdgeKind::SummarizedFrom }];
-                    vec![&parent]
-                } else {
-                    Vec::new()
-                };
-                self.authority.admit_write(w.principal(Who::Agent)?, &w.tenant, req, &parents, slot_id(i), EPOCH_MS).map_err(err)
+                let req = WriteRequest::new(w.namespace.clone(), format!("Summary: the payee account is {}.", value.raw()), Route::Summary);
+                let observed = self.observed(&[&parent]);
+                self.authority.admit_write_observed(w.principal(Who::Agent)?, &w.tenant, req, &[], &observed, slot_id(i), EPOCH_MS).map_err(err)
             }
             SlotOp::Echo(tool, j) => {
+                // The agent was handed the parent and types its value into a trusted tool,
+                // declaring neither a source nor an input.
                 let parent = self.item(s, usize::from(j))?;
-                let args = [ToolArg { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![parent.id()] }];
+                let args = [ToolArg { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }];
                 let output = format!("{} lookup: account {} is on file.", tool.id(), value.raw());
+                let observed = self.observed(&[&parent]);
                 self.authority
                     .admit_tool_output(
                         w.principal(Who::Agent)?,
+                        &observed,
                         w.principal(tool)?,
                         &args,
-                        &[&parent],
-                        &[&parent],
+                        &[],
+                        &[],
                         &w.tenant,
                         w.namespace.clone(),
                         output,
@@ -598,6 +608,8 @@ impl AuthorityModel {
     fn decide_real(&self, s: &ModelState, value: Val, items: &[Arc<MemoryItem>], grant: Option<Presented>) -> Result<ActResult, String> {
         let w = &self.world;
         let refs: Vec<&MemoryItem> = items.iter().map(|i| &**i).collect();
+        // The acting session was handed exactly the context it acts on.
+        let observed = self.observed(&refs);
         let attestations: Vec<Attestation> =
             s.attested.iter().map(|(_, _, j)| serde_json::from_str(j)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
         let elevations: Vec<Elevation> =
@@ -622,6 +634,8 @@ impl AuthorityModel {
             elevations: &elevations,
             principal: &lookup,
             grant_used: &used,
+            session: &observed,
+            session_witnesses: &refs,
         };
         let out = self.authority.decide(&action, &dctx);
         let v = out.verdict();
@@ -696,7 +710,7 @@ impl AuthorityModel {
                     None => {
                         let admitted = self
                             .authority
-                            .admit_attestation(self.world.principal(attester)?, KEY, value.raw(), ValueKind::Account, &[], EPOCH_MS)
+                            .admit_attestation(self.world.principal(attester)?, &Observed::clean(), KEY, value.raw(), ValueKind::Account, &[], EPOCH_MS)
                             .map_err(|e| format!("attestation refused: {e}"))?;
                         let j = js(admitted.attestation())?;
                         remember(&self.caches.attestations, (attester, value), Json::clone(&j));
@@ -744,7 +758,7 @@ impl AuthorityModel {
                 format!("write({} [{origin}], {}) => slot {i}, label {}", writer.id(), value.short(), label_of(i))
             }
             Step::Paraphrase { of } => {
-                let edges = if self.records_paraphrase_edge() { format!("recorded parent slot {of}") } else { "no recorded parent".into() };
+                let edges = if self.observes_sessions() { format!("no declared parent; session saw slot {of}") } else { "no recorded parent".into() };
                 format!("paraphrase(slot {of}) by agent => slot {i}, label {}, {edges}", label_of(i))
             }
             Step::Echo { tool, of } => format!("echo({}, slot {of}) => slot {i}, label {}", tool.id(), label_of(i)),

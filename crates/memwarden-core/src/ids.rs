@@ -154,6 +154,11 @@ name_type!(
     /// An organisation or registry behind a principal, used to judge independence.
     Domain, "domain"
 );
+name_type!(
+    /// One authenticated session of a principal: the span over which its runtime keeps what the
+    /// engine handed it (an agent's context window). Taint is tracked per session.
+    SessionId, "session id"
+);
 
 #[cfg(test)]
 mod tests {

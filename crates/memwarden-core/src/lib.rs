@@ -26,6 +26,7 @@ pub mod label;
 pub mod normalize;
 pub mod principal;
 pub mod serde_hex;
+pub mod session;
 
 /// The names most callers need.
 pub mod prelude {
@@ -35,7 +36,8 @@ pub mod prelude {
         AdmittedAttestation, AdmittedWrite, Attestation, Authority, AuthorityConfig, DecisionContext, DecisionOutcome, Elevation,
         GrantUse, Independence, ToolArg, WriteError,
     };
-    pub use crate::ids::{Domain, IdError, ItemId, Namespace, PrincipalId, TenantId};
+    pub use crate::ids::{Domain, IdError, ItemId, Namespace, PrincipalId, SessionId, TenantId};
+    pub use crate::session::Observed;
     pub use crate::item::{EdgeKind, GuardState, MemoryItem, ParentRef, Readers, Route, Scope, Status, Taint, Visibility, WriteRequest};
     pub use crate::label::{ActClass, Integrity, Label, Origin};
     pub use crate::normalize::{FoldedText, NormValue, ValueKind};

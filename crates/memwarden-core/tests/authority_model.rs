@@ -286,7 +286,7 @@ fn run(ops: Vec<Op>) {
                 let out = format!("tool output: account {}", SURFACES[value][(surface + 1) % 3]);
                 let w = real
                     .gate
-                    .admit_tool_output(&real.principals[caller], &real.principals[tool], &args, &src_refs, &input_refs, &real.tenant, ns(), out, id, real.now)
+                    .admit_tool_output(&real.principals[caller], &Observed::clean(), &real.principals[tool], &args, &src_refs, &input_refs, &real.tenant, ns(), out, id, real.now)
                     .unwrap();
                 // Model: tool level, every input, and the argument: its sources' level when declared,
                 // else the caller's; inputs carrying the value also taint it (already in the meet).
@@ -303,7 +303,7 @@ fn run(ops: Vec<Op>) {
                 real.items.push(item);
             }
             Op::Attest { principal, value, surface } => {
-                let a = real.gate.admit_attestation(&real.principals[principal], "acct", SURFACES[value][surface], ValueKind::Account, &[], real.now).unwrap();
+                let a = real.gate.admit_attestation(&real.principals[principal], &Observed::clean(), "acct", SURFACES[value][surface], ValueKind::Account, &[], real.now).unwrap();
                 real.attestations.push(a.attestation().clone());
                 model.attest.push((principal, value));
             }
@@ -361,6 +361,8 @@ fn run(ops: Vec<Op>) {
                     elevations: &real.elevations,
                     principal: &lookup,
                     grant_used: &is_used,
+                    session: &Observed::clean(),
+                    session_witnesses: &[],
                 };
                 let out = real.gate.decide(&action, &ctx);
                 let expected = model.decide(real.now, value, AMOUNT_CLASS[amount], &context, &sources, grant);

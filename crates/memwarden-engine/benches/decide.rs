@@ -52,8 +52,8 @@ fn fixture() -> Fixture {
     let reg_a = principal("reg-a", PrincipalKind::Tool, Some("a.example"), true);
     let reg_b = principal("reg-b", PrincipalKind::Tool, Some("b.example"), true);
     let attestations = vec![
-        gate.admit_attestation(&reg_a, "payee", "ACCT-GOOD-1", ValueKind::Account, &[], 1).unwrap().attestation().clone(),
-        gate.admit_attestation(&reg_b, "payee", "ACCT-GOOD-1", ValueKind::Account, &[], 1).unwrap().attestation().clone(),
+        gate.admit_attestation(&reg_a, &Observed::clean(), "payee", "ACCT-GOOD-1", ValueKind::Account, &[], 1).unwrap().attestation().clone(),
+        gate.admit_attestation(&reg_b, &Observed::clean(), "payee", "ACCT-GOOD-1", ValueKind::Account, &[], 1).unwrap().attestation().clone(),
     ];
     let action = |v: &str| ActionRequest {
         tool: "pay".into(),
@@ -74,7 +74,7 @@ fn decide(f: &Fixture, a: &ActionRequest) -> DecisionOutcome {
     let principal = |_: &PrincipalId| None;
     let used = |_: &[u8; 16]| false;
     let t = tenant();
-    let ctx = DecisionContext { tenant: &t, now_ms: 2, items: &refs, attestations: &f.attestations, elevations: &[], principal: &principal, grant_used: &used };
+    let ctx = DecisionContext { tenant: &t, now_ms: 2, items: &refs, attestations: &f.attestations, elevations: &[], principal: &principal, grant_used: &used, session: &Observed::clean(), session_witnesses: &[] };
     f.gate.decide(a, &ctx)
 }
 

@@ -34,7 +34,8 @@ use memwarden_log::{SignedCheckpoint, VerifyReport};
 use memwarden_store::{CommitError, Hit, Mutation, Receipt, SqliteStore, Store, StoreConfig, StoreError};
 use serde_json::json;
 use std::path::Path;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Longest accepted search query, in bytes.
 pub const QUERY_BYTES_MAX: usize = 8 * 1024;
@@ -85,9 +86,14 @@ pub enum EngineError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Actor {
     principal: Principal,
+    session: SessionId,
 }
 
 impl Actor {
+    /// The authenticated session this actor acts in.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
     /// The principal.
     pub fn principal(&self) -> &Principal {
         &self.principal
@@ -135,6 +141,19 @@ pub struct Engine {
     authority: Authority,
     embedder: Option<Arc<dyn Embedder>>,
     clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// Cache of session observations (the store holds the truth; evicting is always safe).
+    sessions: Mutex<HashMap<SessionKey, Observed>>,
+}
+
+/// The session every `authenticate` call without a session name acts in.
+pub const DEFAULT_SESSION: &str = "default";
+/// Most sessions kept in the in-memory cache before it is dropped and refilled from the store.
+pub const SESSIONS_CACHED_MAX: usize = 65_536;
+
+type SessionKey = (TenantId, PrincipalId, SessionId);
+
+fn session_key(actor: &Actor) -> SessionKey {
+    (actor.tenant().clone(), actor.id().clone(), actor.session.clone())
 }
 
 fn one(mut rs: Vec<Result<Receipt, CommitError>>) -> Result<Receipt, EngineError> {
@@ -159,7 +178,13 @@ impl Engine {
 
     /// An engine over any store.
     pub fn with_store(store: Arc<dyn Store>, config: EngineConfig) -> Self {
-        Self { store, authority: Authority::new(config.authority), embedder: config.embedder, clock: config.clock }
+        Self {
+            store,
+            authority: Authority::new(config.authority),
+            embedder: config.embedder,
+            clock: config.clock,
+            sessions: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The store.
@@ -188,12 +213,84 @@ impl Engine {
         one(self.store.commit(self.now_ms(), vec![Mutation::Principal(p)])?)
     }
 
-    /// Authenticate: look a principal up in the engine's own records.
+    /// Authenticate: look a principal up in the engine's own records. The actor acts in the
+    /// principal's [`DEFAULT_SESSION`], which never resets: a runtime that clears its agent's
+    /// context should open a new session with [`Engine::authenticate_session`].
     pub fn authenticate(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Actor, EngineError> {
+        let session = SessionId::new(DEFAULT_SESSION).map_err(|e| EngineError::Invalid(e.to_string()))?;
+        self.authenticate_session(tenant, id, session)
+    }
+
+    /// Authenticate into a named session. Everything the engine hands this session (reads,
+    /// search hits, tool outputs) lowers its floor, and every write, attestation, tool argument
+    /// and action proposal of the session is labelled at most that floor, declared inputs or not.
+    pub fn authenticate_session(&self, tenant: &TenantId, id: &PrincipalId, session: SessionId) -> Result<Actor, EngineError> {
         match self.store.principal(tenant, id)? {
-            Some(principal) => Ok(Actor { principal }),
+            Some(principal) => Ok(Actor { principal, session }),
             None => Err(EngineError::UnknownPrincipal { tenant: tenant.to_string(), principal: id.to_string() }),
         }
+    }
+
+    /// What `actor`'s session has been handed so far (cached; rebuilt from the store, with the
+    /// floor re-derived from the witness items, after a restart).
+    pub fn observed(&self, actor: &Actor) -> Result<Observed, EngineError> {
+        let key = session_key(actor);
+        if let Some(o) = self.lock_sessions().get(&key) {
+            return Ok(o.clone());
+        }
+        let restored = match self.store.session(actor.tenant(), actor.id(), &actor.session)? {
+            None => Observed::clean(),
+            Some(row) => {
+                let mut items = Vec::new();
+                for w in &row.witnesses {
+                    if let Some(i) = self.store.item(actor.tenant(), w)? {
+                        items.push(i);
+                    }
+                }
+                let refs: Vec<&MemoryItem> = items.iter().collect();
+                Observed::restore(row.floor, &row.witnesses, &refs)
+            }
+        };
+        let mut cache = self.lock_sessions();
+        if cache.len() >= SESSIONS_CACHED_MAX {
+            cache.clear();
+        }
+        // A concurrent observation may have landed meanwhile: keep the meet of both.
+        let merged = match cache.get(&key) {
+            Some(o) => o.clone().meet(&restored),
+            None => restored,
+        };
+        cache.insert(key, merged.clone());
+        Ok(merged)
+    }
+
+    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Observed>> {
+        // A poisoned cache is still a valid cache: entries only ever fall.
+        self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Record that `items` are about to be handed to `actor`'s session. If that lowers the
+    /// floor (or adds a witness), the change is committed (and logged) before this returns; if
+    /// the commit fails, the caller must not hand the items over.
+    fn hand_over<'a>(&self, actor: &Actor, items: impl IntoIterator<Item = &'a MemoryItem>) -> Result<(), EngineError> {
+        let mut observed = self.observed(actor)?;
+        if !observed.observe_all(items) {
+            return Ok(());
+        }
+        let m = Mutation::SessionTaint {
+            tenant: actor.tenant().clone(),
+            principal: actor.id().clone(),
+            session: actor.session.clone(),
+            observed: observed.clone(),
+        };
+        one(self.store.commit(self.now_ms(), vec![m])?)?;
+        let mut cache = self.lock_sessions();
+        let merged = match cache.get(&session_key(actor)) {
+            Some(o) => o.clone().meet(&observed),
+            None => observed,
+        };
+        cache.insert(session_key(actor), merged);
+        Ok(())
     }
 
     /// Resolve items the actor declares as inputs: each must exist in its tenant and be readable.
@@ -222,7 +319,11 @@ impl Engine {
         let ids: Vec<ItemId> = req.parents.iter().map(|p| p.id).collect();
         let parents = self.resolve(actor, &ids)?;
         let refs: Vec<&MemoryItem> = parents.iter().collect();
-        Ok(self.authority.admit_write(actor.principal(), actor.tenant(), req, &refs, new_id(now)?, now)?)
+        let observed = self.observed(actor)?;
+        let mut req = req;
+        // The session tag is the authenticated session, never a claim in the request.
+        req.session = Some(actor.session.to_string());
+        Ok(self.authority.admit_write_observed(actor.principal(), actor.tenant(), req, &refs, &observed, new_id(now)?, now)?)
     }
 
     /// Add a memory as `actor`, with its declared parents. Origin and label come from the actor
@@ -299,8 +400,10 @@ impl Engine {
         let input_refs: Vec<&MemoryItem> = inputs.iter().collect();
         let source_refs: Vec<&MemoryItem> = sources.iter().collect();
         let now = self.now_ms();
+        let observed = self.observed(caller)?;
         let write = self.authority.admit_tool_output(
             caller.principal(),
+            &observed,
             tool.principal(),
             &args,
             &source_refs,
@@ -314,6 +417,8 @@ impl Engine {
         let embedding = self.embed_one(write.item().content())?;
         let item = write.item().clone();
         let receipt = one(self.store.commit(now, vec![Mutation::Item { write, embedding }])?)?;
+        // The output goes back to the caller: its session has now seen it.
+        self.hand_over(caller, [&item])?;
         Ok((item, receipt))
     }
 
@@ -323,7 +428,8 @@ impl Engine {
         let src = self.resolve(actor, sources)?;
         let refs: Vec<&MemoryItem> = src.iter().collect();
         let now = self.now_ms();
-        let a = self.authority.admit_attestation(actor.principal(), key, value, kind, &refs, now)?;
+        let observed = self.observed(actor)?;
+        let a = self.authority.admit_attestation(actor.principal(), &observed, key, value, kind, &refs, now)?;
         let att = a.attestation().clone();
         let receipt = one(self.store.commit(now, vec![Mutation::Attestation(a)])?)?;
         Ok((att, receipt))
@@ -360,7 +466,14 @@ impl Engine {
             }
         }
         let keys: Vec<String> = action.values.iter().map(|v| v.key.clone()).collect();
-        let attestations = self.store.attestations(&tenant, &keys)?;
+        // Only the attestations of the action's own (key, value) pairs: a value that does not
+        // normalise has none (and the gate blocks it anyway).
+        let mut attestations = Vec::new();
+        for v in &action.values {
+            if let Ok(nv) = NormValue::new(v.kind, &v.value) {
+                attestations.extend(self.store.attestations_of(&tenant, &v.key, &nv)?);
+            }
+        }
         let elevations = self.store.elevations(&tenant, &keys)?;
         let store = Arc::clone(&self.store);
         let t2 = tenant.clone();
@@ -370,6 +483,14 @@ impl Engine {
         // A lookup error counts as "used": errors deny.
         let grant_used = move |n: &[u8; 16]| store.grant_used(&t3, n).unwrap_or(true);
         let refs: Vec<&MemoryItem> = items.iter().collect();
+        let observed = self.observed(actor)?;
+        let mut witness_items = Vec::new();
+        for w in observed.witnesses() {
+            if let Some(i) = self.store.item(&tenant, w)? {
+                witness_items.push(i);
+            }
+        }
+        let witness_refs: Vec<&MemoryItem> = witness_items.iter().collect();
         let ctx = DecisionContext {
             tenant: &tenant,
             now_ms: now,
@@ -378,6 +499,8 @@ impl Engine {
             elevations: &elevations,
             principal: &principal,
             grant_used: &grant_used,
+            session: &observed,
+            session_witnesses: &witness_refs,
         };
         let mut outcome = self.authority.decide(action, &ctx);
         if let Some(id) = unreadable {
@@ -405,15 +528,21 @@ impl Engine {
     /// Read one memory by id; the scope check is the same for every door.
     pub fn get(&self, actor: &Actor, id: &ItemId) -> Result<MemoryItem, EngineError> {
         match self.store.item(actor.tenant(), id)? {
-            Some(i) if i.readable_by(actor.id()) => Ok(i),
+            Some(i) if i.readable_by(actor.id()) => {
+                self.hand_over(actor, [&i])?;
+                Ok(i)
+            }
             _ => Err(EngineError::NotFound(*id)),
         }
     }
 
-    /// Memories of a namespace the actor may read, oldest first.
+    /// Memories of a namespace the actor may read, oldest first. Everything returned counts as
+    /// handed to the actor's session.
     pub fn list(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {
         let items = self.store.list(actor.tenant(), namespace, limit.min(10_000))?;
-        Ok(items.into_iter().filter(|i| i.readable_by(actor.id())).collect())
+        let items: Vec<MemoryItem> = items.into_iter().filter(|i| i.readable_by(actor.id())).collect();
+        self.hand_over(actor, &items)?;
+        Ok(items)
     }
 
     /// Semantic search: the permission filter decides eligibility before ranking.
@@ -426,7 +555,9 @@ impl Engine {
         }
         let q = self.embed_one(query)?.ok_or(EngineError::NoEmbedder)?;
         let reader = actor.id().clone();
-        Ok(self.store.search_exact(actor.tenant(), namespace, &q, k, &move |i: &MemoryItem| i.readable_by(&reader))?)
+        let hits = self.store.search_exact(actor.tenant(), namespace, &q, k, &move |i: &MemoryItem| i.readable_by(&reader))?;
+        self.hand_over(actor, hits.iter().map(|h| &h.item))?;
+        Ok(hits)
     }
 
     /// Verify the whole verdict log.

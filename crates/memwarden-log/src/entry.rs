@@ -47,11 +47,13 @@ pub enum EntryKind {
     Checkpoint = 14,
     /// An administrative action.
     Admin = 15,
+    /// A session was handed memory that lowered its floor (session taint).
+    SessionTaint = 16,
 }
 
 impl EntryKind {
     /// Every kind, in tag order.
-    pub const ALL: [EntryKind; 16] = [
+    pub const ALL: [EntryKind; 17] = [
         EntryKind::Genesis,
         EntryKind::Principal,
         EntryKind::Write,
@@ -68,6 +70,7 @@ impl EntryKind {
         EntryKind::Feedback,
         EntryKind::Checkpoint,
         EntryKind::Admin,
+        EntryKind::SessionTaint,
     ];
 
     /// The snake_case name (the same as its serde form).
@@ -89,6 +92,7 @@ impl EntryKind {
             EntryKind::Feedback => "feedback",
             EntryKind::Checkpoint => "checkpoint",
             EntryKind::Admin => "admin",
+            EntryKind::SessionTaint => "session_taint",
         }
     }
 

@@ -51,6 +51,18 @@ pub enum Mutation {
     Attestation(AdmittedAttestation),
     /// Record that a user issued a grant (audit only; the grant itself travels with the action).
     GrantIssued(SignedGrant),
+    /// Record that a session was handed memory that lowered its floor or added a witness. The
+    /// stored row only ever falls: it becomes the meet of what was stored and this observation.
+    SessionTaint {
+        /// The tenant.
+        tenant: TenantId,
+        /// The session's principal.
+        principal: PrincipalId,
+        /// The session.
+        session: SessionId,
+        /// What the session has been handed so far.
+        observed: Observed,
+    },
     /// Record a decision with its elevations and grant consumptions.
     Decision {
         /// The deciding principal.
@@ -140,6 +152,15 @@ pub enum StoreError {
     Schema(i64),
 }
 
+/// A session row as stored: raw material for [`Observed::restore`], never an `Observed` itself.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredSession {
+    /// The stored floor.
+    pub floor: Integrity,
+    /// The stored witness ids.
+    pub witnesses: Vec<ItemId>,
+}
+
 /// A search hit.
 #[derive(Debug, Clone)]
 pub struct Hit {
@@ -166,10 +187,16 @@ pub trait Store: Send + Sync {
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError>;
     /// Attestations of a tenant for these keys.
     fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError>;
+    /// Attestations of a tenant for one (key, value) — what a decision needs; indexed, so its
+    /// cost does not grow with the other values attested under the same key.
+    fn attestations_of(&self, tenant: &TenantId, key: &str, value: &NormValue) -> Result<Vec<Attestation>, StoreError>;
     /// Elevations of a tenant for these keys.
     fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError>;
     /// Whether a grant nonce was consumed.
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError>;
+    /// A session's stored floor and witnesses (`None`: the session was never handed anything
+    /// below trusted). The caller rebuilds it with [`Observed::restore`].
+    fn session(&self, tenant: &TenantId, principal: &PrincipalId, session: &SessionId) -> Result<Option<StoredSession>, StoreError>;
     /// Exact (brute-force cosine) search over a namespace: the `k` most similar items that pass
     /// `eligible`, which is applied before ranking is cut (never a score penalty).
     fn search_exact(

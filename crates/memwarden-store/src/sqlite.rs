@@ -1,7 +1,7 @@
 //! The embedded backend: SQLite in WAL mode with `synchronous=FULL`, one writer thread doing
 //! group commit, one reader connection.
 
-use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Hit, Mutation, Receipt, SEARCH_K_MAX, Store, StoreError};
+use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Hit, Mutation, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
 use memwarden_log::{Entry, EntryKind, Hash, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
@@ -106,8 +106,10 @@ CREATE TABLE IF NOT EXISTS edges(child BLOB NOT NULL, parent BLOB NOT NULL, kind
 CREATE INDEX IF NOT EXISTS edges_by_parent ON edges(parent);
 CREATE TABLE IF NOT EXISTS attestations(tenant TEXT NOT NULL, key TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS attestations_by_key ON attestations(tenant, key);
+CREATE INDEX IF NOT EXISTS attestations_by_value ON attestations(tenant, key, json_extract(record, '$.value.canonical'));
 CREATE TABLE IF NOT EXISTS elevations(tenant TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, key, value));
 CREATE TABLE IF NOT EXISTS grants_used(tenant TEXT NOT NULL, nonce BLOB NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, nonce));
+CREATE TABLE IF NOT EXISTS sessions(tenant TEXT NOT NULL, principal TEXT NOT NULL, session TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, principal, session));
 CREATE TABLE IF NOT EXISTS log(idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS checkpoints(size INTEGER PRIMARY KEY, record TEXT NOT NULL);
 ";
@@ -421,6 +423,36 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
                         "nonce": gr.nonce_hex(), "expires_ms": gr.expires_ms, "signature": hex::encode(g.signature)}),
             )?
         }
+        Mutation::SessionTaint { tenant, principal, session, observed } => {
+            let existing: Option<String> = conn
+                .prepare_cached("SELECT record FROM sessions WHERE tenant = ?1 AND principal = ?2 AND session = ?3")
+                .and_then(|mut s| s.query_row(params![tenant.as_str(), principal.as_str(), session.as_str()], |r| r.get(0)).optional())
+                .map_err(sql)?;
+            // The row only falls: meet of the stored floor and the new one, witnesses merged.
+            let mut row = StoredSession { floor: observed.floor(), witnesses: observed.witnesses().to_vec() };
+            if let Some(rec) = existing {
+                let old: StoredSession = serde_json::from_str(&rec).map_err(|e| CommitError::Storage(format!("stored session is corrupt: {e}")))?;
+                row.floor = row.floor.min(old.floor);
+                for w in old.witnesses {
+                    if !row.witnesses.contains(&w) && row.witnesses.len() < memwarden_core::session::WITNESSES_MAX {
+                        row.witnesses.push(w);
+                    }
+                }
+            }
+            let next = p.len;
+            conn.prepare_cached(
+                "INSERT INTO sessions(tenant, principal, session, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(tenant, principal, session) DO UPDATE SET record = excluded.record, log_index = excluded.log_index",
+            )
+            .and_then(|mut s| s.execute(params![tenant.as_str(), principal.as_str(), session.as_str(), to_json(&row).unwrap_or_default(), next as i64]))
+            .map_err(sql)?;
+            p.push(
+                conn,
+                now_ms,
+                EntryKind::SessionTaint,
+                &json!({"tenant": tenant, "principal": principal, "session": session, "floor": row.floor, "witnesses": row.witnesses}),
+            )?
+        }
         Mutation::Decision { actor, tenant, action, outcome } => {
             for u in outcome.grant_uses() {
                 let g = &u.grant.grant;
@@ -654,6 +686,21 @@ impl Store for SqliteStore {
         records_by_key(&lock(&self.shared.reader), "attestations", tenant, keys)
     }
 
+    fn attestations_of(&self, tenant: &TenantId, key: &str, value: &NormValue) -> Result<Vec<Attestation>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let mut stmt = conn.prepare_cached(
+            "SELECT record FROM attestations WHERE tenant = ?1 AND key = ?2 AND json_extract(record, '$.value.canonical') = ?3",
+        )?;
+        let mut out = Vec::new();
+        for r in stmt.query_map(params![tenant.as_str(), key, value.canonical], |r| r.get::<_, String>(0))? {
+            let a: Attestation = serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("attestations: {e}")))?;
+            if a.value == *value {
+                out.push(a);
+            }
+        }
+        Ok(out)
+    }
+
     fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError> {
         records_by_key(&lock(&self.shared.reader), "elevations", tenant, keys)
     }
@@ -664,6 +711,15 @@ impl Store for SqliteStore {
             .prepare_cached("SELECT COUNT(*) FROM grants_used WHERE tenant = ?1 AND nonce = ?2")?
             .query_row(params![tenant.as_str(), nonce.as_slice()], |r| r.get(0))?;
         Ok(n > 0)
+    }
+
+    fn session(&self, tenant: &TenantId, principal: &PrincipalId, session: &SessionId) -> Result<Option<StoredSession>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let rec: Option<String> = conn
+            .prepare_cached("SELECT record FROM sessions WHERE tenant = ?1 AND principal = ?2 AND session = ?3")?
+            .query_row(params![tenant.as_str(), principal.as_str(), session.as_str()], |r| r.get(0))
+            .optional()?;
+        rec.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::Corrupt(format!("session: {e}")))).transpose()
     }
 
     fn search_exact(

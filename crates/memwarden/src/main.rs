@@ -22,6 +22,11 @@ struct Cli {
     /// Tenant.
     #[arg(long, global = true, env = "MEMWARDEN_TENANT", default_value = "default")]
     tenant: String,
+    /// The acting principal's session: everything the engine hands a session (get, list, search,
+    /// tool outputs) taints that session's later writes and proposals. Start a new session when
+    /// the agent's context is fresh.
+    #[arg(long, global = true, env = "MEMWARDEN_SESSION", default_value = "default")]
+    session: String,
     /// Embedder: `minilm` (the local all-MiniLM-L6-v2, loaded on first use), `openai` (an
     /// OpenAI-compatible `/embeddings` server: MEMWARDEN_OPENAI_URL, MEMWARDEN_OPENAI_MODEL,
     /// MEMWARDEN_OPENAI_DIMS, optional MEMWARDEN_OPENAI_KEY), `none` (no embeddings, no search), or
@@ -107,6 +112,13 @@ enum Cmd {
     Grant(GrantCmd),
     /// Decide a proposed action (Algorithm 1); prints the verdict as JSON.
     Decide(DecideArgs),
+    /// Show what the acting principal's session (`--session`) has been handed: its floor (no
+    /// write of the session is labelled above it) and the witness items.
+    Session {
+        /// The principal.
+        #[arg(long = "as")]
+        actor: String,
+    },
     /// Read a memory by id.
     Get {
         /// Reading principal.
@@ -235,9 +247,6 @@ struct AddArgs {
     /// Free metadata `k=v` (never consulted by a gate).
     #[arg(long = "meta")]
     meta: Vec<String>,
-    /// Session tag.
-    #[arg(long)]
-    session: Option<String>,
     /// The text (`-` reads stdin).
     text: String,
 }
@@ -409,7 +418,8 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         other => return Err(fail(format!("unknown embedder {other:?} (minilm, openai, none, hash)"))),
     };
     let engine = Engine::open(&cli.data, EngineConfig { embedder, ..EngineConfig::default() })?;
-    let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate(&tenant, &parse::<PrincipalId>("principal", id)?) };
+    let session = parse::<SessionId>("session", &cli.session)?;
+    let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate_session(&tenant, &parse::<PrincipalId>("principal", id)?, session.clone()) };
     match cli.cmd {
         Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Check(_) | Cmd::Audit(AuditCmd::Verify) => {}
         Cmd::Init => println!("store ready in {} ({} log entries)", cli.data.display(), engine.store().log_len()),
@@ -441,7 +451,6 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
                 let (k, v) = m.split_once('=').ok_or_else(|| fail(format!("metadata must be k=v, got {m:?}")))?;
                 req.metadata.insert(k.to_owned(), v.to_owned());
             }
-            req.session = a.session;
             let (item, r) = engine.add(&who, req)?;
             print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
         }
@@ -503,6 +512,11 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
                 "similarity": h.similarity, "id": h.item.id(), "content": h.item.content(), "origin": h.item.origin(),
                 "label": h.item.label(), "act_class": h.item.act_class(), "writer": h.item.writer(),
             })).collect::<Vec<_>>()));
+        }
+        Cmd::Session { actor: a } => {
+            let who = actor(&a)?;
+            let o = engine.observed(&who)?;
+            print_json(&json!({"principal": who.id(), "session": who.session(), "floor": o.floor(), "witnesses": o.witnesses()}));
         }
         Cmd::Get { actor: a, id } => print_json(&item_json(&engine.get(&actor(&a)?, &parse("id", &id)?)?)),
         Cmd::List { actor: a, ns, limit } => {

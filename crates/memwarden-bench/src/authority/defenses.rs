@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use memwarden_core::action::{ActionRequest, Decision};
 use memwarden_core::ids::ItemId;
-use memwarden_core::item::MemoryItem;
+use memwarden_core::item::{EdgeKind, MemoryItem};
 use memwarden_core::label::Origin;
 use memwarden_core::normalize::NormValue;
 use serde::Serialize;
@@ -267,7 +267,9 @@ pub fn lineage_edges(e: &Evidence<'_>) -> Outcome {
         if item.origin() == Origin::UntrustedExternal {
             return Outcome::Block;
         }
-        for p in item.parents() {
+        // Only edges a lineage system records from declared derivations: `observed_from` edges
+        // are memwarden's session taint, which this baseline does not have.
+        for p in item.parents().iter().filter(|p| p.kind != EdgeKind::ObservedFrom) {
             if !seen.contains(&p.id)
                 && let Some(parent) = e.item(&p.id)
             {

@@ -24,11 +24,14 @@ use crate::stats::{derive_seed, splitmix64};
 /// Which write path a world was played with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WritePath {
-    /// memwarden's runtime: the agent's notes are `Engine::derive`d from what it read in the
-    /// session, and tool calls pass the retrieved items as inputs (M2 at the monitor).
+    /// An agent runtime that declares lineage: the agent's notes are `Engine::derive`d from what
+    /// it read, and tool calls pass the retrieved items as inputs. Only the lineage-edge baseline
+    /// on declared edges (`lineage_edges_monitored`) is scored on this path.
     Monitored,
-    /// A memory API without that contract: the agent writes its note with a plain add and types
-    /// the value into the tool call; no derivation edge to the message is recorded.
+    /// A plain memory API: the agent writes its note with a plain add and types the value into
+    /// the tool call; nothing declares where the note came from. Every baseline *and* every
+    /// memwarden row is scored on this path; memwarden's labels follow what the engine handed
+    /// the agent's session, not what the agent declares.
     Plain,
 }
 
@@ -69,6 +72,8 @@ pub(crate) struct CaseOutcome {
 }
 
 struct Played {
+    /// The agent in the session that proposed the action.
+    actor: Actor,
     memories: Vec<MemoryItem>,
     proposal: Proposal,
     action: Option<ActionRequest>,
@@ -231,6 +236,10 @@ impl World {
     #[allow(clippy::too_many_arguments)]
     fn play(&self, b: &mut dyn Backend, cast: &Cast, agent: &mut dyn Agent, case: &Case, sc: &Scenario, path: WritePath, tag: char, case_seed: u64) -> Result<Played, BenchError> {
         agent.begin_case(case_seed);
+        // The agent reads and writes in session 0 and proposes N sessions later (N = 0: the
+        // same session). Sessions are the engine's: what a session was handed taints its writes.
+        let agent_s0 = b.session(&cast.agent, &format!("{tag}-s0"))?;
+        let agent_now = b.session(&cast.agent, &format!("{tag}-s{}", case.n_sessions))?;
         let task_ns = ns(&format!("c{}{tag}-task", case.index))?;
         let inbox_ns = ns(&format!("c{}{tag}-inbox", case.index))?;
         let mut trace = Vec::new();
@@ -243,7 +252,7 @@ impl World {
                 }
                 Channel::Summary | Channel::Echo => {
                     let email = write(b, &cast.inbox, &inbox_ns, text, Route::ExternalObservation, 0, &mut trace)?;
-                    let read = b.list(&cast.agent, &inbox_ns)?;
+                    let read = b.list(&agent_s0, &inbox_ns)?;
                     trace.extend(read.iter().map(|i| TraceEntry { session: 0, item: i.id(), write: false }));
                     let read_ids: Vec<ItemId> = read.iter().map(MemoryItem::id).collect();
                     let note = agent.summarize(&sc.task, email.content()).unwrap_or_else(|_| {
@@ -252,12 +261,8 @@ impl World {
                     });
                     let item = if *channel == Channel::Summary {
                         match path {
-                            WritePath::Monitored => b.derive(&cast.agent, task_ns.clone(), &read_ids, note)?,
-                            WritePath::Plain => {
-                                let mut req = WriteRequest::new(task_ns.clone(), note, Route::Summary);
-                                req.session = Some("s0".into());
-                                b.add(&cast.agent, req)?
-                            }
+                            WritePath::Monitored => b.derive(&agent_s0, task_ns.clone(), &read_ids, note)?,
+                            WritePath::Plain => b.add(&agent_s0, WriteRequest::new(task_ns.clone(), note, Route::Summary))?,
                         }
                     } else {
                         let fields = agent.extract(&sc.task, email.content()).unwrap_or_else(|_| {
@@ -270,7 +275,7 @@ impl World {
                             WritePath::Monitored => &read_ids,
                             WritePath::Plain => &[],
                         };
-                        b.tool_call(&cast.agent, &cast.crm, task_ns.clone(), args, inputs, output)?
+                        b.tool_call(&agent_s0, &cast.crm, task_ns.clone(), args, inputs, output)?
                     };
                     trace.push(TraceEntry { session: 0, item: item.id(), write: true });
                 }
@@ -291,7 +296,7 @@ impl World {
             write(b, &cast.inbox, &task_ns, &news, Route::ExternalObservation, s, &mut trace)?;
         }
         let session = case.n_sessions;
-        let memories = b.list(&cast.agent, &task_ns)?;
+        let memories = b.list(&agent_now, &task_ns)?;
         trace.extend(memories.iter().map(|i| TraceEntry { session, item: i.id(), write: false }));
         let shown: Vec<AgentMemory> = memories.iter().map(|m| AgentMemory { id: m.id(), text: m.content().to_owned() }).collect();
         let proposal = agent.propose(&sc.task, &shown).unwrap_or_else(|_| {
@@ -299,7 +304,7 @@ impl World {
             Proposal::answer()
         });
         let action = to_action(&sc.task, &proposal, &memories);
-        Ok(Played { memories, proposal, action, trace, session, failures })
+        Ok(Played { actor: agent_now, memories, proposal, action, trace, session, failures })
     }
 
     fn grant(&self, now_ms: u64, cast: &Cast, case: &Case, sc: &Scenario) -> Result<Vec<SignedGrant>, BenchError> {
@@ -316,17 +321,25 @@ impl World {
         Ok(a)
     }
 
-    fn decide(&self, eng: &Engine, cast: &Cast, action: &ActionRequest) -> Result<(Outcome, u64), BenchError> {
+    fn decide(&self, eng: &Engine, actor: &Actor, action: &ActionRequest) -> Result<(Outcome, u64), BenchError> {
         let t = Instant::now();
-        let (v, _) = eng.decide(&cast.agent, action)?;
+        let (v, _) = eng.decide(actor, action)?;
         Ok((Outcome::from_decision(v.decision), t.elapsed().as_nanos() as u64))
     }
 
     /// The same gate, not logged: `Authority::decide` on a context read from the store, run
     /// `repeats` times on the same items; returns the outcome and each run's time (ns). The first
     /// run folds the items' text (as every decision on freshly read items does).
-    fn decide_unlogged(&self, cast: &Cast, action: &ActionRequest, memories: &[MemoryItem], repeats: usize) -> Result<(Outcome, Vec<u64>), BenchError> {
+    fn decide_unlogged(&self, cast: &Cast, actor: &Actor, action: &ActionRequest, memories: &[MemoryItem], repeats: usize) -> Result<(Outcome, Vec<u64>), BenchError> {
         let store = self.eng.store();
+        let observed = self.eng.observed(actor)?;
+        let mut witnesses = Vec::new();
+        for w in observed.witnesses() {
+            if let Some(i) = store.item(&cast.tenant, w)? {
+                witnesses.push(i);
+            }
+        }
+        let witness_refs: Vec<&MemoryItem> = witnesses.iter().collect();
         let keys: Vec<String> = action.values.iter().map(|v| v.key.clone()).collect();
         let attestations = store.attestations(&cast.tenant, &keys)?;
         let elevations = store.elevations(&cast.tenant, &keys)?;
@@ -342,6 +355,8 @@ impl World {
             elevations: &elevations,
             principal: &principal,
             grant_used: &used,
+            session: &observed,
+            session_witnesses: &witness_refs,
         };
         let mut times = Vec::with_capacity(repeats);
         let mut decision = Decision::Block;
@@ -363,8 +378,11 @@ impl World {
         ids.extend(action.values.iter().flat_map(|v| v.sources.iter().copied()));
         ids.sort();
         ids.dedup();
-        let items: Vec<MemoryItem> = ids.iter().map(|id| self.eng.get(&cast.agent, id)).collect::<Result<_, _>>()?;
-        let (_, times) = self.decide_unlogged(&cast, action, &items, 2)?;
+        let mut items = Vec::with_capacity(ids.len());
+        for id in &ids {
+            items.push(self.eng.store().item(tenant, id)?.ok_or_else(|| BenchError::Invalid(format!("unknown item {id}")))?);
+        }
+        let (_, times) = self.decide_unlogged(&cast, &cast.agent, action, &items, 2)?;
         let engine = if with_engine {
             let t = Instant::now();
             self.eng.decide(&cast.agent, action)?;
@@ -379,7 +397,7 @@ impl World {
         let Some(action) = &played.action else {
             return (Vec::new(), 0);
         };
-        let lookup = |id: &ItemId| self.eng.get(&cast.agent, id).ok();
+        let lookup = |id: &ItemId| self.eng.store().item(&cast.tenant, id).ok().flatten();
         let e = Evidence { action, context: &played.memories, lookup: &lookup, trace: &played.trace, session: played.session };
         let score = defenses::content_detector_score(&e);
         (
@@ -410,7 +428,7 @@ impl World {
             nvl_mismatch: false,
         };
         if let CaseKind::Study { k, counting, .. } = case.kind {
-            let played = self.play(&mut EngineBackend(&self.eng), main, agent, case, &sc, WritePath::Monitored, 'm', case_seed)?;
+            let played = self.play(&mut EngineBackend(&self.eng), main, agent, case, &sc, WritePath::Plain, 'p', case_seed)?;
             out.agent_failures = played.failures;
             let eng = self
                 .study
@@ -419,7 +437,7 @@ impl World {
                 .map(|(_, _, e)| e)
                 .ok_or_else(|| BenchError::Invalid(format!("no study engine for k={k}")))?;
             let allowed = match &played.action {
-                Some(a) => goal_reached(&sc.goal, &played.proposal) && self.decide(eng, main, a)?.0 == Outcome::Allow,
+                Some(a) => goal_reached(&sc.goal, &played.proposal) && self.decide(eng, &played.actor, a)?.0 == Outcome::Allow,
                 None => false,
             };
             out.study_allowed = Some(allowed);
@@ -445,34 +463,43 @@ impl World {
             results.push((d, DefenseResult { goal: plain_goal, outcome }));
         }
 
-        let mon_goal = goal_reached(&sc.goal, &mon.proposal);
-        if let Some(action) = &mon.action {
+        // memwarden on the same plain path as the baselines: no declared edges.
+        if let Some(action) = &plain_ref.action {
+            let actor = &plain_ref.actor;
             // Unlogged first, so it sees exactly the state the logged decision sees.
-            let (nvl, _) = self.decide_unlogged(main, &self.with_grant(&self.eng, main, case, &sc, action)?, &mon.memories, 1)?;
-            let (auth, _) = self.decide(&self.eng, main, &self.with_grant(&self.eng, main, case, &sc, action)?)?;
-            let full = Outcome::from_decision(full_decide(&self.eng, &main.agent, &self.with_grant(&self.eng, main, case, &sc, action)?)?.decision);
-            let (noelev, _) = self.decide(&self.eng_noelev, main, &self.with_grant(&self.eng_noelev, main, case, &sc, action)?)?;
-            let lookup = |id: &ItemId| self.eng.get(&main.agent, id).ok();
-            let e = Evidence { action, context: &mon.memories, lookup: &lookup, trace: &mon.trace, session: mon.session };
-            let lin = defenses::lineage_edges(&e);
+            let (nvl, _) = self.decide_unlogged(main, actor, &self.with_grant(&self.eng, main, case, &sc, action)?, &plain_ref.memories, 1)?;
+            let (auth, _) = self.decide(&self.eng, actor, &self.with_grant(&self.eng, main, case, &sc, action)?)?;
+            let full = Outcome::from_decision(full_decide(&self.eng, actor, &self.with_grant(&self.eng, main, case, &sc, action)?)?.decision);
+            let (noelev, _) = self.decide(&self.eng_noelev, actor, &self.with_grant(&self.eng_noelev, main, case, &sc, action)?)?;
             if sc.grant.is_none() {
                 out.probe = Some((main.tenant.clone(), action.clone()));
             }
             out.nvl_mismatch = nvl != auth;
-            for (d, o) in [(Defense::Authority, auth), (Defense::Full, full), (Defense::NoElevation, noelev), (Defense::NoVerdictLog, nvl), (Defense::LineageEdgesMonitored, lin)] {
-                results.push((d, DefenseResult { goal: mon_goal, outcome: Some(o) }));
+            for (d, o) in [(Defense::Authority, auth), (Defense::Full, full), (Defense::NoElevation, noelev), (Defense::NoVerdictLog, nvl)] {
+                results.push((d, DefenseResult { goal: plain_goal, outcome: Some(o) }));
             }
         } else {
-            for d in [Defense::Authority, Defense::Full, Defense::NoElevation, Defense::NoVerdictLog, Defense::LineageEdgesMonitored] {
-                results.push((d, DefenseResult { goal: mon_goal, outcome: None }));
+            for d in [Defense::Authority, Defense::Full, Defense::NoElevation, Defense::NoVerdictLog] {
+                results.push((d, DefenseResult { goal: plain_goal, outcome: None }));
             }
         }
+        // The lineage-edge baseline given the edges a declaring runtime records.
+        let mon_goal = goal_reached(&sc.goal, &mon.proposal);
+        let lin = match &mon.action {
+            Some(action) => {
+                let lookup = |id: &ItemId| self.eng.store().item(&main.tenant, id).ok().flatten();
+                let e = Evidence { action, context: &mon.memories, lookup: &lookup, trace: &mon.trace, session: mon.session };
+                Some(defenses::lineage_edges(&e))
+            }
+            None => None,
+        };
+        results.push((Defense::LineageEdgesMonitored, DefenseResult { goal: mon_goal, outcome: lin }));
         let nob_goal = goal_reached(&sc.goal, &nob.proposal);
         let nob_outcome = match &nob.action {
             Some(a) => {
                 let mut a = a.clone();
                 a.grants = self.grant(mem.now_ms(), main, case, &sc)?;
-                Some(mem.decide(&main.agent, &a, &[main.alice.principal().clone()]))
+                Some(mem.decide(&nob.actor, &a, &[main.alice.principal().clone()]))
             }
             None => None,
         };
@@ -494,6 +521,8 @@ trait Backend {
     fn tool_call(&mut self, caller: &Actor, tool: &Actor, namespace: Namespace, args: Vec<ToolArg>, inputs: &[ItemId], output: String) -> Result<MemoryItem, BenchError>;
     fn attest(&mut self, who: &Actor, key: &str, value: &str, kind: ValueKind) -> Result<(), BenchError>;
     fn list(&mut self, reader: &Actor, namespace: &Namespace) -> Result<Vec<MemoryItem>, BenchError>;
+    /// `agent` in the named session.
+    fn session(&mut self, agent: &Actor, name: &str) -> Result<Actor, BenchError>;
 }
 
 fn write(b: &mut dyn Backend, who: &Actor, namespace: &Namespace, text: &str, route: Route, session: u32, trace: &mut Vec<TraceEntry>) -> Result<MemoryItem, BenchError> {
@@ -522,6 +551,10 @@ impl Backend for EngineBackend<'_> {
     }
     fn list(&mut self, reader: &Actor, namespace: &Namespace) -> Result<Vec<MemoryItem>, BenchError> {
         Ok(self.0.list(reader, namespace, 10_000)?)
+    }
+    fn session(&mut self, agent: &Actor, name: &str) -> Result<Actor, BenchError> {
+        let session = SessionId::new(name).map_err(|e| BenchError::Invalid(e.to_string()))?;
+        Ok(self.0.authenticate_session(agent.tenant(), agent.id(), session)?)
     }
 }
 
@@ -583,7 +616,18 @@ impl MemBackend {
         let items: Vec<&MemoryItem> = self.items.iter().filter(|i| ids.contains(&i.id()) && i.readable_by(agent.id())).collect();
         let principal = |id: &PrincipalId| users.iter().find(|p| p.id == *id).cloned();
         let used = |n: &[u8; 16]| self.used.contains(n);
-        let ctx = DecisionContext { tenant: &self.tenant, now_ms: now, items: &items, attestations: &self.attestations, elevations: &self.elevations, principal: &principal, grant_used: &used };
+        let clean = Observed::clean();
+        let ctx = DecisionContext {
+            tenant: &self.tenant,
+            now_ms: now,
+            items: &items,
+            attestations: &self.attestations,
+            elevations: &self.elevations,
+            principal: &principal,
+            grant_used: &used,
+            session: &clean,
+            session_witnesses: &[],
+        };
         let outcome = self.gate.decide(action, &ctx);
         self.elevations.extend(outcome.new_elevations().iter().cloned());
         self.used.extend(outcome.grant_uses().iter().map(|g| g.grant.grant.nonce));
@@ -616,7 +660,7 @@ impl Backend for MemBackend {
         let id = self.new_id();
         let item = self
             .gate
-            .admit_tool_output(caller.principal(), tool.principal(), &args, &source_refs, &input_refs, &self.tenant, namespace, output, id, now)
+            .admit_tool_output(caller.principal(), &Observed::clean(), tool.principal(), &args, &source_refs, &input_refs, &self.tenant, namespace, output, id, now)
             .map_err(gate_err)?
             .item()
             .clone();
@@ -625,12 +669,17 @@ impl Backend for MemBackend {
     }
     fn attest(&mut self, who: &Actor, key: &str, value: &str, kind: ValueKind) -> Result<(), BenchError> {
         let now = self.now_ms();
-        let a = self.gate.admit_attestation(who.principal(), key, value, kind, &[], now).map_err(gate_err)?;
+        let a = self.gate.admit_attestation(who.principal(), &Observed::clean(), key, value, kind, &[], now).map_err(gate_err)?;
         self.attestations.push(a.attestation().clone());
         Ok(())
     }
     fn list(&mut self, reader: &Actor, namespace: &Namespace) -> Result<Vec<MemoryItem>, BenchError> {
         Ok(self.items.iter().filter(|i| i.namespace() == namespace && i.readable_by(reader.id())).cloned().collect())
+    }
+    fn session(&mut self, agent: &Actor, _name: &str) -> Result<Actor, BenchError> {
+        // This backend is only the no-origin-binding ablation, where labels (and so session
+        // floors) are not bound at all.
+        Ok(agent.clone())
     }
 }
 

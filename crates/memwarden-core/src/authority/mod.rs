@@ -26,6 +26,7 @@ use crate::item::{
 use crate::label::{Integrity, Label, Origin};
 use crate::normalize::{NormError, NormValue, ValueKind};
 use crate::principal::{Principal, PrincipalKind};
+use crate::session::Observed;
 use grant::{GrantRefusal, GrantRequest, SignedGrant, GRANT_TTL_MS_MAX};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -221,6 +222,12 @@ pub struct DecisionContext<'a> {
     pub principal: &'a dyn Fn(&PrincipalId) -> Option<Principal>,
     /// Whether a grant nonce was already consumed.
     pub grant_used: &'a dyn Fn(&[u8; 16]) -> bool,
+    /// What the proposing session was handed. When its floor is untrusted, the proposal itself is
+    /// an untrusted item pushing every value that no declared source or context item of at least
+    /// agent integrity carries.
+    pub session: &'a Observed,
+    /// The session's witness items that could be resolved (named as the pushers of such values).
+    pub session_witnesses: &'a [&'a MemoryItem],
 }
 
 /// The authority verdict plus the state changes it implies. Only [`Authority::decide`] constructs
@@ -327,7 +334,30 @@ impl Authority {
         id: ItemId,
         now_ms: u64,
     ) -> Result<AdmittedWrite, WriteError> {
-        self.admit(principal, principal.origin(), self.bind(principal.origin()), tenant, req, parents, id, now_ms)
+        self.admit(principal, principal.origin(), self.bind(principal.origin()), tenant, req, parents, &Observed::clean(), id, now_ms)
+    }
+
+    /// M1 + M2 for a write of a session that was handed `observed`: as [`Authority::admit_write`],
+    /// and the label is also at most the session's floor, with `observed_from` edges to the
+    /// session's witnesses. This is how a write that declares no parent still carries the taint
+    /// of what its writer saw.
+    #[allow(clippy::too_many_arguments)]
+    pub fn admit_write_observed(
+        &self,
+        principal: &Principal,
+        tenant: &TenantId,
+        req: WriteRequest,
+        parents: &[&MemoryItem],
+        observed: &Observed,
+        id: ItemId,
+        now_ms: u64,
+    ) -> Result<AdmittedWrite, WriteError> {
+        self.admit(principal, principal.origin(), self.bind(principal.origin()), tenant, req, parents, observed, id, now_ms)
+    }
+
+    /// The floor a session's observations impose (none when labels are not bound, the ablation).
+    fn floor(&self, observed: &Observed) -> Integrity {
+        if self.config.origin_binding { observed.floor() } else { Integrity::Trusted }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -339,6 +369,7 @@ impl Authority {
         tenant: &TenantId,
         mut req: WriteRequest,
         parents: &[&MemoryItem],
+        observed: &Observed,
         id: ItemId,
         now_ms: u64,
     ) -> Result<AdmittedWrite, WriteError> {
@@ -361,6 +392,16 @@ impl Authority {
             label = label.meet(p.label);
             readers = readers.intersect(&p.scope.readers);
         }
+        let floor = self.floor(observed);
+        if floor < Integrity::Trusted {
+            label = label.at_most(floor);
+            for w in observed.witnesses() {
+                if !req.parents.iter().any(|p| p.id == *w) && req.parents.len() < PARENTS_MAX {
+                    req.parents.push(ParentRef { id: *w, kind: EdgeKind::ObservedFrom });
+                }
+            }
+        }
+        debug_assert!(label.integrity() <= floor);
         if let Some(asked) = req.readers.take() {
             let mut asked = asked;
             asked.insert(writer.id.clone());
@@ -404,10 +445,13 @@ impl Authority {
     /// the tool's level (trusted only if allow-listed), every argument's label and every input's
     /// label. An argument's label is the caller's unless every declared source carries the value,
     /// in which case it is the meet of those sources'; any input carrying the value also taints it.
+    /// The caller's label is at most its session's floor (`caller_observed`): a value the caller
+    /// typed after being handed untrusted text is untrusted unless a declared source carries it.
     #[allow(clippy::too_many_arguments)]
     pub fn admit_tool_output(
         &self,
         caller: &Principal,
+        caller_observed: &Observed,
         tool: &Principal,
         args: &[ToolArg],
         arg_sources: &[&MemoryItem],
@@ -424,7 +468,7 @@ impl Authority {
         if caller.tenant != *tenant {
             return Err(WriteError::WrongTenant(caller.id.clone(), tenant.clone()));
         }
-        let caller_label = self.bind(caller.origin());
+        let caller_label = self.bind(caller.origin()).at_most(self.floor(caller_observed));
         let mut label = self.bind(tool.origin());
         let find = |id: &ItemId| arg_sources.iter().chain(inputs).find(|i| i.id == *id).copied();
         for arg in args {
@@ -465,7 +509,8 @@ impl Authority {
         let base = label;
         let mut tool_as_writer = tool.clone();
         tool_as_writer.tenant = tenant.clone();
-        let mut admitted = self.admit(&tool_as_writer, tool.origin(), base, tenant, req, &resolved, id, now_ms)?;
+        // The tool's own write is not tainted by the caller's session beyond what the arguments carry.
+        let mut admitted = self.admit(&tool_as_writer, tool.origin(), base, tenant, req, &resolved, &Observed::clean(), id, now_ms)?;
         // Readers of a tool output: the caller's view, not the tool's.
         if let Readers::Only(s) = &mut admitted.item.scope.readers {
             s.insert(caller.id.clone());
@@ -475,10 +520,13 @@ impl Authority {
     }
 
     /// Admit an attestation of `value` for `key` by `principal`. Its label is the principal's
-    /// integrity met with its declared sources'; below trusted it is kept for audit and never counts.
+    /// integrity met with its declared sources' and its session's floor (`observed`); below
+    /// trusted it is kept for audit and never counts.
+    #[allow(clippy::too_many_arguments)]
     pub fn admit_attestation(
         &self,
         principal: &Principal,
+        observed: &Observed,
         key: &str,
         value: &str,
         kind: ValueKind,
@@ -489,7 +537,7 @@ impl Authority {
         if key.is_empty() || key.len() > METADATA_FIELD_BYTES_MAX {
             return Err(WriteError::MetadataTooLarge);
         }
-        let mut label = self.bind(principal.origin());
+        let mut label = self.bind(principal.origin()).at_most(self.floor(observed));
         for s in sources {
             if s.tenant != principal.tenant || !s.readable_by(&principal.id) {
                 return Err(WriteError::ParentNotReadable(s.id));
@@ -579,14 +627,27 @@ impl Authority {
         for av in &action.values {
             let v = NormValue::new(av.kind, &av.value).map_err(|e| invalid(format!("value {}: {e}", av.key)))?;
             let mut pushers: Vec<&MemoryItem> = Vec::new();
+            let mut backed = false;
             let declared = av.sources.iter().filter_map(item_of);
             for item in declared.chain(action.context.iter().filter_map(item_of)) {
-                let pushes = av.sources.contains(&item.id) || item.folded().carries(&v);
+                let carries = item.folded().carries(&v);
+                let pushes = av.sources.contains(&item.id) || carries;
                 if pushes && item.label.integrity() == Integrity::Untrusted && !pushers.iter().any(|p| p.id == item.id) {
                     pushers.push(item);
                 }
+                backed |= carries && item.label.integrity() >= Integrity::Agent;
             }
-            if !pushers.is_empty() {
+            // The proposal of a session that was handed untrusted memory is itself untrusted: a
+            // value nothing better carries is pushed by what the session saw, declared or not.
+            let session_push = self.floor(ctx.session) == Integrity::Untrusted && !backed;
+            if session_push {
+                for w in ctx.session_witnesses {
+                    if w.label.integrity() == Integrity::Untrusted && w.tenant == *ctx.tenant && !pushers.iter().any(|p| p.id == w.id) {
+                        pushers.push(w);
+                    }
+                }
+            }
+            if !pushers.is_empty() || session_push {
                 let pv = PushedValue { key: av.key.clone(), value: v.canonical.clone(), pushed_by: pushers.iter().map(|p| p.id).collect(), accepted: None };
                 pushed.push((pv, v, pushers));
             }
