@@ -174,3 +174,18 @@ fn other_tenants_and_private_items_are_invisible() {
     assert!(matches!(e.get(&b, &d.id()), Err(EngineError::NotFound(_))));
     assert!(e.list(&b, &Namespace::new("n").unwrap(), 100).unwrap().is_empty());
 }
+
+#[test]
+fn a_data_directory_has_one_writer_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path());
+    match Engine::open(dir.path(), EngineConfig::default()) {
+        Err(EngineError::Store(StoreError::Locked(d))) => assert!(d.contains(&*dir.path().display().to_string())),
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("a second writer opened the same data directory"),
+    }
+    // Read-only verification still works while it is open; once closed, it opens again.
+    assert!(SqliteStore::verify_dir(dir.path()).unwrap().is_ok());
+    drop(first);
+    open(dir.path());
+}

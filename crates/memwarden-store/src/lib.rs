@@ -147,6 +147,9 @@ pub enum StoreError {
     /// The writer thread is gone.
     #[error("the store's writer has stopped")]
     WriterGone,
+    /// Another process has this data directory open (a server, or another command).
+    #[error("data directory {0} is in use by another memwarden process (talk to that process, e.g. over HTTP, or stop it)")]
+    Locked(String),
     /// The directory holds a store of a newer schema.
     #[error("unsupported schema version {0}")]
     Schema(i64),

@@ -14,6 +14,8 @@ use std::thread::JoinHandle;
 
 const SCHEMA_VERSION: i64 = 1;
 const DB_FILE: &str = "memwarden.db";
+/// Lock file: held (flock) by the one process that has the store open for writing.
+const LOCK_FILE: &str = "memwarden.lock";
 const LOG_KEY_FILE: &str = "log.ed25519";
 
 /// Tuning for the embedded store.
@@ -39,6 +41,8 @@ enum Job {
 }
 
 struct Shared {
+    /// Held for the store's lifetime: one process writes a data directory (and its log) at a time.
+    _lock: std::fs::File,
     log: RwLock<VerdictLog>,
     key: SigningKey,
     reader: Mutex<Connection>,
@@ -159,6 +163,13 @@ impl SqliteStore {
     /// recorded head and every signed checkpoint, and refuses a store that does not verify.
     pub fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(io_err(&lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.display().to_string())),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+        }
         let key = load_or_create_key(dir)?;
         let db = dir.join(DB_FILE);
         let mut writer = open_conn(&db, false)?;
@@ -191,6 +202,7 @@ impl SqliteStore {
         }
         let reader = open_conn(&db, true)?;
         let shared = Arc::new(Shared {
+            _lock: lock,
             log: RwLock::new(log),
             key,
             reader: Mutex::new(reader),

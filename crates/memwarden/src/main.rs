@@ -162,6 +162,17 @@ enum Cmd {
     /// Benchmark suites (results as Markdown and JSON in --out).
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Serve the HTTP API (and MCP at /mcp) on the data directory until SIGINT/SIGTERM.
+    Serve(memwarden_server::ServeArgs),
+    /// Serve MCP over stdio, every tool call acting as `--as` in `--session`.
+    Mcp {
+        /// The principal (must be registered).
+        #[arg(long = "as")]
+        actor: String,
+    },
+    /// API keys of the HTTP/MCP server (stored hashed in <data>/api-keys.sqlite3).
+    #[command(subcommand)]
+    Key(KeyCmd),
     /// Test support: write memories in a loop as `--as`, printing `ACK <id>` after each
     /// acknowledged (durable) write. Used by the crash test, which kills it with SIGKILL.
     #[command(hide = true)]
@@ -300,6 +311,26 @@ enum CheckCmd {
 }
 
 #[derive(Subcommand)]
+enum KeyCmd {
+    /// Mint a key for a registered principal of --tenant; the token is printed once.
+    Mint {
+        /// The principal the key acts as.
+        #[arg(long = "as")]
+        actor: String,
+        /// A label to recognise the key by.
+        #[arg(long, default_value = "")]
+        label: String,
+    },
+    /// List keys (no secrets).
+    List,
+    /// Revoke a key by id; it stops working at once.
+    Revoke {
+        /// The key id (from `key list`).
+        key_id: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum BenchCmd {
     /// MEM-INV-Bench: the authority layer against laundering, sleeper, control-flow and
     /// exfiltration attacks, with baselines, ablations and studies.
@@ -417,11 +448,44 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         "none" => None,
         other => return Err(fail(format!("unknown embedder {other:?} (minilm, openai, none, hash)"))),
     };
-    let engine = Engine::open(&cli.data, EngineConfig { embedder, ..EngineConfig::default() })?;
+    let engine = std::sync::Arc::new(Engine::open(&cli.data, EngineConfig { embedder, ..EngineConfig::default() })?);
     let session = parse::<SessionId>("session", &cli.session)?;
     let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate_session(&tenant, &parse::<PrincipalId>("principal", id)?, session.clone()) };
     match cli.cmd {
         Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Check(_) | Cmd::Audit(AuditCmd::Verify) => {}
+        Cmd::Serve(args) => {
+            let mut config = args.into_config().map_err(|e| fail(e.to_string()))?;
+            config.data_dir = cli.data.clone();
+            memwarden_server::init_tracing(&config.log);
+            let data = cli.data.display().to_string();
+            memwarden_server::serve_blocking(config, std::sync::Arc::clone(&engine), move |addr| {
+                eprintln!("memwarden serving {data} on http://{addr} (OpenAPI at /openapi.json, MCP at /mcp); Ctrl-C stops");
+            })
+            .map_err(|e| fail(e.to_string()))?;
+        }
+        Cmd::Mcp { actor: a } => {
+            memwarden_server::init_tracing("warn");
+            let who = actor(&a)?;
+            memwarden_server::serve_mcp_stdio_blocking(std::sync::Arc::clone(&engine), who).map_err(|e| fail(e.to_string()))?;
+        }
+        Cmd::Key(k) => {
+            let keys = memwarden_server::ApiKeys::open(&cli.data).map_err(|e| fail(e.to_string()))?;
+            match k {
+                KeyCmd::Mint { actor: a, label } => {
+                    let who = actor(&a)?;
+                    let minted = keys.mint(&tenant, who.id(), &label).map_err(|e| fail(e.to_string()))?;
+                    print_json(&json!(minted));
+                    eprintln!("the token is shown once; only its SHA-256 is stored");
+                }
+                KeyCmd::List => print_json(&json!(keys.list(Some(&tenant)).map_err(|e| fail(e.to_string()))?)),
+                KeyCmd::Revoke { key_id } => {
+                    if !keys.revoke(&key_id).map_err(|e| fail(e.to_string()))? {
+                        return Err(fail(format!("no key {key_id}")));
+                    }
+                    println!("revoked {key_id}");
+                }
+            }
+        }
         Cmd::Init => println!("store ready in {} ({} log entries)", cli.data.display(), engine.store().log_len()),
         Cmd::Principal(PrincipalCmd::Add { id, kind, domain, allow_listed }) => {
             let id = parse::<PrincipalId>("principal", &id)?;

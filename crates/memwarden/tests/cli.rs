@@ -109,3 +109,52 @@ fn grant_round_trip_through_the_cli() {
     let proof = ok(data, &["audit", "proof", "--index", "3"]);
     assert_eq!(proof["verified"], true);
 }
+
+/// A raw HTTP/1.1 request on loopback; returns (status, body).
+fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let body = body.unwrap_or("");
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, out.split("\r\n\r\n").nth(1).unwrap_or("").to_owned())
+}
+
+#[test]
+fn serve_holds_the_directory_and_shuts_down_without_losing_acknowledged_writes() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    setup(data);
+    let minted = ok(data, &["key", "mint", "--as", "agent", "--label", "cli test"]);
+    let token = minted["token"].as_str().unwrap().to_owned();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memwarden"))
+        .arg("--data")
+        .arg(data)
+        .args(["--embedder", "none", "serve", "--addr", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("server exited before announcing").unwrap();
+        if let Some(rest) = line.split("on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    // While it serves, the directory is locked against a second writer.
+    check_error(data, &["add", "--as", "agent", "x"], "in use by another memwarden process");
+    assert_eq!(http(&addr, "GET", "/healthz", None, None).0, 200);
+    let (status, body) = http(&addr, "POST", "/v1/memories", Some(&token), Some(r#"{"namespace":"notes","content":"acknowledged over http"}"#));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(http(&addr, "GET", "/v1/memories?namespace=notes", None, None).0, 401);
+    let term = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(term.success());
+    assert!(child.wait().unwrap().success());
+    let listed = ok(data, &["list", "--as", "agent", "--ns", "notes"]);
+    assert!(listed.to_string().contains("acknowledged over http"), "{listed}");
+    assert_eq!(mw(data, &["audit", "verify"]).status.code(), Some(0));
+}

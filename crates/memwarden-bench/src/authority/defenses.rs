@@ -78,9 +78,17 @@ impl Defense {
     /// Which write path the defense's world used.
     pub fn write_path(self) -> &'static str {
         match self {
-            Defense::None | Defense::TrustScore | Defense::ContentDetector | Defense::LineageEdges | Defense::CapabilityIfc => "plain",
-            Defense::NoOriginBinding => "monitored, in-memory gate",
-            Defense::Authority | Defense::Full | Defense::NoElevation | Defense::NoVerdictLog | Defense::LineageEdgesMonitored => "monitored",
+            Defense::None
+            | Defense::TrustScore
+            | Defense::ContentDetector
+            | Defense::LineageEdges
+            | Defense::CapabilityIfc
+            | Defense::Authority
+            | Defense::Full
+            | Defense::NoElevation
+            | Defense::NoVerdictLog => "plain",
+            Defense::NoOriginBinding => "plain, in-memory gate",
+            Defense::LineageEdgesMonitored => "monitored",
         }
     }
 

@@ -450,7 +450,7 @@ impl World {
         // SQLite store's validating decoder refuses to read back items labelled above their
         // origin, which is exactly what this ablation writes).
         let mut mem = MemBackend::new(AuthorityConfig { origin_binding: false, ..AuthorityConfig::default() }, &main.tenant, case_seed);
-        let nob = self.play(&mut mem, main, agent, case, &sc, WritePath::Monitored, 'n', case_seed)?;
+        let nob = self.play(&mut mem, main, agent, case, &sc, WritePath::Plain, 'n', case_seed)?;
         let plain_ref = plain.as_ref().unwrap_or(&mon);
         out.agent_failures = mon.failures + nob.failures + plain.as_ref().map_or(0, |p| p.failures);
 

@@ -1,0 +1,389 @@
+//! Server configuration: defaults, then a TOML file, then `MEMWARDEN_*` environment variables,
+//! then command-line options (see [`ServeArgs`]). Later sources win.
+
+use memwarden_embed::Embedder;
+use memwarden_engine::{Engine, EngineConfig};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Default listen address: loopback only.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:7077";
+/// Default request body limit (bytes).
+pub const DEFAULT_BODY_BYTES_MAX: usize = 2 * 1024 * 1024;
+/// Default number of memories in one batch add.
+pub const DEFAULT_BATCH_MAX: usize = 100;
+/// Default per-key rate (requests per second; token-bucket refill rate).
+pub const DEFAULT_RATE_PER_SEC: f64 = 50.0;
+/// Default per-key burst (token-bucket capacity).
+pub const DEFAULT_RATE_BURST: u32 = 100;
+/// Default time to wait for in-flight engine calls at shutdown (seconds).
+pub const DEFAULT_DRAIN_SECS: u64 = 30;
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {error}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// The file is not valid TOML for this configuration.
+    #[error("config file {path}: {error}")]
+    Toml {
+        /// The file.
+        path: String,
+        /// The error.
+        error: String,
+    },
+    /// A value (from a file, the environment or an option) is out of range or malformed.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// Which embedder the server's engine uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EmbedderChoice {
+    /// The local all-MiniLM-L6-v2 model (loaded on first use from `model_dir`, else
+    /// `$MEMWARDEN_MODEL_DIR`, else `./models/all-MiniLM-L6-v2`).
+    MiniLm {
+        /// Model directory.
+        model_dir: Option<PathBuf>,
+    },
+    /// An OpenAI-compatible `/embeddings` server.
+    OpenAi {
+        /// Base URL (plain `http://`).
+        url: String,
+        /// Model name.
+        model: String,
+        /// Output dimensions.
+        dims: usize,
+        /// Optional API key.
+        api_key: Option<String>,
+    },
+    /// Feature hashing, 384 dimensions. For tests only.
+    Hash,
+    /// No embedder: writes carry no embedding and search answers `search_unavailable`.
+    None,
+}
+
+/// Server configuration.
+///
+/// TOML keys (all optional): `data_dir`, `addr`, `body_bytes_max`, `batch_max`, `rate_per_sec`,
+/// `rate_burst`, `drain_secs`, `admin_token`, `mcp_allowed_hosts`, `log`, `embedder`
+/// (`minilm`, `openai`, `hash`, `none`), `model_dir`, `openai_url`, `openai_model`, `openai_dims`,
+/// `openai_key`. Environment variables: the same names upper-cased with a `MEMWARDEN_` prefix,
+/// except `data_dir`, which is `MEMWARDEN_DATA` as for the CLI (lists are comma-separated).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeConfig {
+    /// Data directory: the engine's store, `api-keys.sqlite3` and `admin.token`.
+    pub data_dir: PathBuf,
+    /// Listen address.
+    pub addr: SocketAddr,
+    /// Largest accepted request body, in bytes (larger: 413).
+    pub body_bytes_max: usize,
+    /// Most memories in one batch add (at most the engine's `ADD_MANY_MAX`).
+    pub batch_max: usize,
+    /// Per-API-key token-bucket refill rate in requests per second (0 disables rate limiting; the
+    /// admin token is not limited).
+    pub rate_per_sec: f64,
+    /// Per-key token-bucket capacity.
+    pub rate_burst: u32,
+    /// Seconds to wait at shutdown for engine calls still running.
+    pub drain_secs: u64,
+    /// The admin token. None: read `<data_dir>/admin.token`, creating it (mode 0600) if absent.
+    pub admin_token: Option<String>,
+    /// `Host` header values accepted by the MCP endpoint (DNS-rebinding protection). Empty:
+    /// loopback names only (`localhost`, `127.0.0.1`, `::1`).
+    pub mcp_allowed_hosts: Vec<String>,
+    /// Tracing filter (`tracing_subscriber::EnvFilter` syntax), used by [`crate::init_tracing`].
+    pub log: String,
+    /// The embedder.
+    pub embedder: EmbedderChoice,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("memwarden-data"),
+            addr: SocketAddr::from(([127, 0, 0, 1], 7077)),
+            body_bytes_max: DEFAULT_BODY_BYTES_MAX,
+            batch_max: DEFAULT_BATCH_MAX,
+            rate_per_sec: DEFAULT_RATE_PER_SEC,
+            rate_burst: DEFAULT_RATE_BURST,
+            drain_secs: DEFAULT_DRAIN_SECS,
+            admin_token: None,
+            mcp_allowed_hosts: Vec::new(),
+            log: "info".into(),
+            embedder: EmbedderChoice::MiniLm { model_dir: None },
+        }
+    }
+}
+
+/// The file's shape: every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    data_dir: Option<PathBuf>,
+    addr: Option<String>,
+    body_bytes_max: Option<usize>,
+    batch_max: Option<usize>,
+    rate_per_sec: Option<f64>,
+    rate_burst: Option<u32>,
+    drain_secs: Option<u64>,
+    admin_token: Option<String>,
+    mcp_allowed_hosts: Option<Vec<String>>,
+    log: Option<String>,
+    embedder: Option<String>,
+    model_dir: Option<PathBuf>,
+    openai_url: Option<String>,
+    openai_model: Option<String>,
+    openai_dims: Option<usize>,
+    openai_key: Option<String>,
+}
+
+fn invalid(msg: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid(msg.into())
+}
+
+fn parse_num<T: std::str::FromStr>(name: &str, v: &str) -> Result<T, ConfigError> {
+    v.trim().parse::<T>().map_err(|_| invalid(format!("{name}={v:?} is not a valid number")))
+}
+
+impl ServeConfig {
+    /// Defaults, then `file` (if given), then the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::load_with(file, &|k| std::env::var(k).ok())
+    }
+
+    /// Like [`ServeConfig::load`] with an explicit environment lookup (for tests).
+    pub fn load_with(file: Option<&Path>, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut raw = match file {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|error| ConfigError::Read { path: p.display().to_string(), error })?;
+                Self::parse_toml(&text).map_err(|error| ConfigError::Toml { path: p.display().to_string(), error })?
+            }
+            None => FileConfig::default(),
+        };
+        let s = |k: &str| env(k).filter(|v| !v.is_empty());
+        if let Some(v) = s("MEMWARDEN_DATA") {
+            raw.data_dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = s("MEMWARDEN_ADDR") {
+            raw.addr = Some(v);
+        }
+        if let Some(v) = s("MEMWARDEN_BODY_BYTES_MAX") {
+            raw.body_bytes_max = Some(parse_num("MEMWARDEN_BODY_BYTES_MAX", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_BATCH_MAX") {
+            raw.batch_max = Some(parse_num("MEMWARDEN_BATCH_MAX", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_RATE_PER_SEC") {
+            raw.rate_per_sec = Some(parse_num("MEMWARDEN_RATE_PER_SEC", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_RATE_BURST") {
+            raw.rate_burst = Some(parse_num("MEMWARDEN_RATE_BURST", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_DRAIN_SECS") {
+            raw.drain_secs = Some(parse_num("MEMWARDEN_DRAIN_SECS", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_ADMIN_TOKEN") {
+            raw.admin_token = Some(v);
+        }
+        if let Some(v) = s("MEMWARDEN_MCP_ALLOWED_HOSTS") {
+            raw.mcp_allowed_hosts = Some(v.split(',').map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect());
+        }
+        if let Some(v) = s("MEMWARDEN_LOG") {
+            raw.log = Some(v);
+        }
+        if let Some(v) = s("MEMWARDEN_EMBEDDER") {
+            raw.embedder = Some(v);
+        }
+        if let Some(v) = s("MEMWARDEN_MODEL_DIR") {
+            raw.model_dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = s("MEMWARDEN_OPENAI_URL") {
+            raw.openai_url = Some(v);
+        }
+        if let Some(v) = s("MEMWARDEN_OPENAI_MODEL") {
+            raw.openai_model = Some(v);
+        }
+        if let Some(v) = s("MEMWARDEN_OPENAI_DIMS") {
+            raw.openai_dims = Some(parse_num("MEMWARDEN_OPENAI_DIMS", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_OPENAI_KEY") {
+            raw.openai_key = Some(v);
+        }
+        Self::from_raw(raw)
+    }
+
+    fn parse_toml(text: &str) -> Result<FileConfig, String> {
+        toml::from_str::<FileConfig>(text).map_err(|e| e.to_string())
+    }
+
+    fn from_raw(raw: FileConfig) -> Result<Self, ConfigError> {
+        let d = Self::default();
+        let addr = match raw.addr {
+            Some(a) => a.parse::<SocketAddr>().map_err(|_| invalid(format!("addr {a:?} is not ip:port")))?,
+            None => d.addr,
+        };
+        let embedder = match raw.embedder.as_deref().unwrap_or("minilm") {
+            "minilm" => EmbedderChoice::MiniLm { model_dir: raw.model_dir },
+            "hash" => EmbedderChoice::Hash,
+            "none" => EmbedderChoice::None,
+            "openai" => EmbedderChoice::OpenAi {
+                url: raw.openai_url.ok_or_else(|| invalid("embedder openai needs openai_url (MEMWARDEN_OPENAI_URL)"))?,
+                model: raw.openai_model.ok_or_else(|| invalid("embedder openai needs openai_model (MEMWARDEN_OPENAI_MODEL)"))?,
+                dims: raw.openai_dims.ok_or_else(|| invalid("embedder openai needs openai_dims (MEMWARDEN_OPENAI_DIMS)"))?,
+                api_key: raw.openai_key,
+            },
+            other => return Err(invalid(format!("unknown embedder {other:?} (minilm, openai, hash, none)"))),
+        };
+        let c = Self {
+            data_dir: raw.data_dir.unwrap_or(d.data_dir),
+            addr,
+            body_bytes_max: raw.body_bytes_max.unwrap_or(d.body_bytes_max),
+            batch_max: raw.batch_max.unwrap_or(d.batch_max),
+            rate_per_sec: raw.rate_per_sec.unwrap_or(d.rate_per_sec),
+            rate_burst: raw.rate_burst.unwrap_or(d.rate_burst),
+            drain_secs: raw.drain_secs.unwrap_or(d.drain_secs),
+            admin_token: raw.admin_token,
+            mcp_allowed_hosts: raw.mcp_allowed_hosts.unwrap_or_default(),
+            log: raw.log.unwrap_or(d.log),
+            embedder,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Check ranges.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.body_bytes_max < 1024 || self.body_bytes_max > 256 * 1024 * 1024 {
+            return Err(invalid(format!("body_bytes_max {} must be 1024..=268435456", self.body_bytes_max)));
+        }
+        if self.batch_max == 0 || self.batch_max > memwarden_engine::ADD_MANY_MAX {
+            return Err(invalid(format!("batch_max {} must be 1..={}", self.batch_max, memwarden_engine::ADD_MANY_MAX)));
+        }
+        if !self.rate_per_sec.is_finite() || self.rate_per_sec < 0.0 {
+            return Err(invalid(format!("rate_per_sec {} must be a number >= 0", self.rate_per_sec)));
+        }
+        if self.rate_per_sec > 0.0 && self.rate_burst == 0 {
+            return Err(invalid("rate_burst must be at least 1 when rate limiting is on"));
+        }
+        if let Some(t) = &self.admin_token
+            && t.len() < 16
+        {
+            return Err(invalid("admin_token must be at least 16 characters"));
+        }
+        Ok(())
+    }
+
+    /// The embedder this configuration names.
+    pub fn build_embedder(&self) -> Result<Option<Arc<dyn Embedder>>, ConfigError> {
+        Ok(match &self.embedder {
+            EmbedderChoice::MiniLm { model_dir } => Some(Arc::new(memwarden_embed::LazyMiniLm::new(model_dir.clone()))),
+            EmbedderChoice::Hash => Some(Arc::new(memwarden_embed::HashEmbedder::new(384))),
+            EmbedderChoice::None => None,
+            EmbedderChoice::OpenAi { url, model, dims, api_key } => {
+                let mut cfg = memwarden_embed::OpenAiConfig::new(url.clone(), model.clone(), *dims);
+                if let Some(k) = api_key {
+                    cfg = cfg.with_api_key(k.clone());
+                }
+                Some(Arc::new(memwarden_embed::OpenAiEmbedder::new(cfg).map_err(|e| invalid(e.to_string()))?))
+            }
+        })
+    }
+
+    /// Open the engine over `data_dir` with the configured embedder.
+    pub fn open_engine(&self) -> Result<Engine, crate::ServeError> {
+        let embedder = self.build_embedder()?;
+        Ok(Engine::open(&self.data_dir, EngineConfig { embedder, ..EngineConfig::default() })?)
+    }
+}
+
+/// Command-line options for `memwarden serve` (flatten into the binary's clap parser). Each
+/// option overrides the file and the environment.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "MEMWARDEN_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Listen address (default 127.0.0.1:7077).
+    #[arg(long)]
+    pub addr: Option<String>,
+    /// Admin token (default: the contents of <data>/admin.token, created on first start).
+    #[arg(long)]
+    pub admin_token: Option<String>,
+    /// Largest request body in bytes.
+    #[arg(long)]
+    pub body_bytes_max: Option<usize>,
+    /// Most memories in one batch add.
+    #[arg(long)]
+    pub batch_max: Option<usize>,
+    /// Per-key requests per second (0: no rate limit).
+    #[arg(long)]
+    pub rate_per_sec: Option<f64>,
+}
+
+impl ServeArgs {
+    /// Load the configuration (file, environment) and apply these options; `data_dir` and
+    /// `embedder` come from the caller's global options when it has them.
+    pub fn into_config(self) -> Result<ServeConfig, ConfigError> {
+        let mut c = ServeConfig::load(self.config.as_deref())?;
+        if let Some(a) = self.addr {
+            c.addr = a.parse().map_err(|_| invalid(format!("addr {a:?} is not ip:port")))?;
+        }
+        if let Some(t) = self.admin_token {
+            c.admin_token = Some(t);
+        }
+        if let Some(n) = self.body_bytes_max {
+            c.body_bytes_max = n;
+        }
+        if let Some(n) = self.batch_max {
+            c.batch_max = n;
+        }
+        if let Some(r) = self.rate_per_sec {
+            c.rate_per_sec = r;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn defaults_file_then_env() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "addr = \"127.0.0.1:9000\"\nbatch_max = 7\nembedder = \"hash\"\n").unwrap();
+        let env = |k: &str| match k {
+            "MEMWARDEN_BATCH_MAX" => Some("9".to_owned()),
+            "MEMWARDEN_DATA" => Some("/tmp/x".to_owned()),
+            _ => None,
+        };
+        let c = ServeConfig::load_with(Some(&f), &env).unwrap();
+        assert_eq!(c.addr.port(), 9000);
+        assert_eq!(c.batch_max, 9);
+        assert_eq!(c.data_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(c.embedder, EmbedderChoice::Hash);
+        assert_eq!(c.body_bytes_max, DEFAULT_BODY_BYTES_MAX);
+        assert_eq!(ServeConfig::load_with(None, &|_| None).unwrap().addr.to_string(), DEFAULT_ADDR);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        assert!(ServeConfig::parse_toml("trusted = true\n").is_err());
+        let env = |k: &str| (k == "MEMWARDEN_BATCH_MAX").then(|| "0".to_owned());
+        assert!(ServeConfig::load_with(None, &env).is_err());
+        let env = |k: &str| (k == "MEMWARDEN_EMBEDDER").then(|| "openai".to_owned());
+        assert!(ServeConfig::load_with(None, &env).is_err());
+    }
+}

@@ -1,0 +1,648 @@
+//! Wire types of the HTTP API and the MCP tools.
+//!
+//! Request types are strict (`deny_unknown_fields`): a body that claims an identity, an origin, a
+//! label or trust (`origin`, `trusted`, `label`, `writer`, `tenant`, `principal`, ...) is refused
+//! with 400 `invalid_input` rather than silently accepted. Only the un-versioned Mem0-compatible
+//! aliases (`/memories`, `/search`) tolerate unknown fields, and there they are ignored: the
+//! stored origin always comes from the key's principal.
+
+use rmcp::schemars;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+
+fn default_ns() -> String {
+    "default".into()
+}
+fn default_k() -> usize {
+    5
+}
+fn default_limit() -> usize {
+    100
+}
+
+/// How a memory entered (a hint for lifecycle scoring; never affects the label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum RouteName {
+    Dialogue,
+    #[default]
+    Direct,
+    ToolObservation,
+    EnvironmentObservation,
+    ExternalObservation,
+    ImportedMemory,
+    MemoryHandoff,
+    CrossAgent,
+    SharedPromotion,
+    PostTaskExperience,
+    Summary,
+}
+
+/// Typed provenance edge from a new memory to a declared parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum EdgeKindName {
+    AuthorizedBy,
+    ObservedFrom,
+    ForwardedTo,
+    #[default]
+    DerivedFrom,
+    SummarizedFrom,
+    WrittenBy,
+    ReadBy,
+    VerifiedBy,
+    InvalidatedBy,
+    UsedForAction,
+}
+
+/// How a value is compared: accounts by letters and digits, amounts numerically, text folded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum ValueKindName {
+    Account,
+    Amount,
+    #[default]
+    Text,
+}
+
+/// What kind of action the agent proposes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum ActionKindName {
+    Answer,
+    Inform,
+    #[default]
+    Act,
+}
+
+/// Risk class of an action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum RiskName {
+    Low,
+    Medium,
+    #[default]
+    High,
+}
+
+/// Kind of principal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum PrincipalKindName {
+    User,
+    Agent,
+    Tool,
+    Source,
+}
+
+/// A declared parent (input) of a new memory.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParentIn {
+    /// Memory id (32 hex digits).
+    #[schema(pattern = "^[0-9a-fA-F]{32}$")]
+    pub id: String,
+    /// Edge kind (default `derived_from`).
+    #[serde(default)]
+    pub kind: EdgeKindName,
+}
+
+/// Add one memory. Origin and label come from the API key's principal and the declared parents.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMemory {
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    #[schema(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub namespace: String,
+    /// The text.
+    pub content: String,
+    /// How it entered (default `direct`).
+    #[serde(default)]
+    pub route: RouteName,
+    /// Declared inputs: the label is met with each parent's.
+    #[serde(default)]
+    pub parents: Vec<ParentIn>,
+    /// Narrow the readers to these principals (the writer is always included).
+    #[serde(default)]
+    pub readers: Option<Vec<String>>,
+    /// Free metadata; never consulted by any gate.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// Session tag.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Task tag.
+    #[serde(default)]
+    pub task: Option<String>,
+}
+
+/// Add several memories in one group commit; each succeeds or fails on its own.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMany {
+    /// The memories (at most the server's `batch_max`).
+    pub memories: Vec<AddMemory>,
+}
+
+/// Body of `POST /v1/memories`: one memory, or `{"memories": [...]}`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum AddRequest {
+    /// A batch.
+    Many(AddMany),
+    /// One memory.
+    One(AddMemory),
+}
+
+/// A parent edge of a stored memory.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ParentOut {
+    /// Parent id.
+    pub id: String,
+    /// Edge kind.
+    pub kind: String,
+}
+
+/// A stored memory.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MemoryOut {
+    /// Id (32 hex digits).
+    pub id: String,
+    /// Tenant.
+    pub tenant: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Text.
+    pub content: String,
+    /// Origin bound at write from the writer's principal: `user`, `trusted_tool`, `agent`,
+    /// `untrusted_external`.
+    pub origin: String,
+    /// Integrity label: `trusted`, `agent`, `untrusted`.
+    pub label: String,
+    /// What the memory may authorize: `act`, `inform`, `none`.
+    pub act_class: String,
+    /// Writing principal.
+    pub writer: String,
+    /// Route.
+    pub route: String,
+    /// Declared parents.
+    pub parents: Vec<ParentOut>,
+    /// Readers (None: everyone in the namespace).
+    pub readers: Option<Vec<String>>,
+    /// `private`, `shared`, `revoked`.
+    pub visibility: String,
+    /// `active`, `quarantined`, `blocked`, `revoked`.
+    pub status: String,
+    /// Creation time (ms since the Unix epoch).
+    pub created_ms: u64,
+    /// Session tag.
+    pub session: Option<String>,
+    /// Task tag.
+    pub task: Option<String>,
+    /// Free metadata.
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// A write's result.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WriteOut {
+    /// The stored memory.
+    pub item: MemoryOut,
+    /// Index of its verdict-log entry.
+    pub log_index: u64,
+}
+
+/// One result of a batch add.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BatchItemOut {
+    /// Position in the request.
+    pub index: usize,
+    /// Whether it was stored.
+    pub ok: bool,
+    /// Its id, when stored.
+    pub id: Option<String>,
+    /// Its log index, when stored.
+    pub log_index: Option<u64>,
+    /// Why not, when refused.
+    pub error: Option<crate::problem::Problem>,
+}
+
+/// Result of a batch add.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BatchOut {
+    /// One per requested memory, in order.
+    pub results: Vec<BatchItemOut>,
+}
+
+/// Memories.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ListOut {
+    /// The memories the caller may read, oldest first.
+    pub results: Vec<MemoryOut>,
+}
+
+/// Query of `GET /v1/memories`.
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    #[param(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub namespace: String,
+    /// At most this many (default 100, at most 10000).
+    #[serde(default = "default_limit")]
+    #[param(minimum = 1, maximum = 10000)]
+    pub limit: usize,
+}
+
+/// Semantic search.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchIn {
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    #[schema(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub namespace: String,
+    /// The query text.
+    pub query: String,
+    /// Results wanted (1..=100, default 5).
+    #[serde(default = "default_k")]
+    #[schema(minimum = 1, maximum = 100)]
+    pub k: usize,
+}
+
+/// A search hit.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HitOut {
+    /// Memory id.
+    pub id: String,
+    /// The memory's text (Mem0's `memory` field).
+    pub memory: String,
+    /// Cosine similarity.
+    pub score: f32,
+    /// The full memory with its provenance.
+    pub item: MemoryOut,
+}
+
+/// Search results.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SearchOut {
+    /// The most similar memories the caller may read, best first.
+    pub results: Vec<HitOut>,
+}
+
+/// Derive (summarise) a memory from parents.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeriveIn {
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    #[schema(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub namespace: String,
+    /// Parent ids (at least one).
+    pub parents: Vec<String>,
+    /// The summary text.
+    pub content: String,
+}
+
+/// A safety-relevant value (tool argument or action value).
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValueIn {
+    /// The value's key (`payee`, `destination`, ...).
+    pub key: String,
+    /// The raw value.
+    pub value: String,
+    /// Comparison kind (default `text`).
+    #[serde(default)]
+    pub kind: ValueKindName,
+    /// Memory ids the value came from.
+    #[serde(default)]
+    pub sources: Vec<String>,
+}
+
+/// A tool call through the monitor: the tool's output is stored as written by the tool.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallIn {
+    /// The tool principal's id.
+    #[schema(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub tool: String,
+    /// Namespace (default `default`).
+    #[serde(default = "default_ns")]
+    #[schema(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub namespace: String,
+    /// Arguments passed to the tool.
+    #[serde(default)]
+    pub args: Vec<ValueIn>,
+    /// Retrieved memories passed to the tool.
+    #[serde(default)]
+    pub inputs: Vec<String>,
+    /// The tool's output text.
+    pub output: String,
+}
+
+/// Attest a value for a key as the caller.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttestIn {
+    /// Key.
+    pub key: String,
+    /// Value.
+    pub value: String,
+    /// Comparison kind (default `text`).
+    #[serde(default)]
+    pub kind: ValueKindName,
+    /// Memories the attestation derives from.
+    #[serde(default)]
+    pub sources: Vec<String>,
+}
+
+/// A stored attestation.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AttestationOut {
+    /// Attesting principal.
+    pub attester: String,
+    /// Its independence key (domain, or the principal).
+    pub independence: String,
+    /// Key.
+    pub key: String,
+    /// Canonical value.
+    pub value: String,
+    /// Comparison kind.
+    pub kind: String,
+    /// The attestation's own label; only `trusted` attestations count.
+    pub label: String,
+    /// Declared sources.
+    pub sources: Vec<String>,
+    /// When (ms).
+    pub created_ms: u64,
+}
+
+/// Result of an attestation.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AttestOut {
+    /// The stored attestation.
+    pub attestation: AttestationOut,
+    /// Whether it counts toward corroboration (trusted label).
+    pub counts: bool,
+    /// Log index.
+    pub log_index: u64,
+}
+
+/// Result of recording a grant.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GrantOut {
+    /// The grant's nonce (hex).
+    pub nonce: String,
+    /// Log index.
+    pub log_index: u64,
+}
+
+/// An action the agent proposes before running it.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecideIn {
+    /// The tool the action calls (`pay`, `wire`, ...).
+    pub tool: String,
+    /// Answer, inform or act (default `act`).
+    #[serde(default)]
+    pub kind: ActionKindName,
+    /// Risk (default `high`).
+    #[serde(default)]
+    pub risk: RiskName,
+    /// Safety-relevant values.
+    #[serde(default)]
+    pub values: Vec<ValueIn>,
+    /// The amount, when the action moves money.
+    #[serde(default)]
+    pub amount: Option<String>,
+    /// Memory ids in the agent's context.
+    #[serde(default)]
+    pub context: Vec<String>,
+    /// User-signed grants presented for this action (as returned by a user's signer).
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub grants: Vec<serde_json::Value>,
+}
+
+/// What a grant must bind for an `ask_user` action to go through.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GrantRequestOut {
+    /// Tool.
+    pub tool: String,
+    /// Key.
+    pub key: String,
+    /// Value kind.
+    pub kind: String,
+    /// Canonical value.
+    pub value: String,
+    /// Canonical amount.
+    pub amount: Option<String>,
+}
+
+/// The verdict on a proposed action.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct VerdictOut {
+    /// `allow`, `redact`, `reverify`, `ask_user` or `block`.
+    pub decision: String,
+    /// Deciding layer.
+    pub layer: String,
+    /// Rule name (`not_consequential`, `no_untrusted_push`, `elevated`, `uncorroborated`,
+    /// `grant_refused`, `invalid_request`, `decision_error`).
+    pub rule: String,
+    /// For `grant_refused`: the stable refusal code (`reused`, `expired`, `value_mismatch`, ...).
+    pub code: Option<String>,
+    /// One-line cause.
+    pub cause: String,
+    /// Supporting memory ids.
+    pub supporting: Vec<String>,
+    /// Untrusted memories that push a value.
+    pub affected: Vec<String>,
+    /// Per pushed value: key, canonical value, pushing memories and how it was accepted.
+    #[schema(value_type = Vec<Object>)]
+    pub pushed: Vec<serde_json::Value>,
+    /// For `ask_user`: what each grant must bind.
+    pub ask: Vec<GrantRequestOut>,
+    /// Threshold used, if any.
+    pub threshold: Option<f64>,
+}
+
+/// Result of a decision.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DecideOut {
+    /// The verdict.
+    pub verdict: VerdictOut,
+    /// Index of the decision's log entry.
+    pub log_index: u64,
+}
+
+/// Result of verifying the verdict log.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct VerifyOut {
+    /// Whether the whole log verified.
+    pub ok: bool,
+    /// Entries examined.
+    pub entries: u64,
+    /// Merkle root (hex).
+    pub root: String,
+    /// Head leaf hash (hex).
+    pub head: String,
+    /// Signed checkpoints verified.
+    pub checkpoints_checked: usize,
+    /// The first problem, in words.
+    pub problem: Option<String>,
+    /// The first bad entry index, when a problem names one.
+    pub first_bad_index: Option<u64>,
+}
+
+/// A signed checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CheckpointOut {
+    /// Entries covered.
+    pub size: u64,
+    /// Merkle root (hex).
+    pub root: String,
+    /// Head leaf hash (hex).
+    pub head: String,
+    /// Time (ms).
+    pub time_ms: u64,
+    /// Signer's Ed25519 public key (hex).
+    pub key: String,
+    /// Signature (hex).
+    pub signature: String,
+}
+
+/// An inclusion proof of one log entry in the current tree (RFC 9162).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ProofOut {
+    /// Entry index.
+    pub index: u64,
+    /// Tree size.
+    pub size: u64,
+    /// Merkle root (hex).
+    pub root: String,
+    /// Leaf hash (hex).
+    pub leaf: String,
+    /// Audit path (hex hashes).
+    pub proof: Vec<String>,
+    /// Whether the server verified the proof before answering.
+    pub verified: bool,
+}
+
+/// A principal as the engine records it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PrincipalOut {
+    /// Tenant.
+    pub tenant: String,
+    /// Id.
+    pub id: String,
+    /// `user`, `agent`, `tool` or `source`.
+    pub kind: String,
+    /// Integrity that follows from the kind (and the allow-list).
+    pub integrity: String,
+    /// Origin recorded on what it writes.
+    pub origin: String,
+    /// Organisation or registry behind it.
+    pub domain: Option<String>,
+    /// Tools only: on the allow-list.
+    pub allow_listed: bool,
+    /// Users only: Ed25519 public key (hex).
+    pub public_key: Option<String>,
+}
+
+/// The caller.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MeOut {
+    /// The principal the key stands for.
+    pub principal: PrincipalOut,
+    /// The key's id.
+    pub key_id: Option<String>,
+}
+
+/// Register a principal (admin).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterPrincipalIn {
+    /// Tenant.
+    #[schema(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub tenant: String,
+    /// Id.
+    #[schema(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub id: String,
+    /// Kind.
+    pub kind: PrincipalKindName,
+    /// Organisation or registry behind it (tools and sources; used for independence).
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// Tools only: on the source-authority allow-list.
+    #[serde(default)]
+    pub allow_listed: bool,
+    /// Users only (required for them): Ed25519 public key, 64 hex digits.
+    #[serde(default)]
+    pub public_key: Option<String>,
+}
+
+/// Query naming a tenant (admin listings).
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct TenantQuery {
+    /// Tenant (keys: optional, all tenants when absent).
+    #[serde(default)]
+    pub tenant: Option<String>,
+}
+
+/// Principals.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PrincipalsOut {
+    /// The principals.
+    pub principals: Vec<PrincipalOut>,
+}
+
+/// Mint an API key (admin).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MintKeyIn {
+    /// Tenant of the principal.
+    #[schema(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub tenant: String,
+    /// A registered principal.
+    #[schema(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
+    pub principal: String,
+    /// Free label.
+    #[serde(default)]
+    pub label: String,
+}
+
+/// Keys (no secrets).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct KeysOut {
+    /// The keys.
+    pub keys: Vec<crate::keys::KeyInfo>,
+}
+
+/// Result of a revocation.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RevokeOut {
+    /// The key.
+    pub key_id: String,
+    /// Always true (an unknown or already revoked key is a 404).
+    pub revoked: bool,
+}
+
+/// Liveness / readiness.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HealthOut {
+    /// `ok`.
+    pub status: String,
+    /// Verdict-log entries (readiness only).
+    pub log_entries: Option<u64>,
+}

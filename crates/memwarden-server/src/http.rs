@@ -1,0 +1,804 @@
+//! The HTTP door: routes, authentication, limits, metrics, tracing and the OpenAPI document.
+
+use crate::dto::*;
+use crate::keys::{AdminToken, ApiKeys};
+use crate::limit::RateLimiter;
+use crate::metrics::Metrics;
+use crate::ops;
+use crate::problem::{ApiError, Problem};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use memwarden_core::prelude::*;
+use memwarden_engine::{Actor, Engine};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::Instrument;
+use utoipa::OpenApi;
+
+/// What every handler shares.
+pub(crate) struct Shared {
+    pub engine: Arc<Engine>,
+    pub keys: Arc<ApiKeys>,
+    pub admin: AdminToken,
+    pub limiter: RateLimiter,
+    pub metrics: Arc<Metrics>,
+    pub batch_max: usize,
+    pub body_bytes_max: usize,
+}
+
+/// Router state.
+#[derive(Clone)]
+pub(crate) struct AppState(pub Arc<Shared>);
+
+/// Counts an engine call as in flight until dropped (also on panic or cancellation).
+pub(crate) struct InFlight(Arc<Metrics>);
+impl InFlight {
+    pub(crate) fn start(m: &Arc<Metrics>) -> Self {
+        m.engine_call_started();
+        Self(Arc::clone(m))
+    }
+}
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.engine_call_finished();
+    }
+}
+
+/// Run a blocking engine operation on the blocking pool. The response is produced only after the
+/// engine returned, i.e. after its commit is durable.
+pub(crate) async fn blocking<T, F>(engine: Arc<Engine>, metrics: Option<Arc<Metrics>>, f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Engine) -> Result<T, ApiError> + Send + 'static,
+{
+    let guard = metrics.as_ref().map(InFlight::start);
+    let r = tokio::task::spawn_blocking(move || {
+        let _guard = guard;
+        f(&engine)
+    })
+    .await;
+    r.map_err(ApiError::internal)?
+}
+
+impl AppState {
+    async fn run<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Engine) -> Result<T, ApiError> + Send + 'static,
+    {
+        blocking(Arc::clone(&self.0.engine), Some(Arc::clone(&self.0.metrics)), f).await
+    }
+}
+
+/// Who the request authenticated as (set by the auth middleware in request extensions).
+#[derive(Clone, Debug)]
+pub(crate) enum Auth {
+    /// An API key: the engine's record of its principal.
+    Key {
+        /// The principal, as the engine looked it up.
+        actor: Actor,
+        /// The key's id.
+        key_id: String,
+    },
+    /// The admin token (not a principal).
+    Admin,
+}
+
+/// Extractor: a request authenticated by an API key.
+pub(crate) struct Caller {
+    actor: Actor,
+    key_id: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        match parts.extensions.get::<Auth>() {
+            Some(Auth::Key { actor, key_id }) => Ok(Caller { actor: actor.clone(), key_id: key_id.clone() }),
+            Some(Auth::Admin) => Err(ApiError::forbidden("this route needs an API key of a principal; the admin token is not a principal")),
+            None => Err(ApiError::unauthorized("missing or invalid API key")),
+        }
+    }
+}
+
+/// Extractor: a request authenticated by the admin token.
+pub(crate) struct AdminCaller;
+
+impl<S: Send + Sync> FromRequestParts<S> for AdminCaller {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        match parts.extensions.get::<Auth>() {
+            Some(Auth::Admin) => Ok(AdminCaller),
+            Some(Auth::Key { .. }) => Err(ApiError::forbidden("this route needs the admin token")),
+            None => Err(ApiError::unauthorized("missing or invalid admin token")),
+        }
+    }
+}
+
+/// Extractor: any authenticated request (API key or admin token).
+pub(crate) struct AnyCaller;
+
+impl<S: Send + Sync> FromRequestParts<S> for AnyCaller {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        match parts.extensions.get::<Auth>() {
+            Some(_) => Ok(AnyCaller),
+            None => Err(ApiError::unauthorized("missing or invalid API key")),
+        }
+    }
+}
+
+/// How much of an over-limit body is read and discarded before answering 413, so that the
+/// client sees the answer instead of a connection reset.
+const DRAIN_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+/// JSON body extractor: `Content-Type: application/json` (or `+json`), at most the server's body
+/// limit, rejections as problem details.
+pub(crate) struct ApiJson<T>(pub T);
+
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
+    type Rejection = ApiError;
+    async fn from_request(req: Request, st: &AppState) -> Result<Self, ApiError> {
+        use http_body_util::BodyExt;
+        if !is_json(req.headers()) {
+            return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "expected `Content-Type: application/json`"));
+        }
+        let limit = st.0.body_bytes_max;
+        let mut body = req.into_body();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut seen = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| ApiError::invalid(format!("cannot read the request body: {e}")))?;
+            let Ok(data) = frame.into_data() else { continue };
+            seen = seen.saturating_add(data.len());
+            if seen <= limit {
+                buf.extend_from_slice(&data);
+            } else if seen > limit.saturating_add(DRAIN_BYTES_MAX) {
+                break;
+            }
+        }
+        if seen > limit {
+            return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", format!("request body is larger than the limit of {limit} bytes")));
+        }
+        serde_json::from_slice::<T>(&buf).map(ApiJson).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
+    }
+}
+
+/// Query extractor whose rejections are problem details.
+pub(crate) struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(v)) => Ok(ApiQuery(v)),
+            Err(r) => Err(query_rejection(&r)),
+        }
+    }
+}
+
+fn query_rejection(r: &QueryRejection) -> ApiError {
+    ApiError::invalid(r.body_text())
+}
+
+/// One path segment, rejections as problem details.
+pub(crate) struct ApiPath(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ApiPath {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(v)) => Ok(ApiPath(v)),
+            Err(r) => Err(ApiError::invalid(r.body_text())),
+        }
+    }
+}
+
+fn bearer(parts: &axum::http::HeaderMap) -> Option<&str> {
+    let v = parts.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+/// Request header naming the caller's session.
+pub const SESSION_HEADER: &str = "x-memwarden-session";
+
+/// Authenticate the `Authorization: Bearer` token and rate-limit per key.
+async fn auth_mw(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let Some(token) = bearer(req.headers()).map(str::to_owned) else {
+        return ApiError::unauthorized("missing `Authorization: Bearer <key>`").into_response();
+    };
+    // The caller's session (`X-Memwarden-Session`, default: the principal's never-resetting
+    // `default` session). What the engine hands a session taints its later writes.
+    let session = match req.headers().get(SESSION_HEADER) {
+        None => memwarden_engine::DEFAULT_SESSION.to_owned(),
+        Some(v) => match v.to_str() {
+            Ok(s) => s.to_owned(),
+            Err(_) => return ApiError::invalid(format!("{SESSION_HEADER} must be ASCII")).into_response(),
+        },
+    };
+    let session = match memwarden_core::prelude::SessionId::new(&session) {
+        Ok(s) => s,
+        Err(e) => return ApiError::invalid(format!("{SESSION_HEADER}: {e}")).into_response(),
+    };
+    let auth = if st.0.admin.matches(&token) {
+        Auth::Admin
+    } else {
+        let s = Arc::clone(&st.0);
+        let looked_up = tokio::task::spawn_blocking(move || -> Result<Option<Auth>, ApiError> {
+            let Some(info) = s.keys.authenticate(&token)? else { return Ok(None) };
+            match s.engine.authenticate_session(&info.tenant, &info.principal, session) {
+                Ok(actor) => Ok(Some(Auth::Key { actor, key_id: info.key_id })),
+                Err(memwarden_engine::EngineError::UnknownPrincipal { .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await;
+        match looked_up {
+            Ok(Ok(Some(a))) => a,
+            Ok(Ok(None)) => return ApiError::unauthorized("invalid or revoked API key").into_response(),
+            Ok(Err(e)) => return e.into_response(),
+            Err(e) => return ApiError::internal(e).into_response(),
+        }
+    };
+    match &auth {
+        Auth::Key { key_id, actor } => {
+            let span = tracing::Span::current();
+            span.record("key_id", key_id.as_str());
+            span.record("tenant", actor.tenant().as_str());
+            span.record("principal", actor.id().as_str());
+            // Rate limits are per API key; the admin token is not limited.
+            if let Err(wait) = st.0.limiter.check(key_id) {
+                let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", format!("rate limit exceeded; retry in {wait} s"));
+                e.retry_after = Some(wait);
+                return e.into_response();
+            }
+        }
+        Auth::Admin => {
+            tracing::Span::current().record("key_id", "admin");
+        }
+    }
+    req.extensions_mut().insert(auth);
+    next.run(req).await
+}
+
+/// Count and trace every request (route template, method, status, latency; never bodies or keys).
+async fn observe_mw(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".to_owned());
+    let method = req.method().as_str().to_owned();
+    let span = tracing::info_span!("http", %method, %route, key_id = tracing::field::Empty, tenant = tracing::field::Empty, principal = tracing::field::Empty);
+    let start = Instant::now();
+    let resp = next.run(req).instrument(span.clone()).await;
+    let secs = start.elapsed().as_secs_f64();
+    let status = resp.status().as_u16();
+    st.0.metrics.observe_request(&route, &method, status, secs);
+    span.in_scope(|| tracing::info!(status, latency_ms = secs * 1000.0, "request"));
+    resp
+}
+
+fn created<T: serde::Serialize>(v: T) -> Response {
+    (StatusCode::CREATED, Json(v)).into_response()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memories
+
+/// Add a memory, or a batch (`{"memories": [...]}`).
+#[utoipa::path(post, path = "/v1/memories", tag = "memories", request_body = AddRequest,
+    responses(
+        (status = 201, description = "Stored (one memory); origin and label come from the key's principal", body = WriteOut),
+        (status = 200, description = "Batch results, one per memory", body = BatchOut),
+        (status = 400, description = "Malformed body, unknown field or invalid id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "A declared parent is unknown or unreadable", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The write gate refused", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn add_memories(State(st): State<AppState>, c: Caller, ApiJson(body): ApiJson<serde_json::Value>) -> Result<Response, ApiError> {
+    if body.get("memories").is_some() {
+        let many: AddMany = serde_json::from_value(body).map_err(|e| ApiError::invalid(e.to_string()))?;
+        let max = st.0.batch_max;
+        let out = st.run(move |e| ops::add_many(e, &c.actor, many.memories, max)).await?;
+        return Ok(Json(out).into_response());
+    }
+    let one: AddMemory = serde_json::from_value(body).map_err(|e| ApiError::invalid(e.to_string()))?;
+    Ok(created(st.run(move |e| ops::add(e, &c.actor, one)).await?))
+}
+
+/// List the memories of a namespace that the caller may read, oldest first.
+#[utoipa::path(get, path = "/v1/memories", tag = "memories", params(ListQuery),
+    responses(
+        (status = 200, description = "Memories", body = ListOut),
+        (status = 400, description = "Bad query", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn list_memories(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Json<ListOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::list(e, &c.actor, &q.namespace, q.limit)).await?))
+}
+
+/// Read a memory by id (a memory of another tenant or outside the caller's scope is a 404).
+#[utoipa::path(get, path = "/v1/memories/{id}", tag = "memories",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "The memory", body = MemoryOut),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn get_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<MemoryOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::get(e, &c.actor, &id)).await?))
+}
+
+/// Semantic search; the permission filter decides eligibility before ranking.
+#[utoipa::path(post, path = "/v1/search", tag = "memories", request_body = SearchIn,
+    responses(
+        (status = 200, description = "Hits, best first", body = SearchOut),
+        (status = 400, description = "Bad query", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No embedder configured", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn search(State(st): State<AppState>, c: Caller, ApiJson(s): ApiJson<SearchIn>) -> Result<Json<SearchOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::search(e, &c.actor, s)).await?))
+}
+
+/// Derive (summarise) a memory from parents: its label is the meet of the caller's and theirs.
+#[utoipa::path(post, path = "/v1/derive", tag = "memories", request_body = DeriveIn,
+    responses(
+        (status = 201, description = "Stored", body = WriteOut),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "A parent is unknown or unreadable", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The write gate refused", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn derive(State(st): State<AppState>, c: Caller, ApiJson(d): ApiJson<DeriveIn>) -> Result<Response, ApiError> {
+    Ok(created(st.run(move |e| ops::derive(e, &c.actor, d)).await?))
+}
+
+/// Record a tool call through the monitor; the output is stored as written by the tool.
+#[utoipa::path(post, path = "/v1/tool-calls", tag = "memories", request_body = ToolCallIn,
+    responses(
+        (status = 201, description = "Tool output stored", body = WriteOut),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown tool or unreadable input", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The write gate refused", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn tool_calls(State(st): State<AppState>, c: Caller, ApiJson(t): ApiJson<ToolCallIn>) -> Result<Response, ApiError> {
+    Ok(created(st.run(move |e| ops::tool_call(e, &c.actor, t)).await?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authority
+
+/// Attest a value for a key as the caller (counts only when the caller is trusted).
+#[utoipa::path(post, path = "/v1/attestations", tag = "authority", request_body = AttestIn,
+    responses(
+        (status = 201, description = "Stored", body = AttestOut),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Refused", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn attestations(State(st): State<AppState>, c: Caller, ApiJson(a): ApiJson<AttestIn>) -> Result<Response, ApiError> {
+    Ok(created(st.run(move |e| ops::attest(e, &c.actor, a)).await?))
+}
+
+/// Record (for audit) a one-time grant signed by a user of the caller's tenant.
+#[utoipa::path(post, path = "/v1/grants", tag = "authority",
+    request_body(content = Object, description = "A signed grant: `{\"grant\": {tenant, user, tool, key, value, amount, nonce, issued_ms, expires_ms}, \"signature\": ...}`"),
+    responses(
+        (status = 201, description = "Recorded", body = GrantOut),
+        (status = 400, description = "Not a signed grant", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not signed by that user, or another tenant's grant", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown user", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn grants(State(st): State<AppState>, c: Caller, ApiJson(g): ApiJson<serde_json::Value>) -> Result<Response, ApiError> {
+    Ok(created(st.run(move |e| ops::record_grant(e, &c.actor, g)).await?))
+}
+
+/// Propose an action; the verdict (allow, redact, reverify, ask_user, block) is logged.
+#[utoipa::path(post, path = "/v1/actions/decide", tag = "authority", request_body = DecideIn,
+    responses(
+        (status = 200, description = "The verdict (a refused grant is a `block` verdict, not an error)", body = DecideOut),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn decide(State(st): State<AppState>, c: Caller, ApiJson(d): ApiJson<DecideIn>) -> Result<Json<DecideOut>, ApiError> {
+    let out = st.run(move |e| ops::decide(e, &c.actor, d)).await?;
+    st.0.metrics.observe_decision(&out.verdict.decision);
+    tracing::info!(decision = %out.verdict.decision, rule = %out.verdict.rule, log_index = out.log_index, "decision");
+    Ok(Json(out))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Audit
+
+/// Verify the whole verdict log (hash chain, checkpoints, head).
+#[utoipa::path(get, path = "/v1/audit/verify", tag = "audit",
+    responses(
+        (status = 200, description = "Report (`ok: false` names the first bad entry)", body = VerifyOut),
+        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn audit_verify(State(st): State<AppState>, _c: AnyCaller) -> Result<Json<VerifyOut>, ApiError> {
+    Ok(Json(st.run(ops::verify).await?))
+}
+
+/// Sign a checkpoint of the log now.
+#[utoipa::path(post, path = "/v1/audit/checkpoint", tag = "audit",
+    responses(
+        (status = 201, description = "Signed checkpoint", body = CheckpointOut),
+        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn audit_checkpoint(State(st): State<AppState>, _c: AnyCaller) -> Result<Response, ApiError> {
+    Ok(created(st.run(ops::checkpoint).await?))
+}
+
+/// Inclusion proof of one log entry in the current tree.
+#[utoipa::path(get, path = "/v1/audit/proof/{index}", tag = "audit",
+    params(("index" = u64, Path, description = "Entry index")),
+    responses(
+        (status = 200, description = "Proof, verified by the server", body = ProofOut),
+        (status = 400, description = "Bad index", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such entry", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn audit_proof(State(st): State<AppState>, _c: AnyCaller, ApiPath(index): ApiPath) -> Result<Json<ProofOut>, ApiError> {
+    let index: u64 = index.parse().map_err(|_| ApiError::invalid("index must be a non-negative integer"))?;
+    Ok(Json(st.run(move |e| ops::proof(e, index)).await?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Principals and keys
+
+/// The caller's principal, as the engine records it.
+#[utoipa::path(get, path = "/v1/principals/me", tag = "principals",
+    responses(
+        (status = 200, description = "The caller", body = MeOut),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn me(c: Caller) -> Json<MeOut> {
+    Json(MeOut { principal: ops::principal_out(c.actor.principal()), key_id: Some(c.key_id) })
+}
+
+/// Register a principal (admin token).
+#[utoipa::path(post, path = "/v1/admin/principals", tag = "admin", request_body = RegisterPrincipalIn,
+    responses(
+        (status = 201, description = "Registered", body = PrincipalOut),
+        (status = 400, description = "Bad input (users need a public key; only tools can be allow-listed)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not the admin token", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already registered", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn admin_register(State(st): State<AppState>, _a: AdminCaller, ApiJson(p): ApiJson<RegisterPrincipalIn>) -> Result<Response, ApiError> {
+    Ok(created(st.run(move |e| ops::register_principal(e, p)).await?))
+}
+
+/// Principals of a tenant (admin token).
+#[utoipa::path(get, path = "/v1/admin/principals", tag = "admin", params(TenantQuery),
+    responses(
+        (status = 200, description = "Principals", body = PrincipalsOut),
+        (status = 400, description = "Missing or bad tenant", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not the admin token", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn admin_list_principals(State(st): State<AppState>, _a: AdminCaller, ApiQuery(q): ApiQuery<TenantQuery>) -> Result<Json<PrincipalsOut>, ApiError> {
+    let tenant = TenantId::new(q.tenant.as_deref().ok_or_else(|| ApiError::invalid("tenant is required"))?)?;
+    let ps = st.run(move |e| e.store().principals(&tenant).map_err(ApiError::internal)).await?;
+    Ok(Json(PrincipalsOut { principals: ps.iter().map(ops::principal_out).collect() }))
+}
+
+/// Mint an API key for a registered principal (admin token). The secret is shown once.
+#[utoipa::path(post, path = "/v1/admin/keys", tag = "admin", request_body = MintKeyIn,
+    responses(
+        (status = 201, description = "The key, with its secret (shown once)", body = crate::keys::MintedKey),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not the admin token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such principal", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn admin_mint_key(State(st): State<AppState>, _a: AdminCaller, ApiJson(m): ApiJson<MintKeyIn>) -> Result<Response, ApiError> {
+    let keys = Arc::clone(&st.0.keys);
+    let minted = st
+        .run(move |e| {
+            let tenant = TenantId::new(&m.tenant)?;
+            let principal = PrincipalId::new(&m.principal)?;
+            e.authenticate(&tenant, &principal)?;
+            Ok(keys.mint(&tenant, &principal, &m.label)?)
+        })
+        .await?;
+    tracing::info!(key_id = %minted.info.key_id, tenant = %minted.info.tenant, principal = %minted.info.principal, "api key minted");
+    Ok(created(minted))
+}
+
+/// API keys, of one tenant or all (admin token). No secrets.
+#[utoipa::path(get, path = "/v1/admin/keys", tag = "admin", params(TenantQuery),
+    responses(
+        (status = 200, description = "Keys", body = KeysOut),
+        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not the admin token", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn admin_list_keys(State(st): State<AppState>, _a: AdminCaller, ApiQuery(q): ApiQuery<TenantQuery>) -> Result<Json<KeysOut>, ApiError> {
+    let tenant = q.tenant.as_deref().map(TenantId::new).transpose()?;
+    let keys = Arc::clone(&st.0.keys);
+    let list = st.run(move |_| Ok(keys.list(tenant.as_ref())?)).await?;
+    Ok(Json(KeysOut { keys: list }))
+}
+
+/// Revoke an API key (admin token); it stops working at the next request.
+#[utoipa::path(delete, path = "/v1/admin/keys/{key_id}", tag = "admin",
+    params(("key_id" = String, Path, description = "The key's id")),
+    responses(
+        (status = 200, description = "Revoked", body = RevokeOut),
+        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not the admin token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such active key", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn admin_revoke_key(State(st): State<AppState>, _a: AdminCaller, ApiPath(key_id): ApiPath) -> Result<Json<RevokeOut>, ApiError> {
+    let keys = Arc::clone(&st.0.keys);
+    let k = key_id.clone();
+    let revoked = st.run(move |_| Ok(keys.revoke(&k)?)).await?;
+    if !revoked {
+        return Err(ApiError::not_found(format!("no active key {key_id}")));
+    }
+    tracing::info!(key_id = %key_id, "api key revoked");
+    Ok(Json(RevokeOut { key_id, revoked }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mem0-compatible aliases (tolerant bodies; identity fields are ignored)
+
+fn lenient_string(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn lenient_add(body: &serde_json::Value) -> Result<Vec<AddMemory>, ApiError> {
+    let obj = body.as_object().ok_or_else(|| ApiError::invalid("expected a JSON object"))?;
+    let namespace = obj.get("namespace").and_then(|v| v.as_str()).unwrap_or("default").to_owned();
+    let metadata: BTreeMap<String, String> =
+        obj.get("metadata").and_then(|m| m.as_object()).map(|m| m.iter().map(|(k, v)| (k.clone(), lenient_string(v))).collect()).unwrap_or_default();
+    let session = obj.get("session").or_else(|| obj.get("run_id")).and_then(|v| v.as_str()).map(str::to_owned);
+    let base = |content: String, route: RouteName| AddMemory {
+        namespace: namespace.clone(),
+        content,
+        route,
+        parents: Vec::new(),
+        readers: None,
+        metadata: metadata.clone(),
+        session: session.clone(),
+        task: None,
+    };
+    if let Some(msgs) = obj.get("messages") {
+        let msgs = match msgs {
+            serde_json::Value::String(s) => vec![s.clone()],
+            serde_json::Value::Array(a) => a
+                .iter()
+                .filter_map(|m| match m {
+                    serde_json::Value::String(s) => Some(s.clone()),
+                    serde_json::Value::Object(o) => o.get("content").and_then(|c| c.as_str()).map(str::to_owned),
+                    _ => None,
+                })
+                .collect(),
+            _ => return Err(ApiError::invalid("messages must be a string or an array of {role, content}")),
+        };
+        return Ok(msgs.into_iter().map(|c| base(c, RouteName::Dialogue)).collect());
+    }
+    let content = obj.get("content").or_else(|| obj.get("memory")).and_then(|v| v.as_str()).ok_or_else(|| ApiError::invalid("content (or messages) is required"))?;
+    let route = obj.get("route").and_then(|r| serde_json::from_value::<RouteName>(r.clone()).ok()).unwrap_or_default();
+    Ok(vec![base(content.to_owned(), route)])
+}
+
+/// Mem0-compatible add: `{"messages": [{"role", "content"}], "metadata"}` (one memory per message)
+/// or `{"content"}`. Unknown fields (`user_id`, `agent_id`, `origin`, `trusted`, ...) are ignored:
+/// the key's principal fixes identity and origin.
+#[utoipa::path(post, path = "/memories", tag = "mem0",
+    request_body(content = Object, description = "Mem0-style body"),
+    responses(
+        (status = 201, description = "Stored (one memory)", body = WriteOut),
+        (status = 200, description = "Batch results (messages)", body = BatchOut),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The write gate refused", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn alias_add(State(st): State<AppState>, c: Caller, ApiJson(body): ApiJson<serde_json::Value>) -> Result<Response, ApiError> {
+    let mut ms = lenient_add(&body)?;
+    if body.get("messages").is_some() {
+        let max = st.0.batch_max;
+        return Ok(Json(st.run(move |e| ops::add_many(e, &c.actor, ms, max)).await?).into_response());
+    }
+    let one = ms.pop().ok_or_else(|| ApiError::invalid("nothing to add"))?;
+    Ok(created(st.run(move |e| ops::add(e, &c.actor, one)).await?))
+}
+
+/// Mem0-compatible list (`namespace`, `limit`; other query parameters are ignored).
+#[utoipa::path(get, path = "/memories", tag = "mem0",
+    params(("namespace" = Option<String>, Query, description = "Namespace"), ("limit" = Option<usize>, Query, description = "At most this many")),
+    responses(
+        (status = 200, description = "Memories", body = ListOut),
+        (status = 400, description = "Bad query", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn alias_list(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQuery<BTreeMap<String, String>>) -> Result<Json<ListOut>, ApiError> {
+    let ns = q.get("namespace").cloned().unwrap_or_else(|| "default".into());
+    let limit = match q.get("limit") {
+        Some(l) => l.parse::<usize>().map_err(|_| ApiError::invalid("limit must be a positive integer"))?,
+        None => 100,
+    };
+    Ok(Json(st.run(move |e| ops::list(e, &c.actor, &ns, limit)).await?))
+}
+
+/// Mem0-compatible read by id.
+#[utoipa::path(get, path = "/memories/{id}", tag = "mem0",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "The memory", body = MemoryOut),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn alias_get(st: State<AppState>, c: Caller, id: ApiPath) -> Result<Json<MemoryOut>, ApiError> {
+    get_memory(st, c, id).await
+}
+
+/// Mem0-compatible search: `query`, `namespace`, and `k`, `limit` or `top_k`; other fields ignored.
+#[utoipa::path(post, path = "/search", tag = "mem0",
+    request_body(content = Object, description = "Mem0-style search body"),
+    responses(
+        (status = 200, description = "Hits", body = SearchOut),
+        (status = 400, description = "Bad input", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "No embedder configured", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn alias_search(State(st): State<AppState>, c: Caller, ApiJson(body): ApiJson<serde_json::Value>) -> Result<Json<SearchOut>, ApiError> {
+    let query = body.get("query").and_then(|q| q.as_str()).ok_or_else(|| ApiError::invalid("query is required"))?.to_owned();
+    let namespace = body.get("namespace").and_then(|v| v.as_str()).unwrap_or("default").to_owned();
+    let k = ["k", "limit", "top_k"].iter().find_map(|f| body.get(*f).and_then(|v| v.as_u64())).unwrap_or(5);
+    let s = SearchIn { namespace, query, k: usize::try_from(k).unwrap_or(usize::MAX) };
+    Ok(Json(st.run(move |e| ops::search(e, &c.actor, s)).await?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// System
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", tag = "system", security(()),
+    responses((status = 200, description = "Alive", body = HealthOut)))]
+async fn healthz() -> Json<HealthOut> {
+    Json(HealthOut { status: "ok".into(), log_entries: None })
+}
+
+/// Readiness: the store and the key table answer.
+#[utoipa::path(get, path = "/readyz", tag = "system", security(()),
+    responses(
+        (status = 200, description = "Ready", body = HealthOut),
+        (status = 503, description = "Not ready", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn readyz(State(st): State<AppState>) -> Result<Json<HealthOut>, ApiError> {
+    let keys = Arc::clone(&st.0.keys);
+    let r = st
+        .run(move |e| {
+            let probe = TenantId::new("readyz").map_err(ApiError::internal)?;
+            e.store().count(&probe).map_err(|err| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("store: {err}")))?;
+            keys.ping().map_err(|err| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("key store: {err}")))?;
+            Ok(e.store().log_len())
+        })
+        .await?;
+    Ok(Json(HealthOut { status: "ok".into(), log_entries: Some(r) }))
+}
+
+/// Prometheus metrics (text exposition format).
+#[utoipa::path(get, path = "/metrics", tag = "system", security(()),
+    responses((status = 200, description = "Metrics", body = String, content_type = "text/plain; version=0.0.4")))]
+async fn metrics_text(State(st): State<AppState>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], st.0.metrics.render()).into_response()
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "system", security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
+async fn openapi_json() -> Response {
+    match ApiDoc::openapi().to_json() {
+        Ok(s) => ([(header::CONTENT_TYPE, "application/json")], s).into_response(),
+        Err(e) => ApiError::internal(e).into_response(),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route")
+}
+
+struct SecurityAddon;
+
+impl utoipa::Modify for SecurityAddon {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("mw_<64 hex> API key, or the admin token").build()),
+        );
+    }
+}
+
+/// The OpenAPI document, derived from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "memwarden", description = "Governed memory for LLM agents. Every request authenticates as a principal (API key); the principal, never the body, fixes tenant, identity and origin. Errors are RFC 9457 problem details with a stable `code`. The MCP endpoint (streamable HTTP) is at `/mcp`."),
+    paths(
+        add_memories, list_memories, get_memory, search, derive, tool_calls,
+        attestations, grants, decide,
+        audit_verify, audit_checkpoint, audit_proof,
+        me, admin_register, admin_list_principals, admin_mint_key, admin_list_keys, admin_revoke_key,
+        alias_add, alias_list, alias_get, alias_search,
+        healthz, readyz, metrics_text, openapi_json,
+    ),
+    components(schemas(Problem, AddMemory, AddMany, ParentIn)),
+    modifiers(&SecurityAddon),
+    security(("bearer" = [])),
+    tags(
+        (name = "memories", description = "Write, read and search memories"),
+        (name = "authority", description = "Attestations, grants and action decisions"),
+        (name = "audit", description = "The verdict log"),
+        (name = "principals", description = "The caller"),
+        (name = "admin", description = "Principals and API keys (admin token)"),
+        (name = "mem0", description = "Mem0-compatible aliases"),
+        (name = "system", description = "Health, metrics, this document"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The whole application: public routes, authenticated routes, the MCP service at `/mcp`.
+pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router {
+    let authed = Router::new()
+        .route("/v1/memories", post(add_memories).get(list_memories))
+        .route("/v1/memories/{id}", get(get_memory))
+        .route("/v1/search", post(search))
+        .route("/v1/derive", post(derive))
+        .route("/v1/tool-calls", post(tool_calls))
+        .route("/v1/attestations", post(attestations))
+        .route("/v1/grants", post(grants))
+        .route("/v1/actions/decide", post(decide))
+        .route("/v1/audit/verify", get(audit_verify))
+        .route("/v1/audit/checkpoint", post(audit_checkpoint))
+        .route("/v1/audit/proof/{index}", get(audit_proof))
+        .route("/v1/principals/me", get(me))
+        .route("/v1/admin/principals", post(admin_register).get(admin_list_principals))
+        .route("/v1/admin/keys", post(admin_mint_key).get(admin_list_keys))
+        .route("/v1/admin/keys/{key_id}", axum::routing::delete(admin_revoke_key))
+        .route("/memories", post(alias_add).get(alias_list))
+        .route("/memories/{id}", get(alias_get))
+        .route("/search", post(alias_search))
+        .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth_mw));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .route("/openapi.json", get(openapi_json))
+        .merge(authed)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), observe_mw))
+        .with_state(state)
+}

@@ -1,0 +1,241 @@
+//! memwarden's network doors: a JSON-over-HTTP API (with an OpenAPI document, problem-details
+//! errors, Prometheus metrics and health checks) and an MCP server (stdio and streamable HTTP at
+//! `/mcp`), both over one [`memwarden_engine::Engine`].
+//!
+//! This crate only wires the engine. The one thing it decides is *who is calling*: a request
+//! authenticates with `Authorization: Bearer <API key>`; the key maps to a `(tenant, principal)`
+//! registered in the engine, and the engine's record of that principal (kind, integrity, domain)
+//! acts. Nothing in a body can name a tenant, a principal, an origin or a label: request types
+//! refuse unknown fields, and the stored origin is always the key's principal's. Besides
+//! authentication the server enforces only input limits (body size, batch size, per-key rate).
+//!
+//! Routes (JSON; errors are RFC 9457 problem details with a stable `code`, see [`Problem`]):
+//! `POST/GET /v1/memories` (add, batch add `{"memories": [...]}`, list), `GET /v1/memories/{id}`,
+//! `POST /v1/search`, `POST /v1/derive`, `POST /v1/tool-calls`, `POST /v1/attestations`,
+//! `POST /v1/grants`, `POST /v1/actions/decide`, `GET /v1/audit/verify`,
+//! `POST /v1/audit/checkpoint`, `GET /v1/audit/proof/{index}`, `GET /v1/principals/me`; admin:
+//! `POST/GET /v1/admin/principals`, `POST/GET /v1/admin/keys`, `DELETE /v1/admin/keys/{key_id}`;
+//! Mem0-style aliases `/memories`, `/memories/{id}`, `/search` (tolerant bodies, identity fields
+//! ignored); unauthenticated `/healthz`, `/readyz`, `/metrics` (Prometheus), `/openapi.json`
+//! ([`ApiDoc`], generated from the handlers); and MCP at `/mcp` (see [`mcp`]).
+//!
+//! Keys are minted by an admin (the admin token, see [`keys`]) and stored hashed in
+//! `<data_dir>/api-keys.sqlite3`. Engine calls run on the blocking pool and a response is sent only
+//! after the engine returned, i.e. after its commit is durable; at shutdown the server stops
+//! accepting connections, finishes in-flight requests and waits for running engine calls.
+//!
+//! ```
+//! use memwarden_core::prelude::*;
+//! use memwarden_engine::{Engine, EngineConfig};
+//! use memwarden_server::{ServeConfig, Server};
+//! use std::sync::Arc;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let engine = Arc::new(Engine::open(dir.path(), EngineConfig::default())?);
+//! let tenant = TenantId::new("acme")?;
+//! engine.register_principal(Principal { id: PrincipalId::new("agent")?, tenant: tenant.clone(),
+//!     kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None })?;
+//! let config = ServeConfig {
+//!     data_dir: dir.path().to_owned(),
+//!     addr: "127.0.0.1:0".parse()?, // any free port
+//!     ..ServeConfig::default()
+//! };
+//! tokio::runtime::Runtime::new()?.block_on(async {
+//!     let server = Server::bind(config, engine).await?;
+//!     // The token is shown once; the server keeps its SHA-256.
+//!     let key = server.keys().mint(&tenant, &PrincipalId::new("agent")?, "my agent")?;
+//!     assert!(key.token.starts_with("mw_"));
+//!     println!("listening on {}", server.local_addr());
+//!     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//!     let running = tokio::spawn(server.run(async move { let _ = stopped.await; }));
+//!     // ... clients call POST /v1/memories with `Authorization: Bearer <key.token>` ...
+//!     let _ = stop.send(());
+//!     running.await??;
+//!     Ok::<_, Box<dyn std::error::Error>>(())
+//! })?;
+//! # Ok(())
+//! # }
+//! ```
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+
+pub mod config;
+pub mod dto;
+pub mod http;
+pub mod keys;
+pub mod limit;
+pub mod mcp;
+pub mod metrics;
+pub mod ops;
+pub mod problem;
+
+pub use config::{ConfigError, EmbedderChoice, ServeArgs, ServeConfig};
+pub use http::ApiDoc;
+pub use keys::{AdminToken, ApiKeys, KeyError, KeyInfo, MintedKey};
+pub use mcp::{MemwardenMcp, serve_mcp_stdio};
+pub use problem::{ApiError, Problem};
+
+use memwarden_engine::{Engine, EngineError};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Bad configuration.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The engine failed to open.
+    #[error("{0}")]
+    Engine(#[from] EngineError),
+    /// The key store failed.
+    #[error("{0}")]
+    Keys(#[from] KeyError),
+    /// Binding or serving failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The MCP transport failed.
+    #[error("MCP: {0}")]
+    Mcp(String),
+}
+
+/// A bound, not yet running server.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    keys: Arc<ApiKeys>,
+    admin: AdminToken,
+    metrics: Arc<metrics::Metrics>,
+    cancel_mcp: Box<dyn FnOnce() + Send>,
+    drain: Duration,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("addr", &self.listener.local_addr().ok()).finish()
+    }
+}
+
+impl Server {
+    /// Open the key table and the admin token under `config.data_dir`, build the routes and bind
+    /// `config.addr`. The engine is the caller's (see [`ServeConfig::open_engine`]).
+    pub async fn bind(config: ServeConfig, engine: Arc<Engine>) -> Result<Self, ServeError> {
+        config.validate()?;
+        let admin = AdminToken::load_or_create(&config.data_dir, config.admin_token.as_deref())?;
+        match (&admin.file, admin.created) {
+            (Some(p), true) => tracing::info!(file = %p.display(), "created the admin token file (mode 0600)"),
+            (Some(p), false) => tracing::info!(file = %p.display(), "admin token read from file"),
+            (None, _) => tracing::info!("admin token from the configuration"),
+        }
+        let keys = Arc::new(ApiKeys::open(&config.data_dir)?);
+        let metrics = Arc::new(metrics::Metrics::default());
+        let (mcp, cancel_mcp) = mcp::http_service(Arc::clone(&engine), Arc::clone(&metrics), config.body_bytes_max, &config.mcp_allowed_hosts);
+        let state = http::AppState(Arc::new(http::Shared {
+            engine,
+            keys: Arc::clone(&keys),
+            admin: admin.clone(),
+            limiter: limit::RateLimiter::new(config.rate_per_sec, config.rate_burst),
+            metrics: Arc::clone(&metrics),
+            batch_max: config.batch_max,
+            body_bytes_max: config.body_bytes_max,
+        }));
+        let app = http::router(state, mcp);
+        let listener = tokio::net::TcpListener::bind(config.addr).await?;
+        Ok(Self { listener, app, keys, admin, metrics, cancel_mcp, drain: Duration::from_secs(config.drain_secs) })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// The key table (to mint the first keys in-process, or in tests).
+    pub fn keys(&self) -> &Arc<ApiKeys> {
+        &self.keys
+    }
+
+    /// The admin token's source.
+    pub fn admin_token(&self) -> &AdminToken {
+        &self.admin
+    }
+
+    /// Serve until `shutdown` completes, then stop accepting, finish in-flight requests (MCP
+    /// sessions are closed), and wait up to `drain_secs` for engine calls still running.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
+        let addr = self.local_addr();
+        tracing::info!(%addr, "memwarden server listening");
+        let cancel_mcp = self.cancel_mcp;
+        let signal = async move {
+            shutdown.await;
+            tracing::info!("shutting down: draining in-flight requests");
+            cancel_mcp();
+        };
+        axum::serve(self.listener, self.app).with_graceful_shutdown(signal).await?;
+        let deadline = Instant::now() + self.drain;
+        while self.metrics.engine_calls_in_flight() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let left = self.metrics.engine_calls_in_flight();
+        if left > 0 {
+            tracing::warn!(left, "engine calls still running at the end of the drain period");
+        }
+        tracing::info!("memwarden server stopped");
+        Ok(())
+    }
+}
+
+/// Bind `config.addr` and serve `engine` until `shutdown` completes (the binary passes a
+/// SIGINT/SIGTERM future, see [`shutdown_signal`]).
+pub async fn serve(config: ServeConfig, engine: Arc<Engine>, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
+    Server::bind(config, engine).await?.run(shutdown).await
+}
+
+/// Completes on SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// Install a tracing subscriber writing to stderr (stdout stays free for MCP over stdio).
+/// `RUST_LOG` wins over `filter`. Does nothing if a subscriber is already installed.
+pub fn init_tracing(filter: &str) {
+    use tracing_subscriber::EnvFilter;
+    let f = EnvFilter::try_from_default_env().or_else(|_| EnvFilter::try_new(filter)).unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt().with_env_filter(f).with_ansi(ansi).with_writer(std::io::stderr).try_init();
+}
+
+/// For a synchronous caller (the `memwarden` binary): bind, print the address, and serve until
+/// SIGINT/SIGTERM on a multi-threaded runtime of this crate's own.
+pub fn serve_blocking(config: ServeConfig, engine: Arc<Engine>, announce: impl FnOnce(SocketAddr) + Send) -> Result<(), ServeError> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let server = Server::bind(config, engine).await?;
+        announce(server.local_addr());
+        server.run(shutdown_signal()).await
+    })
+}
+
+/// For a synchronous caller: serve MCP over stdio as `actor` until the client disconnects.
+pub fn serve_mcp_stdio_blocking(engine: Arc<Engine>, actor: memwarden_engine::Actor) -> Result<(), ServeError> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(serve_mcp_stdio(engine, actor))
+}

@@ -1,0 +1,190 @@
+//! The MCP door (official Rust SDK, `rmcp`): tools named close to Mem0's MCP tools.
+//!
+//! Over stdio the acting principal is fixed when the server starts (the process was started by
+//! someone who holds that principal's credentials). Over streamable HTTP (`/mcp`) every request
+//! passes the same Bearer-key middleware as the REST routes, and each tool call acts as the
+//! principal of the key on *that* request; nothing in the tool arguments can name another one.
+
+use crate::dto::{AddMemory, AttestIn, DecideIn, ListQuery, SearchIn};
+use crate::http::{Auth, blocking};
+use crate::metrics::Metrics;
+use crate::ops;
+use crate::problem::ApiError;
+use memwarden_engine::{Actor, Engine};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The streamable-HTTP MCP service type mounted at `/mcp`.
+pub type McpHttpService = StreamableHttpService<MemwardenMcp, LocalSessionManager>;
+
+/// Arguments of `get_memory`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetMemoryArgs {
+    /// The memory id (32 hex digits).
+    pub memory_id: String,
+}
+
+/// The MCP server: memwarden's engine as MCP tools.
+#[derive(Clone)]
+pub struct MemwardenMcp {
+    engine: Arc<Engine>,
+    fixed: Option<Actor>,
+    metrics: Option<Arc<Metrics>>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl std::fmt::Debug for MemwardenMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemwardenMcp").field("fixed", &self.fixed.as_ref().map(|a| a.id().to_string())).finish()
+    }
+}
+
+fn tool_error(e: &ApiError) -> CallToolResult {
+    CallToolResult::structured_error(serde_json::to_value(e.problem()).unwrap_or_default())
+}
+
+fn tool_ok<T: Serialize>(v: &T) -> CallToolResult {
+    match serde_json::to_value(v) {
+        Ok(v @ serde_json::Value::Object(_)) => CallToolResult::structured(v),
+        Ok(other) => CallToolResult::structured(serde_json::json!({ "result": other })),
+        Err(e) => tool_error(&ApiError::internal(e)),
+    }
+}
+
+#[tool_router]
+impl MemwardenMcp {
+    /// A server acting as `actor` for every call (stdio), or, with `None`, as the principal of
+    /// each HTTP request's API key (streamable HTTP behind the auth middleware).
+    pub fn new(engine: Arc<Engine>, actor: Option<Actor>) -> Self {
+        Self { engine, fixed: actor, metrics: None, tool_router: Self::tool_router() }
+    }
+
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn actor(&self, ctx: &RequestContext<RoleServer>) -> Result<Actor, ApiError> {
+        if let Some(a) = &self.fixed {
+            return Ok(a.clone());
+        }
+        match ctx.extensions.get::<axum::http::request::Parts>().and_then(|p| p.extensions.get::<Auth>()) {
+            Some(Auth::Key { actor, .. }) => Ok(actor.clone()),
+            Some(Auth::Admin) => Err(ApiError::forbidden("MCP tools need an API key of a principal; the admin token is not a principal")),
+            None => Err(ApiError::unauthorized("no authenticated principal")),
+        }
+    }
+
+    async fn call<T, F>(&self, ctx: &RequestContext<RoleServer>, f: F) -> Result<CallToolResult, ErrorData>
+    where
+        T: Serialize + Send + 'static,
+        F: FnOnce(&Engine, &Actor) -> Result<T, ApiError> + Send + 'static,
+    {
+        let actor = match self.actor(ctx) {
+            Ok(a) => a,
+            Err(e) => return Ok(tool_error(&e)),
+        };
+        let r = blocking(Arc::clone(&self.engine), self.metrics.clone(), move |e| f(e, &actor)).await;
+        Ok(match r {
+            Ok(v) => tool_ok(&v),
+            Err(e) => tool_error(&e),
+        })
+    }
+
+    /// Add a memory as the authenticated principal.
+    #[tool(description = "Store a memory. Its origin and integrity label come from the authenticated principal \
+        (and the declared parents), never from the arguments. Returns the stored memory with its provenance.")]
+    async fn add_memory(&self, Parameters(m): Parameters<AddMemory>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::add(e, a, m)).await
+    }
+
+    /// Semantic search.
+    #[tool(description = "Search memories of a namespace by meaning. Only memories the caller may read are \
+        eligible; each hit carries its origin and label.")]
+    async fn search_memories(&self, Parameters(s): Parameters<SearchIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::search(e, a, s)).await
+    }
+
+    /// Read one memory.
+    #[tool(description = "Read one memory by id (a memory outside the caller's scope reads as not found).")]
+    async fn get_memory(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::get(e, a, &g.memory_id)).await
+    }
+
+    /// List memories.
+    #[tool(description = "List the memories of a namespace the caller may read, oldest first.")]
+    async fn list_memories(&self, Parameters(q): Parameters<ListQuery>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::list(e, a, &q.namespace, q.limit)).await
+    }
+
+    /// Decide an action.
+    #[tool(description = "Propose a consequential action (pay, wire, send, change a setting) before running it. \
+        Returns a verdict: allow, redact, reverify, ask_user (with what a user-signed grant must bind) or block. \
+        Run the action only on allow.")]
+    async fn propose_action(&self, Parameters(d): Parameters<DecideIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        let metrics = self.metrics.clone();
+        let r = self.call(&ctx, move |e, a| ops::decide(e, a, d)).await;
+        if let (Some(m), Ok(res)) = (metrics, &r)
+            && let Some(d) = res.structured_content.as_ref().and_then(|v| v.pointer("/verdict/decision")).and_then(|d| d.as_str())
+        {
+            m.observe_decision(d);
+        }
+        r
+    }
+
+    /// Attest a value.
+    #[tool(description = "Attest a value for a key as the authenticated principal. Only attestations by trusted \
+        principals (allow-listed tools, users) count toward corroboration, one per independent domain.")]
+    async fn attest(&self, Parameters(a): Parameters<AttestIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, actor| ops::attest(e, actor, a)).await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for MemwardenMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("memwarden", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Governed memory. Store what you learn with add_memory, recall with search_memories / get_memory / \
+                 list_memories, and call propose_action before any consequential action; act only on `allow`.",
+            )
+    }
+}
+
+/// The streamable-HTTP service for `/mcp`, and a closure that cancels its sessions (at shutdown).
+pub(crate) fn http_service(
+    engine: Arc<Engine>,
+    metrics: Arc<Metrics>,
+    body_bytes_max: usize,
+    allowed_hosts: &[String],
+) -> (McpHttpService, Box<dyn FnOnce() + Send>) {
+    let mut cfg = StreamableHttpServerConfig::default().with_max_request_body_bytes(body_bytes_max);
+    if !allowed_hosts.is_empty() {
+        cfg = cfg.with_allowed_hosts(allowed_hosts.iter().cloned());
+    }
+    let token = cfg.cancellation_token.clone();
+    let server = MemwardenMcp::new(engine, None).with_metrics(metrics);
+    let svc = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), cfg);
+    (svc, Box::new(move || token.cancel()))
+}
+
+/// Serve MCP over stdin/stdout as `actor` until the client closes the stream. Logs must go to
+/// stderr ([`crate::init_tracing`] does).
+pub async fn serve_mcp_stdio(engine: Arc<Engine>, actor: Actor) -> Result<(), crate::ServeError> {
+    tracing::info!(tenant = %actor.tenant(), principal = %actor.id(), "MCP over stdio");
+    let running = MemwardenMcp::new(engine, Some(actor))
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| crate::ServeError::Mcp(e.to_string()))?;
+    running.waiting().await.map_err(|e| crate::ServeError::Mcp(e.to_string()))?;
+    Ok(())
+}

@@ -1,0 +1,319 @@
+//! The operations behind every door (HTTP and MCP): parse wire types into engine types, call the
+//! engine as the authenticated actor, render the result. Synchronous: callers run them on a
+//! blocking thread. No decision is made here; the engine and its gates make them all.
+
+use crate::dto::*;
+use crate::problem::ApiError;
+use memwarden_core::authority::grant::SignedGrant;
+use memwarden_core::prelude::*;
+use memwarden_engine::{Actor, Engine};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Convert between a wire enum and the core enum of the same snake_case names.
+fn conv<A: Serialize, B: DeserializeOwned>(a: A, what: &str) -> Result<B, ApiError> {
+    serde_json::to_value(a).ok().and_then(|v| serde_json::from_value(v).ok()).ok_or_else(|| ApiError::invalid(format!("bad {what}")))
+}
+
+/// The snake_case name of a serde enum.
+pub(crate) fn name<T: Serialize>(t: &T) -> String {
+    match serde_json::to_value(t) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(v) => v.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Parse a memory id.
+pub fn parse_id(s: &str) -> Result<ItemId, ApiError> {
+    ItemId::parse(s).map_err(|e| ApiError::invalid(e.to_string()))
+}
+
+fn parse_ids(v: &[String]) -> Result<Vec<ItemId>, ApiError> {
+    v.iter().map(|s| parse_id(s)).collect()
+}
+
+fn namespace(s: &str) -> Result<Namespace, ApiError> {
+    Ok(Namespace::new(s)?)
+}
+
+/// Render a memory.
+pub fn memory_out(i: &MemoryItem) -> MemoryOut {
+    MemoryOut {
+        id: i.id().to_string(),
+        tenant: i.tenant().to_string(),
+        namespace: i.namespace().to_string(),
+        content: i.content().to_owned(),
+        origin: i.origin().as_str().to_owned(),
+        label: i.label().integrity().as_str().to_owned(),
+        act_class: name(&i.act_class()),
+        writer: i.writer().to_string(),
+        route: i.route().as_str().to_owned(),
+        parents: i.parents().iter().map(|p| ParentOut { id: p.id.to_string(), kind: p.kind.as_str().to_owned() }).collect(),
+        readers: match &i.scope().readers {
+            Readers::All => None,
+            Readers::Only(s) => Some(s.iter().map(|p| p.to_string()).collect()),
+        },
+        visibility: name(&i.scope().visibility),
+        status: name(&i.status()),
+        created_ms: i.created_ms(),
+        session: i.session().map(str::to_owned),
+        task: i.task().map(str::to_owned),
+        metadata: i.metadata().clone(),
+    }
+}
+
+/// Render a principal.
+pub fn principal_out(p: &Principal) -> PrincipalOut {
+    PrincipalOut {
+        tenant: p.tenant.to_string(),
+        id: p.id.to_string(),
+        kind: p.kind.as_str().to_owned(),
+        integrity: p.integrity().as_str().to_owned(),
+        origin: p.origin().as_str().to_owned(),
+        domain: p.domain.as_ref().map(|d| d.to_string()),
+        allow_listed: p.allow_listed,
+        public_key: p.public_key.map(hex::encode),
+    }
+}
+
+fn write_request(m: AddMemory) -> Result<WriteRequest, ApiError> {
+    let mut req = WriteRequest::new(namespace(&m.namespace)?, m.content, conv(m.route, "route")?);
+    req.parents = m
+        .parents
+        .iter()
+        .map(|p| Ok(ParentRef { id: parse_id(&p.id)?, kind: conv(p.kind, "parent kind")? }))
+        .collect::<Result<_, ApiError>>()?;
+    if let Some(rs) = m.readers {
+        req.readers = Some(rs.iter().map(|r| PrincipalId::new(r)).collect::<Result<_, _>>()?);
+    }
+    req.metadata = m.metadata;
+    req.session = m.session;
+    req.task = m.task;
+    Ok(req)
+}
+
+/// Add one memory as `actor`.
+pub fn add(engine: &Engine, actor: &Actor, m: AddMemory) -> Result<WriteOut, ApiError> {
+    let (item, r) = engine.add(actor, write_request(m)?)?;
+    Ok(WriteOut { item: memory_out(&item), log_index: r.log_index })
+}
+
+/// Add many memories as `actor` (at most `batch_max`); each succeeds or fails on its own.
+pub fn add_many(engine: &Engine, actor: &Actor, ms: Vec<AddMemory>, batch_max: usize) -> Result<BatchOut, ApiError> {
+    if ms.is_empty() || ms.len() > batch_max {
+        return Err(ApiError::invalid(format!("a batch holds 1..={batch_max} memories; got {}", ms.len())));
+    }
+    let n = ms.len();
+    let mut results: Vec<Option<BatchItemOut>> = vec![None; n];
+    let mut reqs = Vec::with_capacity(n);
+    let mut slots = Vec::with_capacity(n);
+    for (i, m) in ms.into_iter().enumerate() {
+        match write_request(m) {
+            Ok(r) => {
+                reqs.push(r);
+                slots.push(i);
+            }
+            Err(e) => results[i] = Some(BatchItemOut { index: i, ok: false, id: None, log_index: None, error: Some(e.problem()) }),
+        }
+    }
+    if !reqs.is_empty() {
+        for (i, outcome) in slots.into_iter().zip(engine.add_many(actor, reqs)?) {
+            results[i] = Some(match outcome {
+                Ok((id, r)) => BatchItemOut { index: i, ok: true, id: Some(id.to_string()), log_index: Some(r.log_index), error: None },
+                Err(e) => BatchItemOut { index: i, ok: false, id: None, log_index: None, error: Some(ApiError::from(e).problem()) },
+            });
+        }
+    }
+    let results = results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.unwrap_or_else(|| BatchItemOut { index: i, ok: false, id: None, log_index: None, error: Some(ApiError::internal("lost batch result").problem()) }))
+        .collect();
+    Ok(BatchOut { results })
+}
+
+/// Read one memory by id.
+pub fn get(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryOut, ApiError> {
+    Ok(memory_out(&engine.get(actor, &parse_id(id)?)?))
+}
+
+/// Memories of a namespace the actor may read.
+pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize) -> Result<ListOut, ApiError> {
+    if limit == 0 || limit > 10_000 {
+        return Err(ApiError::invalid("limit must be 1..=10000"));
+    }
+    let items = engine.list(actor, &namespace(ns)?, limit)?;
+    Ok(ListOut { results: items.iter().map(memory_out).collect() })
+}
+
+/// Semantic search.
+pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, ApiError> {
+    let hits = engine.search(actor, &namespace(&s.namespace)?, &s.query, s.k)?;
+    Ok(SearchOut {
+        results: hits
+            .iter()
+            .map(|h| HitOut { id: h.item.id().to_string(), memory: h.item.content().to_owned(), score: h.similarity, item: memory_out(&h.item) })
+            .collect(),
+    })
+}
+
+/// Derive a memory from parents.
+pub fn derive(engine: &Engine, actor: &Actor, d: DeriveIn) -> Result<WriteOut, ApiError> {
+    let (item, r) = engine.derive(actor, namespace(&d.namespace)?, &parse_ids(&d.parents)?, d.content)?;
+    Ok(WriteOut { item: memory_out(&item), log_index: r.log_index })
+}
+
+/// A tool call through the monitor.
+pub fn tool_call(engine: &Engine, actor: &Actor, t: ToolCallIn) -> Result<WriteOut, ApiError> {
+    let args = t
+        .args
+        .iter()
+        .map(|a| Ok(ToolArg { key: a.key.clone(), value: a.value.clone(), kind: conv(a.kind, "value kind")?, sources: parse_ids(&a.sources)? }))
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let tool = PrincipalId::new(&t.tool)?;
+    let (item, r) = engine.tool_call(actor, &tool, namespace(&t.namespace)?, args, &parse_ids(&t.inputs)?, t.output)?;
+    Ok(WriteOut { item: memory_out(&item), log_index: r.log_index })
+}
+
+/// Attest a value as the actor.
+pub fn attest(engine: &Engine, actor: &Actor, a: AttestIn) -> Result<AttestOut, ApiError> {
+    let (att, r) = engine.attest(actor, &a.key, &a.value, conv(a.kind, "value kind")?, &parse_ids(&a.sources)?)?;
+    Ok(AttestOut {
+        counts: att.label == Integrity::Trusted,
+        attestation: AttestationOut {
+            attester: att.attester.to_string(),
+            independence: att.independence.clone(),
+            key: att.key.clone(),
+            value: att.value.canonical.clone(),
+            kind: name(&att.value.kind),
+            label: att.label.as_str().to_owned(),
+            sources: att.sources.iter().map(ToString::to_string).collect(),
+            created_ms: att.created_ms,
+        },
+        log_index: r.log_index,
+    })
+}
+
+fn signed_grant(v: serde_json::Value) -> Result<SignedGrant, ApiError> {
+    serde_json::from_value(v).map_err(|e| ApiError::invalid(format!("not a signed grant: {e}")))
+}
+
+/// Record (for audit) a grant a user of the actor's tenant signed.
+pub fn record_grant(engine: &Engine, actor: &Actor, g: serde_json::Value) -> Result<GrantOut, ApiError> {
+    let g = signed_grant(g)?;
+    // Input check, not a policy: a key can only record grants of its own tenant.
+    if g.grant.tenant != *actor.tenant() {
+        return Err(ApiError::forbidden("the grant belongs to another tenant"));
+    }
+    let r = engine.record_grant(&g)?;
+    Ok(GrantOut { nonce: g.grant.nonce_hex(), log_index: r.log_index })
+}
+
+/// Render a verdict.
+pub fn verdict_out(v: &Verdict) -> VerdictOut {
+    let rule = serde_json::to_value(&v.rule).unwrap_or_default();
+    VerdictOut {
+        decision: v.decision.as_str().to_owned(),
+        layer: v.layer.clone(),
+        rule: rule.get("rule").and_then(|r| r.as_str()).unwrap_or_default().to_owned(),
+        code: match &v.rule {
+            Rule::GrantRefused { code, .. } => Some(code.clone()),
+            _ => None,
+        },
+        cause: v.cause.clone(),
+        supporting: v.supporting.iter().map(ToString::to_string).collect(),
+        affected: v.affected.iter().map(ToString::to_string).collect(),
+        pushed: v.pushed.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect(),
+        ask: v
+            .ask
+            .iter()
+            .map(|a| GrantRequestOut { tool: a.tool.clone(), key: a.key.clone(), kind: name(&a.kind), value: a.value.clone(), amount: a.amount.clone() })
+            .collect(),
+        threshold: v.threshold,
+    }
+}
+
+/// Decide a proposed action (Algorithm 1, in the engine).
+pub fn decide(engine: &Engine, actor: &Actor, d: DecideIn) -> Result<DecideOut, ApiError> {
+    let values = d
+        .values
+        .iter()
+        .map(|a| Ok(ActionValue { key: a.key.clone(), value: a.value.clone(), kind: conv(a.kind, "value kind")?, sources: parse_ids(&a.sources)? }))
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    let grants = d.grants.into_iter().map(signed_grant).collect::<Result<Vec<_>, _>>()?;
+    let action = ActionRequest {
+        tool: d.tool,
+        kind: conv(d.kind, "action kind")?,
+        risk: conv(d.risk, "risk")?,
+        values,
+        amount: d.amount,
+        context: parse_ids(&d.context)?,
+        grants,
+    };
+    let (v, r) = engine.decide(actor, &action)?;
+    Ok(DecideOut { verdict: verdict_out(&v), log_index: r.log_index })
+}
+
+/// Verify the verdict log.
+pub fn verify(engine: &Engine) -> Result<VerifyOut, ApiError> {
+    let r = engine.verify_log()?;
+    Ok(VerifyOut {
+        ok: r.is_ok(),
+        entries: r.entries,
+        root: hex::encode(r.root),
+        head: hex::encode(r.head),
+        checkpoints_checked: r.checkpoints_checked,
+        first_bad_index: r.first_bad_index(),
+        problem: r.problem.as_ref().map(ToString::to_string),
+    })
+}
+
+/// Sign a checkpoint now.
+pub fn checkpoint(engine: &Engine) -> Result<CheckpointOut, ApiError> {
+    let c = engine.checkpoint()?;
+    Ok(CheckpointOut {
+        size: c.checkpoint.size,
+        root: hex::encode(c.checkpoint.root),
+        head: hex::encode(c.checkpoint.head),
+        time_ms: c.checkpoint.time_ms,
+        key: hex::encode(c.key),
+        signature: hex::encode(c.signature),
+    })
+}
+
+/// Inclusion proof of entry `index` in the current tree, verified before it is returned.
+pub fn proof(engine: &Engine, index: u64) -> Result<ProofOut, ApiError> {
+    let store = engine.store();
+    let (size, root, _) = store.log_root();
+    if index >= size {
+        return Err(ApiError::not_found(format!("no log entry {index} (the log has {size})")));
+    }
+    let path = store.inclusion_proof(index, size).map_err(ApiError::internal)?;
+    let entry = store.log_entries(index, index + 1).map_err(ApiError::internal)?;
+    let leaf = entry.first().map(|e| memwarden_log::leaf_hash(e)).ok_or_else(|| ApiError::not_found(format!("no log entry {index}")))?;
+    let verified = memwarden_log::verify_inclusion(&leaf, index, size, &path, &root).is_ok();
+    Ok(ProofOut { index, size, root: hex::encode(root), leaf: hex::encode(leaf), proof: path.iter().map(hex::encode).collect(), verified })
+}
+
+/// Register a principal (admin).
+pub fn register_principal(engine: &Engine, p: RegisterPrincipalIn) -> Result<PrincipalOut, ApiError> {
+    let public_key = match p.public_key.as_deref() {
+        None => None,
+        Some(h) => {
+            let mut k = [0u8; 32];
+            hex::decode_to_slice(h, &mut k).map_err(|_| ApiError::invalid("public_key must be 64 hex digits"))?;
+            Some(k)
+        }
+    };
+    let principal = Principal {
+        id: PrincipalId::new(&p.id)?,
+        tenant: TenantId::new(&p.tenant)?,
+        kind: conv(p.kind, "principal kind")?,
+        domain: p.domain.as_deref().map(Domain::new).transpose()?,
+        allow_listed: p.allow_listed,
+        public_key,
+    };
+    engine.register_principal(principal.clone())?;
+    Ok(principal_out(&principal))
+}

@@ -1,0 +1,184 @@
+//! Test harness: a real server on a loopback port (port 0), a temp data dir, the hashing embedder,
+//! and a tiny blocking HTTP client.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs, dead_code)]
+
+use ed25519_dalek::SigningKey;
+use memwarden_engine::{Engine, EngineConfig};
+use memwarden_server::{EmbedderChoice, ServeConfig, Server};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub const ADMIN: &str = "mwa_test-admin-token-0123456789abcdef";
+
+pub struct TestServer {
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    pub addr: SocketAddr,
+    pub engine: Option<Arc<Engine>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    agent: ureq::Agent,
+}
+
+pub fn engine_config() -> EngineConfig {
+    EngineConfig { embedder: Some(Arc::new(memwarden_embed::HashEmbedder::new(384))), ..EngineConfig::default() }
+}
+
+pub struct Resp {
+    pub status: u16,
+    pub content_type: String,
+    pub headers: Vec<(String, String)>,
+    pub text: String,
+}
+
+impl Resp {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    /// Assert a problem-details response with this status and code.
+    pub fn problem(&self, status: u16, code: &str) -> Value {
+        assert_eq!(self.status, status, "expected {status} {code}, got {}: {}", self.status, self.text);
+        assert!(self.content_type.starts_with("application/problem+json"), "content type {}", self.content_type);
+        let p = self.json();
+        assert_eq!(p["code"], code, "{p}");
+        assert_eq!(p["status"], status);
+        assert_eq!(p["type"], format!("urn:memwarden:problem:{code}"));
+        assert!(p["title"].is_string() && p["detail"].is_string());
+        p
+    }
+}
+
+impl TestServer {
+    pub fn start() -> Self {
+        Self::start_with(|c| c)
+    }
+
+    pub fn start_with(f: impl FnOnce(ServeConfig) -> ServeConfig) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Arc::new(Engine::open(dir.path(), engine_config()).unwrap());
+        let config = f(ServeConfig {
+            data_dir: dir.path().to_owned(),
+            addr: "127.0.0.1:0".parse().unwrap(),
+            admin_token: Some(ADMIN.to_owned()),
+            rate_per_sec: 0.0,
+            embedder: EmbedderChoice::Hash,
+            ..ServeConfig::default()
+        });
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let e2 = Arc::clone(&engine);
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(async move {
+                let server = Server::bind(config, e2).await.unwrap();
+                addr_tx.send(server.local_addr()).unwrap();
+                server
+                    .run(async move {
+                        let _ = stop_rx.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+        });
+        let addr: SocketAddr = addr_rx.recv().unwrap();
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        Self { dir, base: format!("http://{addr}"), addr, engine: Some(engine), stop: Some(stop_tx), thread: Some(thread), agent }
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        self.engine.as_ref().unwrap()
+    }
+
+    /// Stop the server (graceful) and wait for it.
+    pub fn stop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+
+    fn finish(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Resp {
+        let mut r = r.unwrap_or_else(|e| panic!("request failed: {e}"));
+        let status = r.status().as_u16();
+        let headers: Vec<(String, String)> = r.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_owned())).collect();
+        let content_type = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+        let text = r.body_mut().with_config().limit(64 * 1024 * 1024).read_to_string().unwrap();
+        Resp { status, content_type, headers, text }
+    }
+
+    pub fn get(&self, path: &str, key: Option<&str>) -> Resp {
+        let mut rq = self.agent.get(format!("{}{path}", self.base));
+        if let Some(k) = key {
+            rq = rq.header("Authorization", format!("Bearer {k}"));
+        }
+        Self::finish(rq.call())
+    }
+
+    pub fn delete(&self, path: &str, key: Option<&str>) -> Resp {
+        let mut rq = self.agent.delete(format!("{}{path}", self.base));
+        if let Some(k) = key {
+            rq = rq.header("Authorization", format!("Bearer {k}"));
+        }
+        Self::finish(rq.call())
+    }
+
+    pub fn post(&self, path: &str, key: Option<&str>, body: &Value) -> Resp {
+        self.post_raw(path, key, body.to_string().as_bytes())
+    }
+
+    pub fn post_raw(&self, path: &str, key: Option<&str>, body: &[u8]) -> Resp {
+        self.post_typed(path, key, "application/json", body)
+    }
+
+    pub fn post_typed(&self, path: &str, key: Option<&str>, content_type: &str, body: &[u8]) -> Resp {
+        let mut rq = self.agent.post(format!("{}{path}", self.base)).content_type(content_type);
+        if let Some(k) = key {
+            rq = rq.header("Authorization", format!("Bearer {k}"));
+        }
+        Self::finish(rq.send(body))
+    }
+
+    /// Register a principal through the admin API.
+    pub fn register(&self, tenant: &str, id: &str, kind: &str, domain: Option<&str>, allow_listed: bool, public_key: Option<&SigningKey>) {
+        let mut body = json!({"tenant": tenant, "id": id, "kind": kind, "allow_listed": allow_listed});
+        if let Some(d) = domain {
+            body["domain"] = json!(d);
+        }
+        if let Some(k) = public_key {
+            body["public_key"] = json!(hex::encode(k.verifying_key().to_bytes()));
+        }
+        let r = self.post("/v1/admin/principals", Some(ADMIN), &body);
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+
+    /// Mint a key through the admin API; returns (token, key_id).
+    pub fn mint(&self, tenant: &str, principal: &str) -> (String, String) {
+        let r = self.post("/v1/admin/keys", Some(ADMIN), &json!({"tenant": tenant, "principal": principal, "label": "test"}));
+        assert_eq!(r.status, 201, "{}", r.text);
+        let v = r.json();
+        (v["token"].as_str().unwrap().to_owned(), v["info"]["key_id"].as_str().unwrap().to_owned())
+    }
+
+    /// Register and mint in one go.
+    pub fn principal_key(&self, tenant: &str, id: &str, kind: &str) -> String {
+        self.register(tenant, id, kind, None, false, None);
+        self.mint(tenant, id).0
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether `python3 -c "import <module>"` works.
+pub fn python_has(module: &str) -> bool {
+    std::process::Command::new("python3").args(["-c", &format!("import {module}")]).output().map(|o| o.status.success()).unwrap_or(false)
+}
