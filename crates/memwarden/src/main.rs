@@ -349,6 +349,23 @@ enum BenchCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Retrieval: HNSW build time, memory per vector, recall@10 against exact search, single-thread
+    /// latency unguarded and guarded (10% and 1% permission filters), embedding throughput; real
+    /// English text from this machine embedded by the local model.
+    Retrieval {
+        /// Index sizes (repeatable; default 100,000 and 1,000,000).
+        #[arg(long = "n")]
+        n: Vec<usize>,
+        /// N = 20,000 only, 200 queries (minutes).
+        #[arg(long)]
+        quick: bool,
+        /// Where the embedding cache lives (default: the output directory).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -425,7 +442,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         return Ok(if reports.iter().all(|r| r.as_expected()) { ExitCode::SUCCESS } else { ExitCode::from(1) });
     }
     if let Cmd::Bench(b) = &cli.cmd {
-        return bench(b);
+        return bench(b, cli.model_dir.clone());
     }
     if let Cmd::Audit(AuditCmd::Verify) = &cli.cmd {
         let report = SqliteStore::verify_dir(&cli.data)?;
@@ -634,9 +651,40 @@ fn git_rev() -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-fn bench(cmd: &BenchCmd) -> Result<ExitCode, EngineError> {
+fn bench_retrieval(n: &[usize], quick: bool, cache_dir: Option<&Path>, out: &Path, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
+    use memwarden_index::bench::{RetrievalBenchOptions, run_retrieval, write_retrieval};
+    let mut opts = if quick { RetrievalBenchOptions::quick(out) } else { RetrievalBenchOptions::new(out) };
+    if !n.is_empty() {
+        opts.sizes = n.to_vec();
+    }
+    opts.revision = git_rev().unwrap_or_else(|| "unknown".into());
+    opts.model_dir = model_dir;
+    opts.cache_dir = cache_dir.map(Path::to_path_buf);
+    let last = std::sync::Mutex::new((String::new(), 0u64));
+    let report = run_retrieval(&opts, &|stage, done, total| {
+        let pct = (done * 100).checked_div(total).unwrap_or(100);
+        let mut l = last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if l.0 != stage || pct / 5 != l.1 / 5 || done == total {
+            let filled = usize::try_from(pct / 5).unwrap_or(20).min(20);
+            eprint!("\r{stage:<32} [{}{}] {pct:>3}% ({done}/{total})", "#".repeat(filled), ".".repeat(20 - filled));
+            if done == total {
+                eprintln!();
+            }
+            *l = (stage.to_owned(), pct);
+        }
+    })
+    .map_err(fail)?;
+    write_retrieval(&report, out).map_err(fail)?;
+    println!("wrote {} and {}", out.join("retrieval.md").display(), out.join("retrieval.json").display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
     use std::io::Write;
-    let BenchCmd::Authority { quick, agent, seed, out } = cmd;
+    let (quick, agent, seed, out) = match cmd {
+        BenchCmd::Authority { quick, agent, seed, out } => (quick, agent, seed, out),
+        BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
+    };
     let mut opts = memwarden_bench::AuthorityBenchOptions::new(out);
     opts.quick = *quick;
     opts.seed = *seed;
