@@ -4,9 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-model.sh
-# The official MCP client and schemathesis drive the server in its tests.
-python3 -m pip install --quiet --disable-pip-version-check -r crates/memwarden-server/tests/requirements.txt
+# The official MCP client and schemathesis drive the server in its tests; the Python prov
+# package reads the lineage layer's PROV-JSON export.
+python3 -m pip install --quiet --disable-pip-version-check -r crates/memwarden-server/tests/requirements.txt \
+    -r crates/memwarden-lineage/tests/requirements.txt
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
+MEMWARDEN_REQUIRE_PYTHON=1 cargo test --workspace --locked
 # Fuzz the HTTP API from its own OpenAPI document (bounded): no 5xx.
 MEMWARDEN_SCHEMATHESIS_SECONDS=60 cargo test -p memwarden-server --test schemathesis --locked -- --ignored

@@ -159,6 +159,14 @@ pub struct Scope {
     pub visibility: Visibility,
 }
 
+impl Scope {
+    /// Whether the scope lets `reader` read: not revoked, and `reader` is the owner or in the
+    /// permission set. (Status is checked separately: [`Status::retrievable`].)
+    pub fn admits(&self, reader: &PrincipalId) -> bool {
+        self.visibility != Visibility::Revoked && (self.owner == *reader || self.readers.admits(reader))
+    }
+}
+
 /// Operational status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -171,6 +179,13 @@ pub enum Status {
     Blocked,
     /// Revoked; kept for audit.
     Revoked,
+}
+
+impl Status {
+    /// Whether an item in this status may come back from any read at all (only `Active`).
+    pub fn retrievable(self) -> bool {
+        self == Status::Active
+    }
 }
 
 /// Operational taint (never the evaluator's ground truth).
@@ -447,9 +462,7 @@ impl MemoryItem {
     /// Whether `reader` may read this item under its scope and status (the foundation's hard
     /// filter; the lineage layer refines it).
     pub fn readable_by(&self, reader: &PrincipalId) -> bool {
-        self.status == Status::Active
-            && self.scope.visibility != Visibility::Revoked
-            && (self.scope.owner == *reader || self.scope.readers.admits(reader))
+        self.status.retrievable() && self.scope.admits(reader)
     }
     /// SHA-256 over the canonical JSON of the item's immutable identity (everything fixed at write:
     /// id, tenant, namespace, text, origin, writer, route, label, parents, owner, creation time,

@@ -172,7 +172,13 @@ fn new_id(now_ms: u64) -> Result<ItemId, EngineError> {
 impl Engine {
     /// Open the embedded store in `dir` (created if needed; its log is verified on open).
     pub fn open(dir: &Path, config: EngineConfig) -> Result<Self, EngineError> {
-        let store = SqliteStore::open(dir, config.store)?;
+        Self::open_with_progress(dir, config, &|_, _, _| {})
+    }
+
+    /// [`Engine::open`], reporting progress (`stage`, `done`, `total`; total 0 when unknown)
+    /// while the store loads or rebuilds its vector indexes.
+    pub fn open_with_progress(dir: &Path, config: EngineConfig, progress: memwarden_store::Progress<'_>) -> Result<Self, EngineError> {
+        let store = SqliteStore::open_with_progress(dir, config.store, progress)?;
         Ok(Self::with_store(Arc::new(store), config))
     }
 
@@ -554,8 +560,7 @@ impl Engine {
             return Err(EngineError::Invalid(format!("k must be 1..={SEARCH_K_MAX}")));
         }
         let q = self.embed_one(query)?.ok_or(EngineError::NoEmbedder)?;
-        let reader = actor.id().clone();
-        let hits = self.store.search_exact(actor.tenant(), namespace, &q, k, &move |i: &MemoryItem| i.readable_by(&reader))?;
+        let hits = self.store.search(actor.tenant(), namespace, &q, k, actor.id())?;
         self.hand_over(actor, hits.iter().map(|h| &h.item))?;
         Ok(hits)
     }

@@ -523,12 +523,46 @@ impl AnnIndex {
             let hits = self.exact_scan(&q, k, filter)?;
             return finish(hits, SearchPath::ExactSelective);
         }
+        self.graph_then_exact(&q, k, filter, &admit, &panicked, finish)
+    }
 
+    /// Guarded search that always walks the graph with the filter first (no up-front exact
+    /// decision: for callers that made it themselves), then scans the eligible keys exactly if
+    /// the walk came back short. Same guarantees as [`AnnIndex::search_guarded`].
+    pub fn search_filtered_graph(&self, query: &[f32], k: usize, filter: &dyn Fn(u64) -> bool) -> Result<GuardedResult, IndexError> {
+        Self::check_k(k)?;
+        let q = self.prepare(query)?;
+        let panicked = Cell::new(false);
+        let admit = |key: u64| -> bool {
+            catch_unwind(AssertUnwindSafe(|| filter(key))).unwrap_or_else(|_| {
+                panicked.set(true);
+                false
+            })
+        };
+        let finish = |mut hits: Vec<Neighbor>, path: SearchPath| -> Result<GuardedResult, IndexError> {
+            hits.retain(|h| h.key != RESERVED_KEY && admit(h.key)); // defence in depth
+            if panicked.get() { Err(IndexError::FilterPanicked) } else { Ok(GuardedResult { hits, path }) }
+        };
+        if k == 0 {
+            return finish(Vec::new(), SearchPath::AnnFiltered);
+        }
+        self.graph_then_exact(&q, k, filter, &admit, &panicked, finish)
+    }
+
+    fn graph_then_exact(
+        &self,
+        q: &[f32],
+        k: usize,
+        filter: &dyn Fn(u64) -> bool,
+        admit: &dyn Fn(u64) -> bool,
+        panicked: &Cell<bool>,
+        finish: impl Fn(Vec<Neighbor>, SearchPath) -> Result<GuardedResult, IndexError>,
+    ) -> Result<GuardedResult, IndexError> {
         let ef = self.expansion_search_guarded.load(AtomicOrdering::Relaxed);
         let matches = {
             let inner = read(&self.inner);
             let _permit = self.permits.acquire();
-            inner.filtered_search(&q, k.max(ef), admit).map_err(IndexError::backend)?
+            inner.filtered_search(q, k.max(ef), admit).map_err(IndexError::backend)?
         };
         if panicked.get() {
             return Err(IndexError::FilterPanicked);
@@ -539,7 +573,7 @@ impl AnnIndex {
         if hits.len() >= k {
             return finish(hits, SearchPath::AnnFiltered);
         }
-        let hits = self.exact_scan(&q, k, filter)?;
+        let hits = self.exact_scan(q, k, filter)?;
         finish(hits, SearchPath::ExactAfterShortAnn)
     }
 
@@ -561,6 +595,32 @@ impl AnnIndex {
             return Ok(Vec::new());
         }
         self.exact_scan(&q, k, filter)
+    }
+
+    /// Exact search over an explicit candidate list: the `k` nearest of `candidates`, best
+    /// first. For callers that already hold the eligible keys (a store keeps them per reader),
+    /// so a selective filter costs `O(candidates)` rather than a scan of the whole index. Keys
+    /// not in the index are skipped; duplicates count once.
+    pub fn search_among(&self, query: &[f32], k: usize, candidates: &mut dyn Iterator<Item = u64>) -> Result<Vec<Neighbor>, IndexError> {
+        Self::check_k(k)?;
+        let q = self.prepare(query)?;
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let inner = read(&self.inner);
+        let mut top = TopK::new(k);
+        let mut seen = std::collections::HashSet::new();
+        let mut buf = vec![0.0f32; self.cfg.dims];
+        for key in candidates {
+            if key == RESERVED_KEY || !seen.insert(key) {
+                continue;
+            }
+            if inner.get(key, &mut buf).map_err(IndexError::backend)? == 0 {
+                continue;
+            }
+            top.push(dot(&q, &buf), key);
+        }
+        Ok(top.into_sorted())
     }
 
     /// Scores every admitted key. Vectors are read back from usearch with `get` (a copy of one

@@ -20,8 +20,10 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 mod sqlite;
+mod vectors;
 
 pub use sqlite::{SqliteStore, StoreConfig};
+pub use vectors::{Progress, SAVE_AFTER_ADDS_COUNT};
 
 use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::prelude::*;
@@ -150,6 +152,12 @@ pub enum StoreError {
     /// Another process has this data directory open (a server, or another command).
     #[error("data directory {0} is in use by another memwarden process (talk to that process, e.g. over HTTP, or stop it)")]
     Locked(String),
+    /// A search query is malformed (wrong dimension, not finite, `k` out of range).
+    #[error("bad query: {0}")]
+    BadQuery(String),
+    /// A vector index failed.
+    #[error("vector index: {0}")]
+    Index(String),
     /// The directory holds a store of a newer schema.
     #[error("unsupported schema version {0}")]
     Schema(i64),
@@ -200,16 +208,11 @@ pub trait Store: Send + Sync {
     /// A session's stored floor and witnesses (`None`: the session was never handed anything
     /// below trusted). The caller rebuilds it with [`Observed::restore`].
     fn session(&self, tenant: &TenantId, principal: &PrincipalId, session: &SessionId) -> Result<Option<StoredSession>, StoreError>;
-    /// Exact (brute-force cosine) search over a namespace: the `k` most similar items that pass
-    /// `eligible`, which is applied before ranking is cut (never a score penalty).
-    fn search_exact(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        query: &[f32],
-        k: usize,
-        eligible: &dyn Fn(&MemoryItem) -> bool,
-    ) -> Result<Vec<Hit>, StoreError>;
+    /// Semantic search over a namespace for `reader`. The permission filter (the item's status
+    /// and scope admit `reader`: [`MemoryItem::readable_by`]) decides eligibility *before*
+    /// ranking, never as a score penalty. Returns `min(k, eligible)` items, most similar first,
+    /// and never one `reader` may not read. `k` is 1..=[`SEARCH_K_MAX`].
+    fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError>;
     /// Number of log entries.
     fn log_len(&self) -> u64;
     /// Current Merkle root and head.

@@ -1,6 +1,7 @@
 //! The embedded backend: SQLite in WAL mode with `synchronous=FULL`, one writer thread doing
 //! group commit, one reader connection.
 
+use crate::vectors::{NewVector, Progress, Vectors, decode_f32};
 use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Hit, Mutation, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, mpsc};
 use std::thread::JoinHandle;
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 const DB_FILE: &str = "memwarden.db";
 /// Lock file: held (flock) by the one process that has the store open for writing.
 const LOCK_FILE: &str = "memwarden.lock";
@@ -25,11 +26,16 @@ pub struct StoreConfig {
     pub checkpoint_every: u64,
     /// Most mutations grouped into one transaction.
     pub group_commit_max: usize,
+    /// Guarded search scores the reader's eligible items exactly (instead of walking the HNSW
+    /// graph with the filter) when fewer than this many are eligible. `None`:
+    /// [`memwarden_index::exact_threshold`] of the partition's size. Tests set 0 to force the
+    /// graph path on small stores.
+    pub vector_exact_below: Option<usize>,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self { checkpoint_every: 1024, group_commit_max: 1024 }
+        Self { checkpoint_every: 1024, group_commit_max: 1024, vector_exact_below: None }
     }
 }
 
@@ -46,6 +52,8 @@ struct Shared {
     log: RwLock<VerdictLog>,
     key: SigningKey,
     reader: Mutex<Connection>,
+    /// The vector indexes, one per (tenant, namespace).
+    vectors: Vectors,
     last_checkpoint: AtomicU64,
     config: StoreConfig,
 }
@@ -116,6 +124,15 @@ CREATE TABLE IF NOT EXISTS grants_used(tenant TEXT NOT NULL, nonce BLOB NOT NULL
 CREATE TABLE IF NOT EXISTS sessions(tenant TEXT NOT NULL, principal TEXT NOT NULL, session TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, principal, session));
 CREATE TABLE IF NOT EXISTS log(idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS checkpoints(size INTEGER PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors(seq INTEGER PRIMARY KEY AUTOINCREMENT, id BLOB NOT NULL UNIQUE, tenant TEXT NOT NULL, namespace TEXT NOT NULL);
+";
+
+/// Schema 1 stored embeddings only in `items`; schema 2 numbers them in `vectors` (the index
+/// keys). Runs inside the open transaction of [`SqliteStore::open`].
+const MIGRATE_1_TO_2: &str = "
+INSERT OR IGNORE INTO vectors(id, tenant, namespace) SELECT id, tenant, namespace FROM items WHERE embedding IS NOT NULL ORDER BY log_index;
+INSERT OR IGNORE INTO meta(key, value) SELECT 'vector_dims', length(embedding) / 4 FROM items WHERE embedding IS NOT NULL ORDER BY log_index LIMIT 1;
+UPDATE meta SET value = 2 WHERE key = 'schema';
 ";
 
 fn open_conn(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
@@ -162,6 +179,12 @@ impl SqliteStore {
     /// Open (creating if needed) the store in `dir`. Reopening verifies the whole log against the
     /// recorded head and every signed checkpoint, and refuses a store that does not verify.
     pub fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
+        Self::open_with_progress(dir, config, &|_, _, _| {})
+    }
+
+    /// [`SqliteStore::open`], reporting progress while the vector indexes are loaded or rebuilt
+    /// (`stage`, `done`, `total`; `total` is 0 when unknown).
+    pub fn open_with_progress(dir: &Path, config: StoreConfig, progress: Progress<'_>) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let lock_path = dir.join(LOCK_FILE);
         let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(io_err(&lock_path))?;
@@ -177,6 +200,11 @@ impl SqliteStore {
         let version: Option<i64> = writer.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
         match version {
             Some(v) if v > SCHEMA_VERSION => return Err(StoreError::Schema(v)),
+            Some(1) => {
+                let tx = writer.transaction()?;
+                tx.execute_batch(MIGRATE_1_TO_2)?;
+                tx.commit()?;
+            }
             Some(_) => {}
             None => {
                 writer.execute("INSERT INTO meta(key, value) VALUES('schema', ?1)", params![SCHEMA_VERSION])?;
@@ -200,8 +228,10 @@ impl SqliteStore {
             tx.commit()?;
             log.append(&genesis).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         }
+        let vectors = Vectors::open(dir, &writer, progress)?;
         let reader = open_conn(&db, true)?;
         let shared = Arc::new(Shared {
+            vectors,
             _lock: lock,
             log: RwLock::new(log),
             key,
@@ -216,6 +246,16 @@ impl SqliteStore {
             .spawn(move || writer_loop(writer, rx, &s2))
             .map_err(io_err(dir))?;
         Ok(Self { shared, jobs: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)), dir: dir.to_path_buf() })
+    }
+
+    /// Number of vectors in the store's indexes (all tenants).
+    pub fn indexed_count(&self) -> usize {
+        self.shared.vectors.len()
+    }
+
+    /// Guarded searches answered so far by each path (for metrics and tests).
+    pub fn search_path_counts(&self) -> Vec<(memwarden_index::SearchPath, u64)> {
+        self.shared.vectors.path_counts()
     }
 
     /// Verify the log of a store directory without opening it for writing (works on a tampered
@@ -248,6 +288,44 @@ impl SqliteStore {
     fn send(&self, job: Job) -> Result<(), StoreError> {
         let guard = lock(&self.jobs);
         guard.as_ref().ok_or(StoreError::WriterGone)?.send(job).map_err(|_| StoreError::WriterGone)
+    }
+
+    /// Exact (brute-force cosine) search over a namespace, reading every stored embedding: the
+    /// `k` most similar items that pass `eligible`, applied before the cut (never a score
+    /// penalty). The oracle the index is tested against, and the fallback when an index is out
+    /// of step.
+    pub fn search_exact(
+        &self,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        query: &[f32],
+        k: usize,
+        eligible: &dyn Fn(&MemoryItem) -> bool,
+    ) -> Result<Vec<Hit>, StoreError> {
+        let k = k.min(SEARCH_K_MAX);
+        let conn = lock(&self.shared.reader);
+        let mut scored: Vec<(f32, Vec<u8>)> = Vec::new();
+        {
+            let mut stmt = conn.prepare_cached("SELECT id, embedding FROM items WHERE tenant = ?1 AND namespace = ?2 AND embedding IS NOT NULL")?;
+            let rows = stmt.query_map(params![tenant.as_str(), namespace.as_str()], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?)))?;
+            for row in rows {
+                let (id, emb) = row?;
+                scored.push((cosine(query, &decode_f32(&emb)), id));
+            }
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let mut out = Vec::with_capacity(k);
+        for (sim, raw) in scored {
+            if out.len() >= k {
+                break;
+            }
+            let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+            if let Some(item) = self.read_item(&conn, tenant, &id)?
+                && eligible(&item) {
+                    out.push(Hit { item, similarity: sim });
+                }
+        }
+        Ok(out)
     }
 
     fn read_item(&self, conn: &Connection, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
@@ -318,6 +396,10 @@ struct Pending {
     len: u64,
     head: Hash,
     entries: Vec<Entry>,
+    /// Vectors to index once the transaction commits.
+    vectors: Vec<NewVector>,
+    /// The store's vector dimension (set by the first vector ever, possibly in this group).
+    dims: Option<usize>,
 }
 
 impl Pending {
@@ -349,9 +431,17 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String, CommitError> {
     serde_json::to_string(v).map_err(|e| CommitError::Storage(e.to_string()))
 }
 
-fn embedding_bytes(e: &[f32]) -> Result<Vec<u8>, CommitError> {
+fn embedding_bytes(e: &[f32], dims: Option<usize>) -> Result<Vec<u8>, CommitError> {
     if e.is_empty() || e.len() > EMBEDDING_DIMS_MAX || e.iter().any(|x| !x.is_finite()) {
         return Err(CommitError::BadEmbedding(format!("{} dimensions (1..={EMBEDDING_DIMS_MAX}, finite)", e.len())));
+    }
+    if let Some(d) = dims
+        && d != e.len()
+    {
+        return Err(CommitError::BadEmbedding(format!("{} dimensions, but this store holds {d}-dimensional vectors", e.len())));
+    }
+    if e.iter().all(|x| *x == 0.0) {
+        return Err(CommitError::BadEmbedding("the zero vector has no direction".into()));
     }
     Ok(e.iter().flat_map(|x| x.to_le_bytes()).collect())
 }
@@ -372,7 +462,7 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
         }
         Mutation::Item { write, embedding } => {
             let item = write.item();
-            let emb = embedding.as_deref().map(embedding_bytes).transpose()?;
+            let emb = embedding.as_deref().map(|e| embedding_bytes(e, p.dims)).transpose()?;
             let digest = item.identity_digest();
             let next = p.len;
             let r = conn
@@ -395,6 +485,27 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
                 Err(e) if is_constraint(&e) => return Err(CommitError::ItemExists(item.id().to_string())),
                 Err(e) => return Err(sql(e)),
                 Ok(_) => {}
+            }
+            if let Some(e) = embedding {
+                conn.prepare_cached("INSERT INTO vectors(id, tenant, namespace) VALUES(?1, ?2, ?3)")
+                    .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), item.tenant().as_str(), item.namespace().as_str()]))
+                    .map_err(sql)?;
+                let seq = u64::try_from(conn.last_insert_rowid()).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+                if p.dims.is_none() {
+                    conn.prepare_cached("INSERT INTO meta(key, value) VALUES('vector_dims', ?1)")
+                        .and_then(|mut s| s.execute(params![e.len() as i64]))
+                        .map_err(sql)?;
+                    p.dims = Some(e.len());
+                }
+                p.vectors.push(NewVector {
+                    seq,
+                    id: item.id(),
+                    tenant: item.tenant().clone(),
+                    namespace: item.namespace().clone(),
+                    embedding: e.clone(),
+                    scope: item.scope().clone(),
+                    status: item.status(),
+                });
             }
             for parent in item.parents() {
                 conn.prepare_cached("INSERT OR IGNORE INTO edges(child, parent, kind) VALUES(?1, ?2, ?3)")
@@ -530,6 +641,9 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared: &Shared) {
         }
         if !commits.is_empty() {
             commit_group(&mut conn, shared, commits);
+            if let Err(e) = shared.vectors.save(false) {
+                eprintln!("memwarden-store: periodic save of a vector index failed (replayed at the next open): {e}");
+            }
         }
         let every = shared.config.checkpoint_every;
         let len = shared.log.read().map(|l| l.len()).unwrap_or(0);
@@ -541,7 +655,11 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared: &Shared) {
             }
         }
     }
-    // Queue closed: sign a final checkpoint so a clean close leaves the whole log anchored.
+    // Queue closed: save the vector indexes (a crash instead is recovered by replay at open).
+    if let Err(e) = shared.vectors.save(true) {
+        eprintln!("memwarden-store: saving the vector indexes failed (they are rebuilt at the next open): {e}");
+    }
+    // Sign a final checkpoint so a clean close leaves the whole log anchored.
     let len = shared.log.read().map(|l| l.len()).unwrap_or(0);
     if len > shared.last_checkpoint.load(Ordering::Relaxed) {
         let _ = write_checkpoint(&conn, shared, last_now_ms);
@@ -567,7 +685,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
         Ok(l) => (l.len(), l.head()),
         Err(_) => return,
     };
-    let mut pending = Pending { len, head, entries: Vec::new() };
+    let mut pending = Pending { len, head, entries: Vec::new(), vectors: Vec::new(), dims: shared.vectors.dims() };
     let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
     let outcome = (|| -> Result<(), rusqlite::Error> {
         conn.execute_batch("BEGIN IMMEDIATE")?;
@@ -580,7 +698,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
             }
             for m in mutations {
                 conn.execute_batch("SAVEPOINT m")?;
-                let mark = (pending.len, pending.head, pending.entries.len());
+                let mark = (pending.len, pending.head, pending.entries.len(), pending.vectors.len(), pending.dims);
                 match apply(conn, *now_ms, m, &mut pending) {
                     Ok(r) => {
                         conn.execute_batch("RELEASE m")?;
@@ -591,6 +709,8 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
                         pending.len = mark.0;
                         pending.head = mark.1;
                         pending.entries.truncate(mark.2);
+                        pending.vectors.truncate(mark.3);
+                        pending.dims = mark.4;
                         rs.push(Err(e));
                     }
                 }
@@ -610,6 +730,17 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
                 }
                 debug_assert_eq!(log.len(), pending.len);
             }
+            // Index before acknowledging, so the writer's next search finds what it wrote. A
+            // failure here marks the partition degraded (exact search until the next open
+            // rebuilds it); the rows are committed either way.
+            if let Some(d) = pending.dims {
+                shared.vectors.set_dims(d);
+            }
+            for v in pending.vectors {
+                if let Err(e) = shared.vectors.insert(v) {
+                    eprintln!("memwarden-store: vector index insert failed, searching exactly until reopen: {e}");
+                }
+            }
             for ((_, _, reply), rs) in commits.into_iter().zip(results) {
                 let _ = reply.send(Ok(rs));
             }
@@ -624,9 +755,6 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
     }
 }
 
-fn decode_f32(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-}
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() {
@@ -734,36 +862,33 @@ impl Store for SqliteStore {
         rec.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::Corrupt(format!("session: {e}")))).transpose()
     }
 
-    fn search_exact(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        query: &[f32],
-        k: usize,
-        eligible: &dyn Fn(&MemoryItem) -> bool,
-    ) -> Result<Vec<Hit>, StoreError> {
-        let k = k.min(SEARCH_K_MAX);
-        let conn = lock(&self.shared.reader);
-        let mut scored: Vec<(f32, Vec<u8>)> = Vec::new();
-        {
-            let mut stmt = conn.prepare_cached("SELECT id, embedding FROM items WHERE tenant = ?1 AND namespace = ?2 AND embedding IS NOT NULL")?;
-            let rows = stmt.query_map(params![tenant.as_str(), namespace.as_str()], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?)))?;
-            for row in rows {
-                let (id, emb) = row?;
-                scored.push((cosine(query, &decode_f32(&emb)), id));
-            }
+    fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
+        if k == 0 || k > SEARCH_K_MAX {
+            return Err(StoreError::BadQuery(format!("k must be 1..={SEARCH_K_MAX}")));
         }
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-        let mut out = Vec::with_capacity(k);
-        for (sim, raw) in scored {
-            if out.len() >= k {
-                break;
-            }
-            let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
-            if let Some(item) = self.read_item(&conn, tenant, &id)?
-                && eligible(&item) {
-                    out.push(Hit { item, similarity: sim });
+        let Some(dims) = self.shared.vectors.dims() else {
+            return Ok(Vec::new()); // nothing embedded yet
+        };
+        if query.len() != dims || query.iter().any(|x| !x.is_finite()) || query.iter().all(|x| *x == 0.0) {
+            return Err(StoreError::BadQuery(format!("the query must be a finite, non-zero {dims}-dimensional vector (got {} dimensions)", query.len())));
+        }
+        let exact = || self.search_exact(tenant, namespace, query, k, &|i: &MemoryItem| i.readable_by(reader));
+        let Some(found) = self.shared.vectors.search(tenant, namespace, query, k, reader, self.shared.config.vector_exact_below)? else {
+            return exact();
+        };
+        let conn = lock(&self.shared.reader);
+        let mut out = Vec::with_capacity(found.hits.len());
+        for (id, similarity) in found.hits {
+            // The catalog said eligible; the item read back (verified against the log) must agree.
+            match self.read_item(&conn, tenant, &id)? {
+                Some(item) if item.namespace() == namespace && item.readable_by(reader) => out.push(Hit { item, similarity }),
+                // Out of step (a status change raced this search): never return it, and answer
+                // from the table instead so the caller still gets min(k, eligible) items.
+                _ => {
+                    drop(conn);
+                    return exact();
                 }
+            }
         }
         Ok(out)
     }

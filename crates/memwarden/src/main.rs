@@ -465,7 +465,11 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         "none" => None,
         other => return Err(fail(format!("unknown embedder {other:?} (minilm, openai, none, hash)"))),
     };
-    let engine = std::sync::Arc::new(Engine::open(&cli.data, EngineConfig { embedder, ..EngineConfig::default() })?);
+    // Opening a large store loads (or, after damage, rebuilds) its vector indexes: show it.
+    let bar = ProgressBar::new(10_000);
+    let engine = std::sync::Arc::new(Engine::open_with_progress(&cli.data, EngineConfig { embedder, ..EngineConfig::default() }, &|stage, done, total| {
+        bar.update(stage, done as u64, total as u64)
+    })?);
     let session = parse::<SessionId>("session", &cli.session)?;
     let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate_session(&tenant, &parse::<PrincipalId>("principal", id)?, session.clone()) };
     match cli.cmd {
@@ -614,7 +618,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let ns = parse::<Namespace>("namespace", "crash")?;
             let mut stdout = std::io::stdout().lock();
             for n in 0u64.. {
-                let reqs: Vec<WriteRequest> = (0..batch.max(1)).map(|j| WriteRequest::new(ns.clone(), format!("crash-test write {n}.{j}"), Route::Direct)).collect();
+                let reqs: Vec<WriteRequest> = (0..batch.max(1)).map(|j| WriteRequest::new(ns.clone(), format!("crash-test write {}.{n}.{j}", std::process::id()), Route::Direct)).collect();
                 for r in engine.add_many(&who, reqs)? {
                     let (id, _) = r?;
                     writeln!(stdout, "ACK {id}").map_err(|e| fail(format!("stdout: {e}")))?;
@@ -660,11 +664,38 @@ fn bench_retrieval(n: &[usize], quick: bool, cache_dir: Option<&Path>, out: &Pat
     opts.revision = git_rev().unwrap_or_else(|| "unknown".into());
     opts.model_dir = model_dir;
     opts.cache_dir = cache_dir.map(Path::to_path_buf);
-    let last = std::sync::Mutex::new((String::new(), 0u64));
-    let report = run_retrieval(&opts, &|stage, done, total| {
-        let pct = (done * 100).checked_div(total).unwrap_or(100);
-        let mut l = last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if l.0 != stage || pct / 5 != l.1 / 5 || done == total {
+    let bar = ProgressBar::new(0);
+    let report = run_retrieval(&opts, &|stage, done, total| bar.update(stage, done, total)).map_err(fail)?;
+    write_retrieval(&report, out).map_err(fail)?;
+    println!("wrote {} and {}", out.join("retrieval.md").display(), out.join("retrieval.json").display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A one-line progress bar on stderr, redrawn every 5% or on a new stage.
+struct ProgressBar {
+    /// Stages with fewer items than this are not shown (they finish at once).
+    total_min: u64,
+    last: std::sync::Mutex<(String, u64)>,
+}
+
+impl ProgressBar {
+    fn new(total_min: u64) -> Self {
+        Self { total_min, last: std::sync::Mutex::new((String::new(), u64::MAX)) }
+    }
+
+    fn update(&self, stage: &str, done: u64, total: u64) {
+        use std::io::Write;
+        if total < self.total_min {
+            return;
+        }
+        let mut l = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if total == 0 {
+            eprint!("\r{stage:<32} {done}");
+        } else {
+            let pct = (done * 100).checked_div(total).unwrap_or(100);
+            if l.0 == stage && pct / 5 == l.1 / 5 && done != total {
+                return;
+            }
             let filled = usize::try_from(pct / 5).unwrap_or(20).min(20);
             eprint!("\r{stage:<32} [{}{}] {pct:>3}% ({done}/{total})", "#".repeat(filled), ".".repeat(20 - filled));
             if done == total {
@@ -672,11 +703,8 @@ fn bench_retrieval(n: &[usize], quick: bool, cache_dir: Option<&Path>, out: &Pat
             }
             *l = (stage.to_owned(), pct);
         }
-    })
-    .map_err(fail)?;
-    write_retrieval(&report, out).map_err(fail)?;
-    println!("wrote {} and {}", out.join("retrieval.md").display(), out.join("retrieval.json").display());
-    Ok(ExitCode::SUCCESS)
+        let _ = std::io::stderr().flush();
+    }
 }
 
 fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
