@@ -542,6 +542,22 @@ impl Engine {
         }
     }
 
+    /// Revoke a memory: afterwards no read returns it (by id, list or search), and the
+    /// revocation is in the verdict log. Allowed to the memory's owner and to users of its
+    /// tenant; a memory the actor cannot see is reported as not found.
+    pub fn revoke(&self, actor: &Actor, id: &ItemId, reason: &str) -> Result<Receipt, EngineError> {
+        let item = match self.store.item(actor.tenant(), id)? {
+            Some(i) if i.readable_by(actor.id()) || actor.principal().kind == PrincipalKind::User => i,
+            _ => return Err(EngineError::NotFound(*id)),
+        };
+        let admitted = self.authority.admit_revocation(actor.principal(), &item, reason).map_err(|e| match e {
+            RevokeError::NotAllowed => EngineError::Forbidden(e.to_string()),
+            RevokeError::OtherTenant => EngineError::NotFound(*id),
+            RevokeError::AlreadyRevoked | RevokeError::ReasonTooLong => EngineError::Invalid(e.to_string()),
+        })?;
+        one(self.store.commit(self.now_ms(), vec![Mutation::Revocation(admitted)])?)
+    }
+
     /// Memories of a namespace the actor may read, oldest first. Everything returned counts as
     /// handed to the actor's session.
     pub fn list(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {

@@ -398,6 +398,25 @@ pub struct AttestOut {
     pub log_index: u64,
 }
 
+/// Revoke a memory.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeIn {
+    /// Why (recorded in the verdict log; at most 1024 bytes).
+    #[serde(default)]
+    #[schema(max_length = 1024)]
+    pub reason: String,
+}
+
+/// Result of revoking a memory.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MemoryRevokedOut {
+    /// The revoked memory.
+    pub id: String,
+    /// Log index of the revocation entry.
+    pub log_index: u64,
+}
+
 /// Result of recording a grant.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct GrantOut {

@@ -344,6 +344,21 @@ async fn get_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath)
     Ok(Json(st.run(move |e| ops::get(e, &c.actor, &id)).await?))
 }
 
+/// Revoke a memory: afterwards no read returns it (it stays stored for audit). Allowed to the
+/// memory's owner and to users of its tenant.
+#[utoipa::path(post, path = "/v1/memories/{id}/revoke", tag = "memories", request_body = RevokeIn,
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "Revoked", body = MemoryRevokedOut),
+        (status = 400, description = "Malformed id or reason", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn revoke_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiJson(r): ApiJson<RevokeIn>) -> Result<Json<MemoryRevokedOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::revoke(e, &c.actor, &id, r)).await?))
+}
+
 /// Semantic search; the permission filter decides eligibility before ranking.
 #[utoipa::path(post, path = "/v1/search", tag = "memories", request_body = SearchIn,
     responses(
@@ -543,7 +558,7 @@ async fn admin_list_keys(State(st): State<AppState>, _a: AdminCaller, ApiQuery(q
 #[utoipa::path(delete, path = "/v1/admin/keys/{key_id}", tag = "admin",
     params(("key_id" = String, Path, description = "The key's id")),
     responses(
-        (status = 200, description = "Revoked", body = RevokeOut),
+        (status = 200, description = "Revoked", body = MemoryRevokedOut),
         (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not the admin token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such active key", body = Problem, content_type = "application/problem+json"),
@@ -746,7 +761,7 @@ impl utoipa::Modify for SecurityAddon {
 #[openapi(
     info(title = "memwarden", description = "Governed memory for LLM agents. Every request authenticates as a principal (API key); the principal, never the body, fixes tenant, identity and origin. Errors are RFC 9457 problem details with a stable `code`. The MCP endpoint (streamable HTTP) is at `/mcp`."),
     paths(
-        add_memories, list_memories, get_memory, search, derive, tool_calls,
+        add_memories, list_memories, get_memory, revoke_memory, search, derive, tool_calls,
         attestations, grants, decide,
         audit_verify, audit_checkpoint, audit_proof,
         me, admin_register, admin_list_principals, admin_mint_key, admin_list_keys, admin_revoke_key,
@@ -773,6 +788,7 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
     let authed = Router::new()
         .route("/v1/memories", post(add_memories).get(list_memories))
         .route("/v1/memories/{id}", get(get_memory))
+        .route("/v1/memories/{id}/revoke", post(revoke_memory))
         .route("/v1/search", post(search))
         .route("/v1/derive", post(derive))
         .route("/v1/tool-calls", post(tool_calls))

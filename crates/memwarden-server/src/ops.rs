@@ -138,6 +138,13 @@ pub fn get(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryOut, ApiErr
     Ok(memory_out(&engine.get(actor, &parse_id(id)?)?))
 }
 
+/// Revoke a memory (its owner or a user).
+pub fn revoke(engine: &Engine, actor: &Actor, id: &str, r: RevokeIn) -> Result<MemoryRevokedOut, ApiError> {
+    let id = parse_id(id)?;
+    let receipt = engine.revoke(actor, &id, &r.reason)?;
+    Ok(MemoryRevokedOut { id: id.to_string(), log_index: receipt.log_index })
+}
+
 /// Memories of a namespace the actor may read.
 pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize) -> Result<ListOut, ApiError> {
     if limit == 0 || limit > 10_000 {

@@ -50,6 +50,30 @@ fn tenants_never_see_each_others_memories() {
 }
 
 #[test]
+fn revoked_memories_are_gone_from_every_read() {
+    let s = TestServer::start();
+    let owner = s.principal_key("acme", "owner", "agent");
+    let peer = s.principal_key("acme", "peer", "agent");
+    let note = add(&s, &owner, "ops", "the deploy window moved to Thursday night");
+    let id = note["id"].as_str().unwrap();
+    let hits = s.post("/v1/search", Some(&peer), &json!({"namespace": "ops", "query": "deploy window", "k": 5})).json();
+    assert_eq!(hits["results"][0]["id"], note["id"]);
+    // Only the owner (or a user) may revoke.
+    s.post(&format!("/v1/memories/{id}/revoke"), Some(&peer), &json!({"reason": "not mine"})).problem(403, "forbidden");
+    s.post(&format!("/v1/memories/{id}/revoke"), Some(&owner), &json!({"reason": "x", "status": "active"})).problem(400, "invalid_input");
+    let r = s.post(&format!("/v1/memories/{id}/revoke"), Some(&owner), &json!({"reason": "planted by a compromised tool"}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["id"], note["id"]);
+    for key in [&owner, &peer] {
+        s.get(&format!("/v1/memories/{id}"), Some(key)).problem(404, "not_found");
+        let hits = s.post("/v1/search", Some(key), &json!({"namespace": "ops", "query": "deploy window", "k": 5})).json();
+        assert!(hits["results"].as_array().unwrap().is_empty(), "{hits}");
+        assert!(s.get("/v1/memories?namespace=ops&limit=50", Some(key)).json()["results"].as_array().unwrap().is_empty());
+    }
+    s.post(&format!("/v1/memories/{id}/revoke"), Some(&owner), &json!({})).problem(404, "not_found");
+}
+
+#[test]
 fn identity_claims_in_the_body_never_set_the_origin() {
     let s = TestServer::start();
     let agent = s.principal_key("acme", "agent", "agent");

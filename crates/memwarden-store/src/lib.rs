@@ -65,6 +65,10 @@ pub enum Mutation {
         /// What the session has been handed so far.
         observed: Observed,
     },
+    /// Revoke an item: its stored record takes the revoked status and scope (identity and label
+    /// unchanged, so reads still verify against the log), the vector index stops admitting it,
+    /// and the revocation is logged.
+    Revocation(AdmittedRevocation),
     /// Record a decision with its elevations and grant consumptions.
     Decision {
         /// The deciding principal.
@@ -107,6 +111,9 @@ pub enum CommitError {
     /// A grant was consumed by another decision first.
     #[error("grant {0} was already used")]
     GrantAlreadyUsed(String),
+    /// The item to change does not exist in the tenant.
+    #[error("memory {0} not found")]
+    ItemMissing(String),
     /// The embedding is too long or not finite.
     #[error("embedding rejected: {0}")]
     BadEmbedding(String),

@@ -1,7 +1,7 @@
 //! The embedded backend: SQLite in WAL mode with `synchronous=FULL`, one writer thread doing
 //! group commit, one reader connection.
 
-use crate::vectors::{NewVector, Progress, Vectors, decode_f32};
+use crate::vectors::{AccessChange, NewVector, Progress, Vectors, decode_f32};
 use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Hit, Mutation, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
@@ -398,6 +398,8 @@ struct Pending {
     entries: Vec<Entry>,
     /// Vectors to index once the transaction commits.
     vectors: Vec<NewVector>,
+    /// Catalog changes (status or scope) to apply once the transaction commits.
+    access: Vec<AccessChange>,
     /// The store's vector dimension (set by the first vector ever, possibly in this group).
     dims: Option<usize>,
 }
@@ -576,6 +578,37 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
                 &json!({"tenant": tenant, "principal": principal, "session": session, "floor": row.floor, "witnesses": row.witnesses}),
             )?
         }
+        Mutation::Revocation(r) => {
+            let item = r.item();
+            let changed = conn
+                .prepare_cached("UPDATE items SET record = ?1 WHERE id = ?2 AND tenant = ?3")
+                .and_then(|mut s| s.execute(params![to_json(item).unwrap_or_default(), item.id().as_bytes().as_slice(), item.tenant().as_str()]))
+                .map_err(sql)?;
+            if changed != 1 {
+                return Err(CommitError::ItemMissing(item.id().to_string()));
+            }
+            let seq: Option<i64> = conn
+                .prepare_cached("SELECT seq FROM vectors WHERE id = ?1")
+                .and_then(|mut s| s.query_row(params![item.id().as_bytes().as_slice()], |r| r.get(0)).optional())
+                .map_err(sql)?;
+            if let Some(seq) = seq {
+                let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+                p.access.push(AccessChange {
+                    seq,
+                    tenant: item.tenant().clone(),
+                    namespace: item.namespace().clone(),
+                    scope: item.scope().clone(),
+                    status: item.status(),
+                });
+            }
+            p.push(
+                conn,
+                now_ms,
+                EntryKind::Revocation,
+                &json!({"tenant": item.tenant(), "id": item.id(), "by": r.by(), "reason": r.reason(), "status": item.status(),
+                        "digest": hex::encode(item.identity_digest())}),
+            )?
+        }
         Mutation::Decision { actor, tenant, action, outcome } => {
             for u in outcome.grant_uses() {
                 let g = &u.grant.grant;
@@ -685,7 +718,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
         Ok(l) => (l.len(), l.head()),
         Err(_) => return,
     };
-    let mut pending = Pending { len, head, entries: Vec::new(), vectors: Vec::new(), dims: shared.vectors.dims() };
+    let mut pending = Pending { len, head, entries: Vec::new(), vectors: Vec::new(), access: Vec::new(), dims: shared.vectors.dims() };
     let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
     let outcome = (|| -> Result<(), rusqlite::Error> {
         conn.execute_batch("BEGIN IMMEDIATE")?;
@@ -698,7 +731,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
             }
             for m in mutations {
                 conn.execute_batch("SAVEPOINT m")?;
-                let mark = (pending.len, pending.head, pending.entries.len(), pending.vectors.len(), pending.dims);
+                let mark = (pending.len, pending.head, pending.entries.len(), pending.vectors.len(), pending.dims, pending.access.len());
                 match apply(conn, *now_ms, m, &mut pending) {
                     Ok(r) => {
                         conn.execute_batch("RELEASE m")?;
@@ -710,6 +743,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
                         pending.head = mark.1;
                         pending.entries.truncate(mark.2);
                         pending.vectors.truncate(mark.3);
+                        pending.access.truncate(mark.5);
                         pending.dims = mark.4;
                         rs.push(Err(e));
                     }
@@ -740,6 +774,9 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
                 if let Err(e) = shared.vectors.insert(v) {
                     eprintln!("memwarden-store: vector index insert failed, searching exactly until reopen: {e}");
                 }
+            }
+            for a in pending.access {
+                shared.vectors.update_access(a);
             }
             for ((_, _, reply), rs) in commits.into_iter().zip(results) {
                 let _ = reply.send(Ok(rs));

@@ -53,6 +53,16 @@ pub(crate) struct NewVector {
     pub(crate) status: Status,
 }
 
+/// A committed change of an indexed item's status or scope, to apply to the catalog.
+#[derive(Debug)]
+pub(crate) struct AccessChange {
+    pub(crate) seq: u64,
+    pub(crate) tenant: TenantId,
+    pub(crate) namespace: Namespace,
+    pub(crate) scope: Scope,
+    pub(crate) status: Status,
+}
+
 /// Who may read which key of a partition: exactly the keys whose item is retrievable, split
 /// into those everyone in the namespace may read and those only listed principals may read.
 #[derive(Debug, Default)]
@@ -78,6 +88,20 @@ impl Eligibility {
                 }
             }
         }
+    }
+
+    /// Replaces a key's access (status or scope changed). The key leaves every reader set first,
+    /// so a narrowing takes effect before any widening could.
+    fn update(&mut self, key: u64, scope: &Scope, status: Status) {
+        let Some(id) = self.ids.get(&key).copied() else {
+            return;
+        };
+        self.shared.remove(&key);
+        self.by_reader.retain(|_, keys| {
+            keys.remove(&key);
+            !keys.is_empty()
+        });
+        self.insert(key, id, scope, status);
     }
 
     /// How many keys `reader` may read (exact: the two sets are disjoint).
@@ -334,6 +358,14 @@ impl Vectors {
         part.max_seq.fetch_max(v.seq, Ordering::AcqRel);
         part.unsaved.fetch_add(1, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Applies a committed status/scope change to the catalog (writer thread only). The vector
+    /// stays in the graph as a waypoint; the filter no longer admits it.
+    pub(crate) fn update_access(&self, a: AccessChange) {
+        if let Some(part) = self.partition(&a.tenant, &a.namespace) {
+            write(&part.elig).update(a.seq, &a.scope, a.status);
+        }
     }
 
     /// Saves partitions with unsaved inserts: all of them (`force`, at close) or those past

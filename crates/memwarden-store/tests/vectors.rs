@@ -37,11 +37,13 @@ struct Spec {
     writer: usize,
     readers: Option<BTreeSet<usize>>,
     vector: Vec<f32>,
+    /// Held back at write (a lifecycle gate may quarantine or block an admitted write).
+    status: Status,
 }
 
 impl Spec {
     fn readable_by(&self, reader: usize) -> bool {
-        self.writer == reader || self.readers.as_ref().is_none_or(|r| r.contains(&reader))
+        self.status == Status::Active && (self.writer == reader || self.readers.as_ref().is_none_or(|r| r.contains(&reader)))
     }
 }
 
@@ -86,7 +88,9 @@ fn write(store: &SqliteStore, specs: &[Spec], first_id: u64) -> Vec<ItemId> {
             let id = ItemId::from_bytes(raw);
             let mut req = WriteRequest::new(ns(), format!("memory {n}"), Route::Direct);
             req.readers = s.readers.as_ref().map(|r| r.iter().map(|&i| pid(i)).collect());
-            let admitted = gate.admit_write(&principal(s.writer), &tenant(), req, &[], id, n).unwrap();
+            let mut admitted = gate.admit_write(&principal(s.writer), &tenant(), req, &[], id, n).unwrap();
+            let guard = admitted.item().guard().clone();
+            admitted.restrict(s.status, guard);
             muts.push(Mutation::Item { write: admitted, embedding: Some(s.vector.clone()) });
             ids.push(id);
         }
@@ -117,15 +121,17 @@ fn search(store: &SqliteStore, query: &[f32], k: usize, reader: usize) -> Vec<(I
 }
 
 fn specs_strategy(max: usize) -> impl Strategy<Value = Vec<Spec>> {
-    let spec = (0..PRINCIPALS.len(), prop::option::weighted(0.6, prop::collection::btree_set(0..PRINCIPALS.len(), 0..3)), any::<u64>())
-        .prop_map(|(writer, readers, seed)| Spec { writer, readers, vector: vector(seed) });
+    let status = prop_oneof![6 => Just(Status::Active), 1 => Just(Status::Quarantined), 1 => Just(Status::Blocked)];
+    let spec = (0..PRINCIPALS.len(), prop::option::weighted(0.6, prop::collection::btree_set(0..PRINCIPALS.len(), 0..3)), any::<u64>(), status)
+        .prop_map(|(writer, readers, seed, status)| Spec { writer, readers, vector: vector(seed), status });
     prop::collection::vec(spec, 1..max)
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Guarded search never returns an item the reader may not read, always returns
+    /// Guarded search never returns an item the reader may not read (other readers' private
+    /// items, quarantined or blocked items), always returns
     /// min(k, eligible) items, best first — on the exact path (small stores) and on the
     /// filtered graph path (forced). The exact path must equal the reference ranking.
     #[test]
@@ -167,7 +173,7 @@ fn specs(n: usize, seed: u64) -> Vec<Spec> {
         .map(|i| {
             let i = i as u64;
             let readers = if i.is_multiple_of(3) { Some([((i / 3) % 4) as usize].into_iter().collect()) } else { None };
-            Spec { writer: (i % 4) as usize, readers, vector: vector(seed.wrapping_add(i)) }
+            Spec { writer: (i % 4) as usize, readers, vector: vector(seed.wrapping_add(i)), status: Status::Active }
         })
         .collect()
 }

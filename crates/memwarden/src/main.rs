@@ -127,6 +127,17 @@ enum Cmd {
         /// The id.
         id: String,
     },
+    /// Revoke a memory (its owner or a user): no read returns it afterwards; it stays for audit.
+    Revoke {
+        /// Revoking principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// Why (recorded in the verdict log).
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// The id.
+        id: String,
+    },
     /// Semantic search; the permission filter decides eligibility before ranking.
     Search {
         /// Searching principal.
@@ -604,6 +615,10 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             print_json(&json!({"principal": who.id(), "session": who.session(), "floor": o.floor(), "witnesses": o.witnesses()}));
         }
         Cmd::Get { actor: a, id } => print_json(&item_json(&engine.get(&actor(&a)?, &parse("id", &id)?)?)),
+        Cmd::Revoke { actor: a, reason, id } => {
+            let receipt = engine.revoke(&actor(&a)?, &parse("id", &id)?, &reason)?;
+            print_json(&json!({"revoked": id, "log_index": receipt.log_index}));
+        }
         Cmd::List { actor: a, ns, limit } => {
             let items = engine.list(&actor(&a)?, &parse("namespace", &ns)?, limit)?;
             print_json(&json!(items.iter().map(item_json).collect::<Vec<_>>()));

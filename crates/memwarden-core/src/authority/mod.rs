@@ -133,6 +133,51 @@ impl AdmittedWrite {
     }
 }
 
+/// Longest accepted revocation reason (bytes).
+pub const REASON_BYTES_MAX: usize = 1024;
+
+/// A revocation the gate admitted: the item after revocation (status `revoked`, visibility
+/// `revoked`, permission set cleared; its identity and label unchanged), who revoked it and why.
+/// Only this module constructs it; the store requires it to change an item's status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmittedRevocation {
+    item: MemoryItem,
+    by: PrincipalId,
+    reason: String,
+}
+
+impl AdmittedRevocation {
+    /// The item as it is after revocation.
+    pub fn item(&self) -> &MemoryItem {
+        &self.item
+    }
+    /// The revoking principal.
+    pub fn by(&self) -> &PrincipalId {
+        &self.by
+    }
+    /// The stated reason.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+/// Why a revocation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RevokeError {
+    /// Only the item's owner or a user of its tenant may revoke it.
+    #[error("only the memory's owner or a user may revoke it")]
+    NotAllowed,
+    /// The item is already revoked.
+    #[error("the memory is already revoked")]
+    AlreadyRevoked,
+    /// The principal and the item belong to different tenants.
+    #[error("the memory belongs to another tenant")]
+    OtherTenant,
+    /// The reason is longer than [`REASON_BYTES_MAX`].
+    #[error("the reason exceeds {REASON_BYTES_MAX} bytes")]
+    ReasonTooLong,
+}
+
 /// A tool argument as the caller passes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolArg {
@@ -321,6 +366,30 @@ impl Authority {
             // Ablation: labels as if they came from content, which the attacker controls.
             Label::bind(Origin::User)
         }
+    }
+
+    /// Admit the revocation of `item` by `principal`: allowed to the item's owner and to users
+    /// of its tenant. Afterwards nobody can read the item (it stays stored, for audit).
+    pub fn admit_revocation(&self, principal: &Principal, item: &MemoryItem, reason: &str) -> Result<AdmittedRevocation, RevokeError> {
+        if principal.tenant != item.tenant {
+            return Err(RevokeError::OtherTenant);
+        }
+        if reason.len() > REASON_BYTES_MAX {
+            return Err(RevokeError::ReasonTooLong);
+        }
+        if principal.id != item.scope.owner && principal.kind != PrincipalKind::User {
+            return Err(RevokeError::NotAllowed);
+        }
+        if item.status == Status::Revoked || item.scope.visibility == Visibility::Revoked {
+            return Err(RevokeError::AlreadyRevoked);
+        }
+        let mut revoked = item.clone();
+        revoked.status = Status::Revoked;
+        revoked.scope.visibility = Visibility::Revoked;
+        revoked.scope.readers = Readers::Only(BTreeSet::new());
+        debug_assert_eq!(revoked.identity_digest(), item.identity_digest(), "revocation must not touch the identity");
+        debug_assert!(revoked.label() == item.label());
+        Ok(AdmittedRevocation { item: revoked, by: principal.id.clone(), reason: reason.to_owned() })
     }
 
     /// M1 + M2: admit a write by `principal`. `parents` are the resolved items of
