@@ -85,7 +85,9 @@ impl TestServer {
             });
         });
         let addr: SocketAddr = addr_rx.recv().unwrap();
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+        // No pooled connections: a pooled connection the server has since closed fails the next
+        // request with "peer disconnected" (seen once in CI after the MCP client's long run).
+        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).max_idle_connections(0).build().into();
         Self { dir, base: format!("http://{addr}"), addr, engine: Some(engine), stop: Some(stop_tx), thread: Some(thread), agent }
     }
 
