@@ -163,6 +163,11 @@ fn one(mut rs: Vec<Result<Receipt, CommitError>>) -> Result<Receipt, EngineError
     }
 }
 
+/// `None` for the zero vector (see [`Engine::embed_one`]).
+fn with_direction(v: Vec<f32>) -> Option<Vec<f32>> {
+    if v.iter().all(|x| *x == 0.0) { None } else { Some(v) }
+}
+
 fn new_id(now_ms: u64) -> Result<ItemId, EngineError> {
     let mut r = [0u8; 10];
     getrandom::fill(&mut r).map_err(|e| EngineError::Invalid(format!("no randomness: {e}")))?;
@@ -311,10 +316,13 @@ impl Engine {
         Ok(out)
     }
 
+    /// The text's embedding; `None` without an embedder, and `None` for a text whose embedding
+    /// is the zero vector (no token the embedder knows: it has no direction, so it can never be
+    /// similar to anything and is not indexed).
     fn embed_one(&self, text: &str) -> Result<Option<Vec<f32>>, EngineError> {
         match &self.embedder {
             None => Ok(None),
-            Some(e) => Ok(e.embed(&[text])?.pop()),
+            Some(e) => Ok(e.embed(&[text])?.pop().and_then(with_direction)),
         }
     }
 
@@ -355,7 +363,7 @@ impl Engine {
         let admitted: Vec<Result<AdmittedWrite, EngineError>> = reqs.into_iter().map(|r| self.prepare_write(actor, r, now)).collect();
         let texts: Vec<&str> = admitted.iter().filter_map(|a| a.as_ref().ok()).map(|w| w.item().content()).collect();
         let mut embeddings = match &self.embedder {
-            Some(e) if !texts.is_empty() => e.embed(&texts)?.into_iter().map(Some).collect::<Vec<_>>(),
+            Some(e) if !texts.is_empty() => e.embed(&texts)?.into_iter().map(with_direction).collect::<Vec<_>>(),
             _ => vec![None; texts.len()],
         }
         .into_iter();
@@ -575,7 +583,13 @@ impl Engine {
         if k == 0 || k > SEARCH_K_MAX {
             return Err(EngineError::Invalid(format!("k must be 1..={SEARCH_K_MAX}")));
         }
-        let q = self.embed_one(query)?.ok_or(EngineError::NoEmbedder)?;
+        if self.embedder.is_none() {
+            return Err(EngineError::NoEmbedder);
+        }
+        // A query without direction (no token the embedder knows) is similar to nothing.
+        let Some(q) = self.embed_one(query)? else {
+            return Ok(Vec::new());
+        };
         let hits = self.store.search(actor.tenant(), namespace, &q, k, actor.id())?;
         self.hand_over(actor, hits.iter().map(|h| &h.item))?;
         Ok(hits)

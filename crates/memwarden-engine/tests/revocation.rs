@@ -108,3 +108,20 @@ fn revoked_memories_never_come_back_on_the_exact_path() {
 fn revoked_memories_never_come_back_on_the_graph_path() {
     check(Some(0));
 }
+
+/// Caught by schemathesis: a text with no token the embedder knows embeds to the zero vector,
+/// which the index refuses; the write and the search answered 500. Such a memory is stored
+/// without an embedding (it can be similar to nothing) and such a query finds nothing.
+#[test]
+fn regression_text_without_known_tokens_is_stored_but_not_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path(), None);
+    setup(&e);
+    let ana = actor(&e, "ana");
+    let odd = "\u{1F962}@";
+    let (item, _) = e.add(&ana, WriteRequest::new(ns(), odd, Route::Direct)).unwrap();
+    e.add(&ana, WriteRequest::new(ns(), "an ordinary note", Route::Direct)).unwrap();
+    assert_eq!(e.get(&ana, &item.id()).unwrap().content(), odd);
+    assert!(e.search(&ana, &ns(), odd, 5).unwrap().is_empty());
+    assert_eq!(e.search(&ana, &ns(), "ordinary note", 5).unwrap().len(), 1);
+}
