@@ -28,7 +28,6 @@ pub mod agent;
 pub mod authority;
 #[cfg(feature = "lifecycle-wip")]
 pub mod lifecycle;
-#[cfg(feature = "lineage-wip")]
 pub mod lineage;
 pub mod openai;
 pub mod stats;

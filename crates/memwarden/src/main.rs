@@ -360,6 +360,23 @@ enum BenchCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// The lineage benchmark: 2,700 tasks (seed 42) through B0-B6, MAP-Graph (`lineage`) and
+    /// `full`, plus six ablations, with cluster-bootstrap 95% intervals.
+    Lineage {
+        /// The stratified 540-task subset (seed 2027).
+        #[arg(long)]
+        quick: bool,
+        /// `scripted` (deterministic) or `openai` (configured by MEMWARDEN_BENCH_OPENAI_URL /
+        /// _MODEL / _KEY).
+        #[arg(long, default_value = "scripted")]
+        agent: String,
+        /// What-if: `full` hands agents only records about as relevant as the best match.
+        #[arg(long)]
+        full_relevance_floor: bool,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Retrieval: HNSW build time, memory per vector, recall@10 against exact search, single-thread
     /// latency unguarded and guarded (10% and 1% permission filters), embedding throughput; real
     /// English text from this machine embedded by the local model.
@@ -722,11 +739,26 @@ impl ProgressBar {
     }
 }
 
+fn bench_lineage(quick: bool, agent: &str, full_relevance_floor: bool, out: &Path) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::lineage::{LineageAgentChoice, LineageBenchOptions, run_lineage, write_lineage};
+    let mut opts = LineageBenchOptions::new(out);
+    opts.quick = quick;
+    opts.agent = LineageAgentChoice::from_name(agent).map_err(fail)?;
+    opts.full_relevance_floor = full_relevance_floor;
+    opts.git_rev = git_rev();
+    let bar = ProgressBar::new(0);
+    let report = run_lineage(&opts, &mut |done, total| bar.update("lineage", done as u64, total as u64)).map_err(fail)?;
+    let (json, md) = write_lineage(&report, out).map_err(fail)?;
+    println!("wrote {} and {}", md.display(), json.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
     use std::io::Write;
     let (quick, agent, seed, out) = match cmd {
         BenchCmd::Authority { quick, agent, seed, out } => (quick, agent, seed, out),
         BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
+        BenchCmd::Lineage { quick, agent, full_relevance_floor, out } => return bench_lineage(*quick, agent, *full_relevance_floor, out),
     };
     let mut opts = memwarden_bench::AuthorityBenchOptions::new(out);
     opts.quick = *quick;
