@@ -11,7 +11,7 @@ use super::report::LifecycleReport;
 use crate::BenchError;
 
 /// Line colours, one per variant (report order).
-const COLOURS: [RGBColor; 10] = [
+const COLOURS: [RGBColor; 11] = [
     RGBColor(0, 0, 0),
     RGBColor(230, 97, 1),
     RGBColor(31, 119, 180),
@@ -22,6 +22,7 @@ const COLOURS: [RGBColor; 10] = [
     RGBColor(227, 119, 194),
     RGBColor(127, 127, 127),
     RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
 ];
 
 fn register_font() -> Result<(), BenchError> {

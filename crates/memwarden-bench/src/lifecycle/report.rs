@@ -388,6 +388,53 @@ fn rounds_str(v: &[Option<f64>]) -> String {
     v.iter().map(|x| f(*x)).collect::<Vec<_>>().join(" / ")
 }
 
+/// MDSR@3 and RDA@3 of a Table-5 row.
+fn cell(r: &LifecycleReport, setting: &str, variant: &str) -> Option<(f64, f64)> {
+    let t = r.table5.iter().find(|t| t.setting == setting && t.variant == variant)?;
+    Some((t.mdsr3?, t.rda3?))
+}
+
+/// The contrasts the paper reports, computed from this run.
+fn comparison(s: &mut String, r: &LifecycleReport) {
+    let _ = writeln!(s, "\n## Comparison with the paper's contrasts (ΔMDSR@3 / ΔRDA@3 in points, mean over star / chain / tree / random)\n");
+    let _ = writeln!(s, "| contrast | scope | this run | paper |");
+    let _ = writeln!(s, "| --- | --- | --- | --- |");
+    let d = |scope: &str, a: &str, b: &str| -> String {
+        match (cell(r, scope, a), cell(r, scope, b)) {
+            (Some(x), Some(y)) => format!("{:+.1} / {:+.1}", x.0 - y.0, x.1 - y.1),
+            _ => "–".to_owned(),
+        }
+    };
+    let rows: [(&str, &str, &str, &str, &str); 9] = [
+        ("lifecycle − retrieval_only", "appworld_agentpoison", "lifecycle", "retrieval_only", "+23.4 / −21.5 (AppWorld, Gemma)"),
+        ("lifecycle − retrieval_only", "all", "lifecycle", "retrieval_only", "–"),
+        ("full − lifecycle (label rule)", "all", "full", "lifecycle", "– (not in the paper)"),
+        ("no_q − lifecycle", "appworld_agentpoison", "no_q", "lifecycle", "−20.3 / +17.3 (AppWorld, Gemma)"),
+        ("no_feedback − lifecycle", "appworld_agentpoison", "no_feedback", "lifecycle", "−20.7 / +16.2 (AppWorld, Gemma)"),
+        ("no_promotion_gate − lifecycle", "longmemeval_memorygraft", "no_promotion_gate", "lifecycle", "−13.6 / +13.6 (LongMemEval; the largest gate loss)"),
+        ("no_write_gate − lifecycle", "longmemeval_memorygraft", "no_write_gate", "lifecycle", "smaller loss (figure only)"),
+        ("no_retrieval_gate − lifecycle", "longmemeval_memorygraft", "no_retrieval_gate", "lifecycle", "smaller loss (figure only)"),
+        ("no_broker − lifecycle", "longmemeval_memorygraft", "no_broker", "lifecycle", "smaller loss (figure only)"),
+    ];
+    for (name, scope, a, b, paper) in rows {
+        let _ = writeln!(s, "| {name} | {scope} | {} | {paper} |", d(scope, a, b));
+    }
+    // The largest single-gate loss in this run (all settings).
+    let base = cell(r, "all", "lifecycle");
+    let mut worst: Option<(&str, f64)> = None;
+    for g in ["no_write_gate", "no_retrieval_gate", "no_promotion_gate", "no_broker"] {
+        if let (Some(b), Some(x)) = (base, cell(r, "all", g)) {
+            let loss = b.0 - x.0;
+            if worst.is_none_or(|w| loss > w.1) {
+                worst = Some((g, loss));
+            }
+        }
+    }
+    if let Some((g, loss)) = worst {
+        let _ = writeln!(s, "\nLargest single-gate loss in this run (all settings): **{g}** (MDSR@3 {loss:.1} points below lifecycle).");
+    }
+}
+
 /// Render the report as Markdown.
 pub fn markdown(r: &LifecycleReport) -> String {
     let mut s = String::new();
@@ -460,6 +507,26 @@ pub fn markdown(r: &LifecycleReport) -> String {
         }
         let _ = writeln!(s);
     }
+    let tool_settings: Vec<&String> =
+        settings.iter().filter(|st| r.table5.iter().any(|t| &t.setting == *st && t.sec_asr.is_some())).collect();
+    if !tool_settings.is_empty() {
+        let _ = writeln!(s, "\n## Sec. ASR (security probes choosing the risky tool, %; mean over star / chain / tree / random)\n");
+        let _ = write!(s, "| variant |");
+        for st in &tool_settings {
+            let _ = write!(s, " {st} |");
+        }
+        let _ = writeln!(s);
+        let _ = writeln!(s, "|{}", " --- |".repeat(tool_settings.len() + 1));
+        for v in &variants {
+            let _ = write!(s, "| {v} |");
+            for st in &tool_settings {
+                let t = r.table5.iter().find(|t| &t.setting == *st && &t.variant == v);
+                let _ = write!(s, " {} |", f(t.and_then(|t| t.sec_asr)));
+            }
+            let _ = writeln!(s);
+        }
+    }
+    comparison(&mut s, r);
     let _ = writeln!(s, "\n## Rounds (all settings, four topologies): MDSR@1/2/3 and RDA@1/2/3\n");
     let _ = writeln!(s, "| variant | MDSR by round | RDA by round |");
     let _ = writeln!(s, "| --- | --- | --- |");

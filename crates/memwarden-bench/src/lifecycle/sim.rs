@@ -56,6 +56,7 @@ pub struct Scorers {
     handoff: RiskScorer,
     feedback_full: LifecycleConfig,
     feedback_noq: LifecycleConfig,
+    feedback_norep: LifecycleConfig,
 }
 
 impl Scorers {
@@ -71,7 +72,10 @@ impl Scorers {
         let handoff = RiskScorer::new(h, &rules).map_err(err)?;
         let mut noq = LifecycleConfig::default();
         noq.feedback.update_q = false;
-        Ok(Self { short, long, handoff, feedback_full: LifecycleConfig::default(), feedback_noq: noq })
+        let mut norep = LifecycleConfig::default();
+        norep.feedback.reputation_success = 0.0;
+        norep.feedback.reputation_failure = 0.0;
+        Ok(Self { short, long, handoff, feedback_full: LifecycleConfig::default(), feedback_noq: noq, feedback_norep: norep })
     }
 }
 
@@ -264,7 +268,11 @@ pub fn run(spec: &RunSpec, stream: &Stream, scorers: &Scorers, agent: &mut dyn L
         rounds: spec.rounds,
         scorer: if sspec.keep_top_n > 3 { &scorers.long } else { &scorers.short },
         hscorer: &scorers.handoff,
-        fcfg: if fb == FeedbackMode::NoQ { &scorers.feedback_noq } else { &scorers.feedback_full },
+        fcfg: match fb {
+            FeedbackMode::NoQ => &scorers.feedback_noq,
+            FeedbackMode::NoReputation => &scorers.feedback_norep,
+            FeedbackMode::Full | FeedbackMode::Off => &scorers.feedback_full,
+        },
         graph: run_graph(spec),
         is_attacker,
         attackers,

@@ -140,6 +140,7 @@ fn each_variant_switches_exactly_the_gates_it_names() {
         (Variant::NoBroker, GateSet { broker: false, ..all }, FeedbackMode::Full),
         (Variant::NoQ, all, FeedbackMode::NoQ),
         (Variant::NoFeedback, all, FeedbackMode::Off),
+        (Variant::NoReputation, all, FeedbackMode::NoReputation),
     ];
     check("every variant listed", cases.len(), Variant::ALL.len());
     for (v, gates, fb) in cases {
@@ -236,7 +237,7 @@ fn the_scripted_agent_follows_poison_that_reaches_it_and_only_then() {
         let d = immune.decide(&DecisionInput { setting: Setting::CsqaInjection, task, round: 1, context: &ctx, previous: None, draw_seed: seed });
         followed += usize::from(d.answer == Some(task.target));
     }
-    check("susceptibility 0 never follows (and never picks the target on its own here?)", followed < 40, true);
+    check("susceptibility 0: the target only by its own mistakes (about 6%)", followed < 40, true);
     // With no context it answers with the base accuracy.
     let mut correct = 0;
     for seed in 0..2000 {

@@ -30,6 +30,9 @@ pub enum Variant {
     /// `lifecycle` without reference-correctness feedback: no outcome updates, new experiences
     /// are unverified observations, promotion eligibility is answer agreement.
     NoFeedback,
+    /// Diagnostic: `lifecycle` whose outcome feedback leaves source-agent reputation alone
+    /// (items' `q`, trust and hazard still learn).
+    NoReputation,
 }
 
 /// What a variant switches on.
@@ -58,13 +61,15 @@ pub enum FeedbackMode {
     Full,
     /// As `Full` but `q` is frozen.
     NoQ,
+    /// As `Full` but source-agent reputation never moves.
+    NoReputation,
     /// No reference-correctness feedback at all.
     Off,
 }
 
 impl Variant {
     /// Every variant, in report order.
-    pub const ALL: [Variant; 10] = [
+    pub const ALL: [Variant; 11] = [
         Variant::None,
         Variant::RetrievalOnly,
         Variant::Lifecycle,
@@ -75,6 +80,7 @@ impl Variant {
         Variant::NoBroker,
         Variant::NoQ,
         Variant::NoFeedback,
+        Variant::NoReputation,
     ];
 
     /// Snake-case name.
@@ -90,6 +96,7 @@ impl Variant {
             Variant::NoBroker => "no_broker",
             Variant::NoQ => "no_q",
             Variant::NoFeedback => "no_feedback",
+            Variant::NoReputation => "no_reputation",
         }
     }
 
@@ -104,7 +111,7 @@ impl Variant {
         match self {
             Variant::None => GateSet { write: false, retrieval: false, promotion: false, broker: false, scored: false, labels: false },
             Variant::RetrievalOnly => GateSet { write: false, retrieval: true, promotion: false, broker: false, scored: true, labels: false },
-            Variant::Lifecycle | Variant::NoQ | Variant::NoFeedback => all,
+            Variant::Lifecycle | Variant::NoQ | Variant::NoFeedback | Variant::NoReputation => all,
             Variant::Full => GateSet { labels: true, ..all },
             Variant::NoWriteGate => GateSet { write: false, ..all },
             Variant::NoRetrievalGate => GateSet { retrieval: false, ..all },
@@ -118,6 +125,7 @@ impl Variant {
         match self {
             Variant::NoQ => FeedbackMode::NoQ,
             Variant::NoFeedback => FeedbackMode::Off,
+            Variant::NoReputation => FeedbackMode::NoReputation,
             _ => FeedbackMode::Full,
         }
     }
