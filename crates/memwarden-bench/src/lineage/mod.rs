@@ -90,60 +90,28 @@ pub use report::{LineageReport, MethodRow, markdown};
 pub use task::{RawTask, Task, sanitize};
 
 use crate::BenchError;
-use crate::agent::{AgentStats, ScriptedParams};
-use crate::openai::OpenAiAgentConfig;
+use crate::agent::AgentStats;
 use crate::stats::derive_seed;
 use report::{ClusterBoot, Eval, LabelCounts};
 use sim::TaskRun;
 use task::Label;
 
-/// Which agent plays the roles.
-#[derive(Debug, Clone)]
-pub enum LineageAgentChoice {
-    /// The deterministic scripted agent (default).
-    Scripted(ScriptedParams),
-    /// An OpenAI-compatible chat endpoint.
-    OpenAi(OpenAiAgentConfig),
-}
+/// Which agent plays the roles: the same choice (and `--agent` names) as MEM-INV-Bench.
+pub type LineageAgentChoice = crate::authority::AgentChoice;
 
-impl Default for LineageAgentChoice {
-    fn default() -> Self {
-        LineageAgentChoice::Scripted(ScriptedParams::default())
-    }
-}
-
-impl LineageAgentChoice {
-    /// From the CLI's `--agent` value: `scripted` (default parameters) or `openai` (configured
-    /// from the environment, see [`OpenAiAgentConfig::from_env`]).
-    pub fn from_name(name: &str) -> Result<Self, BenchError> {
-        match name {
-            "scripted" => Ok(LineageAgentChoice::default()),
-            "openai" => Ok(LineageAgentChoice::OpenAi(OpenAiAgentConfig::from_env().map_err(BenchError::Agent)?)),
-            other => Err(BenchError::Invalid(format!("unknown agent {other:?} (expected scripted or openai)"))),
-        }
-    }
-
-    /// `scripted` or `openai`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            LineageAgentChoice::Scripted(_) => "scripted",
-            LineageAgentChoice::OpenAi(_) => "openai",
-        }
-    }
-
-    fn build(&self, seed: u64, n: usize) -> Result<Vec<Box<dyn RoleAgent>>, BenchError> {
-        let n = n.max(1);
-        match self {
-            LineageAgentChoice::Scripted(p) => {
-                if !(0.0..=1.0).contains(&p.susceptibility) || !(0.0..=1.0).contains(&p.base_accuracy) {
-                    return Err(BenchError::Invalid("scripted agent parameters must be in [0, 1]".into()));
-                }
-                Ok((0..n).map(|_| Box::new(ScriptedRoleAgent::new(*p, seed)) as Box<dyn RoleAgent>).collect())
+/// One role agent per role for `choice`.
+fn build_role_agents(choice: &LineageAgentChoice, seed: u64, n: usize) -> Result<Vec<Box<dyn RoleAgent>>, BenchError> {
+    let n = n.max(1);
+    match choice {
+        LineageAgentChoice::Scripted(p) => {
+            if !(0.0..=1.0).contains(&p.susceptibility) || !(0.0..=1.0).contains(&p.base_accuracy) {
+                return Err(BenchError::Invalid("scripted agent parameters must be in [0, 1]".into()));
             }
-            LineageAgentChoice::OpenAi(c) => {
-                let a = OpenAiRoleAgent::new(c.clone()).map_err(BenchError::Agent)?;
-                Ok((0..n).map(|_| Box::new(a.clone()) as Box<dyn RoleAgent>).collect())
-            }
+            Ok((0..n).map(|_| Box::new(ScriptedRoleAgent::new(*p, seed)) as Box<dyn RoleAgent>).collect())
+        }
+        LineageAgentChoice::OpenAi(c) => {
+            let a = OpenAiRoleAgent::new(c.clone()).map_err(BenchError::Agent)?;
+            Ok((0..n).map(|_| Box::new(a.clone()) as Box<dyn RoleAgent>).collect())
         }
     }
 }
@@ -231,7 +199,7 @@ pub fn run_lineage(opts: &LineageBenchOptions, progress: &mut dyn FnMut(usize, u
         })
         .clamp(1, THREADS_MAX)
         .min(total);
-    let agents = opts.agent.build(opts.seed, threads)?;
+    let agents = build_role_agents(&opts.agent, opts.seed, threads)?;
     let agent_desc = agents.first().map(|a| a.describe()).unwrap_or_default();
     progress(0, total);
     let next = AtomicUsize::new(0);
