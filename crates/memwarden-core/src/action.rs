@@ -135,6 +135,14 @@ pub enum Rule {
         /// Why.
         reason: String,
     },
+    /// The lineage layer's action gate decided (its rule name, e.g. `below_threshold`, and the
+    /// cause on a supporting path, e.g. `revoked`, if any).
+    Lineage {
+        /// The lineage gate's rule.
+        gate_rule: String,
+        /// The cause it found, if any.
+        cause: Option<String>,
+    },
     /// An error occurred while deciding: deny.
     DecisionError {
         /// Why.

@@ -89,6 +89,7 @@ fn rule_name(r: &Rule) -> &'static str {
         Rule::GrantRefused { .. } => "grant_refused",
         Rule::InvalidRequest { .. } => "invalid_request",
         Rule::DecisionError { .. } => "decision_error",
+        Rule::Lineage { .. } => "lineage",
     }
 }
 

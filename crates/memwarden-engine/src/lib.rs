@@ -25,6 +25,11 @@
 
 pub mod demo;
 pub mod keys;
+mod lineage;
+
+pub use lineage::RERANK_FETCH_FACTOR;
+pub use memwarden_lineage as lineage_layer;
+use memwarden_lineage::{AuditTrail, Candidate, LineageConfig, RecordState, TrustBreakdown};
 
 pub use memwarden_embed as embed;
 use memwarden_embed::Embedder;
@@ -79,6 +84,12 @@ pub enum EngineError {
     /// An operation reserved to another kind of principal.
     #[error("forbidden: {0}")]
     Forbidden(String),
+    /// The lineage layer failed. Decisions that hit this deny.
+    #[error("lineage: {0}")]
+    Lineage(String),
+    /// The operation needs a layer this engine's preset switched off.
+    #[error("the {0} layer is switched off in this configuration")]
+    LayerOff(&'static str),
 }
 
 /// A principal the engine authenticated (looked up from its own records). Only the engine makes
@@ -122,12 +133,56 @@ pub struct EngineConfig {
     pub embedder: Option<Arc<dyn Embedder>>,
     /// Clock in ms since the Unix epoch (injectable for tests).
     pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// The lineage layer (MAP-Graph): `Some` (the default) keeps a provenance graph per tenant,
+    /// reranks search by path trust, records `read_by`, propagates revocations and composes its
+    /// action gate with the authority layer's verdict; `None` switches the layer off (the
+    /// authority-only ablation).
+    pub lineage: Option<LineageConfig>,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { authority: AuthorityConfig::default(), store: StoreConfig::default(), embedder: None, clock: Arc::new(system_ms) }
+        Self {
+            authority: AuthorityConfig::default(),
+            store: StoreConfig::default(),
+            embedder: None,
+            clock: Arc::new(system_ms),
+            lineage: Some(LineageConfig::default()),
+        }
     }
+}
+
+/// A search result: the memory with its similarity, its path trust for the reader and the
+/// score it was ranked by (`similarity × path trust`; the similarity alone when the lineage
+/// layer is off).
+#[derive(Debug, Clone)]
+pub struct SearchHit {
+    /// The memory.
+    pub item: MemoryItem,
+    /// Cosine similarity to the query.
+    pub similarity: f32,
+    /// Path trust `rho` for the reader (`None` when the lineage layer is off).
+    pub path_trust: Option<f64>,
+    /// The ranking score.
+    pub score: f64,
+}
+
+/// What the lineage layer knows about one memory, as its reader may see it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LineageView {
+    /// The record (kind, writer, label, parents, scope, revoked/poisoned/affected flags, its
+    /// ancestry summary).
+    pub record: RecordState,
+    /// Its path trust for the reader, with the factors.
+    pub path_trust: TrustBreakdown,
+    /// Parents the reader may read (the others are counted, not named).
+    pub parents: Vec<ItemId>,
+    /// Parents the reader may not read.
+    pub parents_hidden: usize,
+    /// Children the reader may read.
+    pub children: Vec<ItemId>,
+    /// Children the reader may not read.
+    pub children_hidden: usize,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -143,6 +198,8 @@ pub struct Engine {
     clock: Arc<dyn Fn() -> u64 + Send + Sync>,
     /// Cache of session observations (the store holds the truth; evicting is always safe).
     sessions: Mutex<HashMap<SessionKey, Observed>>,
+    /// The lineage layer, if on.
+    lineage: Option<lineage::Lineage>,
 }
 
 /// The session every `authenticate` call without a session name acts in.
@@ -184,18 +241,92 @@ impl Engine {
     /// while the store loads or rebuilds its vector indexes.
     pub fn open_with_progress(dir: &Path, config: EngineConfig, progress: memwarden_store::Progress<'_>) -> Result<Self, EngineError> {
         let store = SqliteStore::open_with_progress(dir, config.store, progress)?;
-        Ok(Self::with_store(Arc::new(store), config))
+        Self::with_store(Arc::new(store), config)
     }
 
-    /// An engine over any store.
-    pub fn with_store(store: Arc<dyn Store>, config: EngineConfig) -> Self {
-        Self {
+    /// An engine over any store. Refuses an invalid lineage configuration.
+    pub fn with_store(store: Arc<dyn Store>, config: EngineConfig) -> Result<Self, EngineError> {
+        let lineage = config.lineage.map(lineage::Lineage::new).transpose()?;
+        Ok(Self {
             store,
             authority: Authority::new(config.authority),
             embedder: config.embedder,
             clock: config.clock,
             sessions: Mutex::new(HashMap::new()),
+            lineage,
+        })
+    }
+
+    /// The lineage configuration, if the layer is on.
+    pub fn lineage_config(&self) -> Option<&LineageConfig> {
+        self.lineage.as_ref().map(lineage::Lineage::config)
+    }
+
+    fn lineage_on(&self) -> Result<&lineage::Lineage, EngineError> {
+        self.lineage.as_ref().ok_or(EngineError::LayerOff("lineage"))
+    }
+
+    /// Record committed items in the tenant's graph (no-op with the layer off). A failure drops
+    /// the graph (rebuilt from the store on next use) and is not reported to the writer: the
+    /// write is durable, and the rebuilt graph decides about it.
+    fn lineage_items(&self, tenant: &TenantId, items: &[&MemoryItem]) {
+        if let Some(l) = &self.lineage {
+            let _ = l.with(self.store.as_ref(), tenant, |g| {
+                for i in items {
+                    lineage::apply_item(g, i)?;
+                }
+                Ok(())
+            });
         }
+    }
+
+    /// Refuse parents the graph does not let `actor` read (the graph's `CanRead` also covers
+    /// records a pending propagation may still reach).
+    fn lineage_check_parents(&self, actor: &Actor, parents: &[ItemId]) -> Result<(), EngineError> {
+        let Some(l) = &self.lineage else { return Ok(()) };
+        if parents.is_empty() {
+            return Ok(());
+        }
+        l.with(self.store.as_ref(), actor.tenant(), |g| {
+            for p in parents {
+                g.can_read(actor.id(), *p).map_err(|r| lineage::deny(*p, r))?;
+            }
+            Ok(())
+        })
+        .map_err(|e| match e {
+            EngineError::NotFound(id) => EngineError::NotFound(id),
+            other => other,
+        })
+    }
+
+    /// What the lineage layer knows about `id`, as `actor` may see it.
+    pub fn lineage_of(&self, actor: &Actor, id: &ItemId) -> Result<LineageView, EngineError> {
+        let l = self.lineage_on()?;
+        let g = l.graph(self.store.as_ref(), actor.tenant())?;
+        let g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        g.can_read(actor.id(), *id).map_err(|r| lineage::deny(*id, r))?;
+        let record = g.record(*id).cloned().ok_or(EngineError::NotFound(*id))?;
+        let path_trust = g.path_trust(*id, actor.id()).ok_or(EngineError::NotFound(*id))?;
+        let (parents, parents_hidden) = lineage::split_readable(&g, actor.id(), record.parents().iter().map(|p| p.id));
+        let (children, children_hidden) = lineage::split_readable(&g, actor.id(), g.children(*id).iter().copied());
+        Ok(LineageView { record, path_trust, parents, parents_hidden, children, children_hidden })
+    }
+
+    /// The tenant's whole lineage audit trail (every node and edge, decisions, erasures; no
+    /// text). Users of the tenant only: it names every memory and principal.
+    pub fn audit_trail(&self, actor: &Actor) -> Result<AuditTrail, EngineError> {
+        if actor.principal().kind != PrincipalKind::User {
+            return Err(EngineError::Forbidden("only users of the tenant may export its lineage".into()));
+        }
+        let l = self.lineage_on()?;
+        let g = l.graph(self.store.as_ref(), actor.tenant())?;
+        let g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        Ok(g.audit_trail())
+    }
+
+    /// [`Engine::audit_trail`] as W3C PROV-JSON.
+    pub fn prov_json(&self, actor: &Actor) -> Result<serde_json::Value, EngineError> {
+        Ok(memwarden_lineage::prov_json(&self.audit_trail(actor)?))
     }
 
     /// The store.
@@ -332,6 +463,7 @@ impl Engine {
         }
         let ids: Vec<ItemId> = req.parents.iter().map(|p| p.id).collect();
         let parents = self.resolve(actor, &ids)?;
+        self.lineage_check_parents(actor, &ids)?;
         let refs: Vec<&MemoryItem> = parents.iter().collect();
         let observed = self.observed(actor)?;
         let mut req = req;
@@ -348,6 +480,7 @@ impl Engine {
         let embedding = self.embed_one(write.item().content())?;
         let item = write.item().clone();
         let receipt = one(self.store.commit(now, vec![Mutation::Item { write, embedding }])?)?;
+        self.lineage_items(actor.tenant(), &[&item]);
         Ok((item, receipt))
     }
 
@@ -367,10 +500,12 @@ impl Engine {
             _ => vec![None; texts.len()],
         }
         .into_iter();
+        let mut written = Vec::new();
         for (i, a) in admitted.into_iter().enumerate() {
             match a {
                 Ok(write) => {
                     slots.push((i, write.item().id()));
+                    written.push(write.item().clone());
                     muts.push(Mutation::Item { write, embedding: embeddings.next().flatten() });
                     out.push(None);
                 }
@@ -378,9 +513,14 @@ impl Engine {
             }
         }
         let results = if muts.is_empty() { Vec::new() } else { self.store.commit(now, muts)? };
-        for ((i, id), r) in slots.into_iter().zip(results) {
+        let mut committed = Vec::new();
+        for (((i, id), r), item) in slots.into_iter().zip(results).zip(&written) {
+            if r.is_ok() {
+                committed.push(item);
+            }
             out[i] = Some(r.map(|rc| (id, rc)).map_err(EngineError::from));
         }
+        self.lineage_items(actor.tenant(), &committed);
         Ok(out.into_iter().map(|o| o.unwrap_or_else(|| Err(EngineError::Invalid("lost result".into())))).collect())
     }
 
@@ -408,9 +548,12 @@ impl Engine {
         output: String,
     ) -> Result<(MemoryItem, Receipt), EngineError> {
         let tool = self.authenticate(caller.tenant(), tool)?;
+        let input_ids = inputs;
         let inputs = self.resolve(caller, inputs)?;
         let source_ids: Vec<ItemId> = args.iter().flat_map(|a| a.sources.iter().copied()).collect();
         let sources = self.resolve(caller, &source_ids)?;
+        self.lineage_check_parents(caller, input_ids)?;
+        self.lineage_check_parents(caller, &source_ids)?;
         let input_refs: Vec<&MemoryItem> = inputs.iter().collect();
         let source_refs: Vec<&MemoryItem> = sources.iter().collect();
         let now = self.now_ms();
@@ -431,6 +574,7 @@ impl Engine {
         let embedding = self.embed_one(write.item().content())?;
         let item = write.item().clone();
         let receipt = one(self.store.commit(now, vec![Mutation::Item { write, embedding }])?)?;
+        self.lineage_items(caller.tenant(), &[&item]);
         // The output goes back to the caller: its session has now seen it.
         self.hand_over(caller, [&item])?;
         Ok((item, receipt))
@@ -520,13 +664,88 @@ impl Engine {
         if let Some(id) = unreadable {
             outcome.deny(Rule::InvalidRequest { reason: format!("context item {id} is unknown or not readable by {}", actor.id()) }, format!("context item {id} is unknown or not readable"));
         }
+        // The lineage gate sees the same supports; the more restrictive verdict wins and no
+        // later step relaxes it. Values the authority layer elevated waive their supports'
+        // untrusted label for this decision only (never a revocation, poison or permission
+        // cause). Any lineage error denies.
+        let mut lineage_event = None;
+        if let Some(l) = &self.lineage {
+            // What the session saw counts as context support (as it does for the authority
+            // layer), so omitting it from the proposal hides nothing.
+            // Context support: the items the authority layer found pushing the action's values
+            // that the proposal did not name (what the session saw), as the paper counts the
+            // inter-agent messages that gave contextual support.
+            let witness_ids: Vec<ItemId> = {
+                let mut c: Vec<ItemId> = outcome.verdict().pushed.iter().flat_map(|p| p.pushed_by.iter().copied()).filter(|w| !ids.contains(w)).collect();
+                c.sort();
+                c.dedup();
+                c
+            };
+            let elevated: Vec<ItemId> = outcome.verdict().pushed.iter().filter(|p| p.accepted.is_some()).flat_map(|p| p.pushed_by.iter().copied()).collect();
+            // Values the authority layer asks a grant for: their supports would be elevated by
+            // that grant. If the lineage gate refuses only what the grant would waive, the
+            // composed verdict is the authority's AskUser (the action is held either way, and
+            // the grant's decision re-runs both gates with the supports elevated).
+            let asked: Vec<ItemId> = if outcome.verdict().decision == Decision::AskUser {
+                outcome.verdict().pushed.iter().filter(|p| p.accepted.is_none()).flat_map(|p| p.pushed_by.iter().copied()).collect()
+            } else {
+                Vec::new()
+            };
+            let request = lineage::gate_request(actor.id(), action, ids.clone(), witness_ids.clone(), elevated.iter().copied());
+            let decided = l.with(self.store.as_ref(), &tenant, |g| {
+                let gd = g.decide(&request);
+                if gd.decision > Decision::AskUser && !asked.is_empty() {
+                    let with_grant = lineage::gate_request(actor.id(), action, ids.clone(), witness_ids.clone(), elevated.iter().chain(&asked).copied());
+                    let hypo = g.decide(&with_grant);
+                    if hypo.decision <= Decision::AskUser {
+                        return Ok(hypo);
+                    }
+                }
+                Ok(gd)
+            });
+            // A grant this decision consumes is a human's confirmation of exactly this action:
+            // it satisfies the lineage gate's AskUser (and nothing stricter).
+            let granted = !outcome.grant_uses().is_empty();
+            match decided {
+                Ok(gd) => {
+                    let mut v = lineage::verdict(&gd);
+                    if granted && v.decision == Decision::AskUser {
+                        v.decision = Decision::Allow;
+                    }
+                    outcome.compose(v);
+                    lineage_event = Some(lineage::StoredEvent::Action(memwarden_lineage::ActionEvent {
+                        id: new_id(now)?,
+                        request,
+                        tool: action.tool.clone(),
+                        on_behalf_of: None,
+                        agent_proposal: None,
+                        at_ms: now,
+                    }));
+                }
+                Err(e) => outcome.deny(Rule::DecisionError { reason: e.to_string() }, format!("the lineage layer failed: {e}")),
+            }
+        }
         let summary = json!({
             "tool": action.tool, "kind": action.kind, "risk": action.risk, "amount": action.amount,
             "values": action.values.iter().map(|v| json!({"key": v.key, "value": v.value, "kind": v.kind, "sources": v.sources})).collect::<Vec<_>>(),
             "context": action.context, "grants": action.grants.iter().map(|g| g.grant.nonce_hex()).collect::<Vec<_>>(),
         });
         let mutation = |outcome: DecisionOutcome| Mutation::Decision { actor: actor.id().clone(), tenant: tenant.clone(), action: summary.clone(), outcome };
-        match one(self.store.commit(now, vec![mutation(outcome.clone())])?) {
+        let mut batch = vec![mutation(outcome.clone())];
+        if let Some(ev) = &lineage_event {
+            batch.push(ev.mutation(&tenant)?);
+        }
+        let mut results = self.store.commit(now, batch)?;
+        if let (Some(ev), Some(l)) = (lineage_event, &self.lineage) {
+            match results.get(1) {
+                Some(Ok(_)) => {
+                    let _ = l.with(self.store.as_ref(), &tenant, |g| lineage::apply_event(g, ev));
+                }
+                _ => l.forget(&tenant),
+            }
+        }
+        results.truncate(1);
+        match one(results) {
             Ok(r) => Ok((outcome.verdict().clone(), r)),
             Err(EngineError::Commit(CommitError::GrantAlreadyUsed(nonce))) => {
                 // Another decision consumed the grant first: this one is refused, and logged as such.
@@ -543,6 +762,7 @@ impl Engine {
     pub fn get(&self, actor: &Actor, id: &ItemId) -> Result<MemoryItem, EngineError> {
         match self.store.item(actor.tenant(), id)? {
             Some(i) if i.readable_by(actor.id()) => {
+                self.lineage_check_parents(actor, &[*id])?;
                 self.hand_over(actor, [&i])?;
                 Ok(i)
             }
@@ -563,20 +783,43 @@ impl Engine {
             RevokeError::OtherTenant => EngineError::NotFound(*id),
             RevokeError::AlreadyRevoked | RevokeError::ReasonTooLong => EngineError::Invalid(e.to_string()),
         })?;
-        one(self.store.commit(self.now_ms(), vec![Mutation::Revocation(admitted)])?)
+        let now = self.now_ms();
+        let Some(l) = &self.lineage else {
+            return one(self.store.commit(now, vec![Mutation::Revocation(admitted)])?);
+        };
+        // The revocation and its lineage event commit together; the graph then propagates it
+        // to every descendant (marked affected, kept for audit).
+        let ev = lineage::StoredEvent::Revoke(memwarden_lineage::RevokeEvent { id: *id, revoker: actor.id().clone(), at_ms: now });
+        let mut rs = self.store.commit(now, vec![Mutation::Revocation(admitted), ev.mutation(actor.tenant())?])?;
+        let lineage_receipt = rs.pop();
+        let receipt = one(rs)?;
+        match lineage_receipt {
+            Some(Ok(_)) => {
+                let _ = l.with(self.store.as_ref(), actor.tenant(), |g| lineage::apply_event(g, ev));
+            }
+            // Rebuilt from the store's revoked status on next use.
+            _ => l.forget(actor.tenant()),
+        }
+        Ok(receipt)
     }
 
     /// Memories of a namespace the actor may read, oldest first. Everything returned counts as
     /// handed to the actor's session.
     pub fn list(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {
         let items = self.store.list(actor.tenant(), namespace, limit.min(10_000))?;
-        let items: Vec<MemoryItem> = items.into_iter().filter(|i| i.readable_by(actor.id())).collect();
+        let mut items: Vec<MemoryItem> = items.into_iter().filter(|i| i.readable_by(actor.id())).collect();
+        if let Some(l) = &self.lineage {
+            l.with(self.store.as_ref(), actor.tenant(), |g| {
+                items.retain(|i| g.can_read(actor.id(), i.id()).is_ok());
+                Ok(())
+            })?;
+        }
         self.hand_over(actor, &items)?;
         Ok(items)
     }
 
     /// Semantic search: the permission filter decides eligibility before ranking.
-    pub fn search(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize) -> Result<Vec<Hit>, EngineError> {
+    pub fn search(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize) -> Result<Vec<SearchHit>, EngineError> {
         if query.trim().is_empty() || query.len() > QUERY_BYTES_MAX {
             return Err(EngineError::Invalid(format!("query must be 1..={QUERY_BYTES_MAX} bytes of text")));
         }
@@ -590,9 +833,34 @@ impl Engine {
         let Some(q) = self.embed_one(query)? else {
             return Ok(Vec::new());
         };
-        let hits = self.store.search(actor.tenant(), namespace, &q, k, actor.id())?;
-        self.hand_over(actor, hits.iter().map(|h| &h.item))?;
-        Ok(hits)
+        let Some(l) = &self.lineage else {
+            let hits = self.store.search(actor.tenant(), namespace, &q, k, actor.id())?;
+            self.hand_over(actor, hits.iter().map(|h| &h.item))?;
+            return Ok(hits.into_iter().map(|h| SearchHit { score: f64::from(h.similarity), path_trust: None, similarity: h.similarity, item: h.item }).collect());
+        };
+        // The store's filter decides eligibility (never a score); the graph's CanRead filters
+        // again, then reranks what is left by similarity × path trust.
+        let fetch = k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
+        let hits = self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?;
+        let candidates: Vec<Candidate> = hits.iter().map(|h| Candidate { id: h.item.id(), similarity: f64::from(h.similarity) }).collect();
+        let ranking = l.with(self.store.as_ref(), actor.tenant(), |g| g.rank(actor.id(), &candidates, Some(k)).map_err(|e| EngineError::Lineage(e.to_string())))?;
+        let mut by_id: HashMap<ItemId, Hit> = hits.into_iter().map(|h| (h.item.id(), h)).collect();
+        let now = self.now_ms();
+        let ev = lineage::StoredEvent::Reads { reader: actor.id().clone(), selected: ranking.selected.clone(), at_ms: now };
+        if !ranking.selected.is_empty() {
+            one(self.store.commit(now, vec![ev.mutation(actor.tenant())?])?)?;
+            let _ = l.with(self.store.as_ref(), actor.tenant(), |g| lineage::apply_event(g, ev));
+        }
+        let out: Vec<SearchHit> = ranking
+            .selected
+            .iter()
+            .filter_map(|r| {
+                by_id.remove(&r.id).map(|h| SearchHit { item: h.item, similarity: h.similarity, path_trust: Some(r.scores.trust.get()), score: r.scores.final_score.get() })
+            })
+            .collect();
+        debug_assert!(out.len() <= k);
+        self.hand_over(actor, out.iter().map(|h| &h.item))?;
+        Ok(out)
     }
 
     /// Verify the whole verdict log.

@@ -49,11 +49,14 @@ pub enum EntryKind {
     Admin = 15,
     /// A session was handed memory that lowered its floor (session taint).
     SessionTaint = 16,
+    /// A lineage-layer event: `read_by` edges of a search, a revocation's propagation, an
+    /// action-gate decision (ids and scores only, never memory text).
+    Lineage = 17,
 }
 
 impl EntryKind {
     /// Every kind, in tag order.
-    pub const ALL: [EntryKind; 17] = [
+    pub const ALL: [EntryKind; 18] = [
         EntryKind::Genesis,
         EntryKind::Principal,
         EntryKind::Write,
@@ -71,6 +74,7 @@ impl EntryKind {
         EntryKind::Checkpoint,
         EntryKind::Admin,
         EntryKind::SessionTaint,
+        EntryKind::Lineage,
     ];
 
     /// The snake_case name (the same as its serde form).
@@ -93,6 +97,7 @@ impl EntryKind {
             EntryKind::Checkpoint => "checkpoint",
             EntryKind::Admin => "admin",
             EntryKind::SessionTaint => "session_taint",
+            EntryKind::Lineage => "lineage",
         }
     }
 

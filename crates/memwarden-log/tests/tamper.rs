@@ -643,7 +643,8 @@ fn entry_kinds() {
     assert_eq!(EntryKind::ToolCall as u8, 4);
     assert_eq!(EntryKind::Admin as u8, 15);
     assert_eq!(EntryKind::SessionTaint as u8, 16);
-    for tag in 17..=255u8 {
+    assert_eq!(EntryKind::Lineage as u8, 17);
+    for tag in 18..=255u8 {
         assert!(EntryKind::try_from(tag).is_err());
     }
     assert_eq!(EntryKind::from_name("Write"), None);

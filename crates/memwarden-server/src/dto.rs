@@ -286,8 +286,13 @@ pub struct HitOut {
     pub id: String,
     /// The memory's text (Mem0's `memory` field).
     pub memory: String,
-    /// Cosine similarity.
-    pub score: f32,
+    /// The ranking score: `similarity × path_trust` (the similarity alone when the lineage
+    /// layer is off).
+    pub score: f64,
+    /// Cosine similarity to the query.
+    pub similarity: f32,
+    /// The memory's path trust for the caller (lineage layer), if on.
+    pub path_trust: Option<f64>,
     /// The full memory with its provenance.
     pub item: MemoryOut,
 }

@@ -160,7 +160,14 @@ pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, 
     Ok(SearchOut {
         results: hits
             .iter()
-            .map(|h| HitOut { id: h.item.id().to_string(), memory: h.item.content().to_owned(), score: h.similarity, item: memory_out(&h.item) })
+            .map(|h| HitOut {
+                id: h.item.id().to_string(),
+                memory: h.item.content().to_owned(),
+                score: h.score,
+                similarity: h.similarity,
+                path_trust: h.path_trust,
+                item: memory_out(&h.item),
+            })
             .collect(),
     })
 }
@@ -226,6 +233,7 @@ pub fn verdict_out(v: &Verdict) -> VerdictOut {
         rule: rule.get("rule").and_then(|r| r.as_str()).unwrap_or_default().to_owned(),
         code: match &v.rule {
             Rule::GrantRefused { code, .. } => Some(code.clone()),
+            Rule::Lineage { gate_rule, .. } => Some(gate_rule.clone()),
             _ => None,
         },
         cause: v.cause.clone(),

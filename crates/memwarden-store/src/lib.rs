@@ -34,6 +34,10 @@ use serde::Serialize;
 pub const BATCH_MUTATIONS_MAX: usize = 4096;
 /// Largest `k` a search may ask for.
 pub const SEARCH_K_MAX: usize = 1000;
+/// Most rows one page of [`Store::items_in_order`] or [`Store::lineage_events`] returns.
+pub const PAGE_ROWS_MAX: usize = 10_000;
+/// Largest lineage event (bytes of JSON).
+pub const LINEAGE_EVENT_BYTES_MAX: usize = 256 * 1024;
 /// Longest accepted embedding (dimensions).
 pub const EMBEDDING_DIMS_MAX: usize = 4096;
 
@@ -69,6 +73,16 @@ pub enum Mutation {
     /// unchanged, so reads still verify against the log), the vector index stops admitting it,
     /// and the revocation is logged.
     Revocation(AdmittedRevocation),
+    /// Record a lineage-layer event (`read_by` edges, a revocation's propagation, an action-gate
+    /// decision) for the tenant's provenance graph, which is rebuilt from items and these rows
+    /// at start. The event is opaque to the store (the lineage layer's JSON, ids and scores
+    /// only, never memory text) and is also appended to the verdict log.
+    Lineage {
+        /// The tenant.
+        tenant: TenantId,
+        /// The event.
+        event: serde_json::Value,
+    },
     /// Record a decision with its elevations and grant consumptions.
     Decision {
         /// The deciding principal.
@@ -117,6 +131,9 @@ pub enum CommitError {
     /// The embedding is too long or not finite.
     #[error("embedding rejected: {0}")]
     BadEmbedding(String),
+    /// A lineage event larger than [`LINEAGE_EVENT_BYTES_MAX`].
+    #[error("lineage event of {0} bytes exceeds the limit of {LINEAGE_EVENT_BYTES_MAX}")]
+    LineageEventTooLarge(usize),
     /// Too many mutations in one call.
     #[error("batch of {0} mutations exceeds the limit of {BATCH_MUTATIONS_MAX}")]
     BatchTooLarge(usize),
@@ -205,6 +222,14 @@ pub trait Store: Send + Sync {
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError>;
     /// Attestations of a tenant for these keys.
     fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError>;
+    /// The tenant's items in commit order, after log index `after` (exclusive; `None` from the
+    /// start), at most `limit` (capped at [`PAGE_ROWS_MAX`]), each with its log index: for
+    /// rebuilding derived state (the lineage graph) page by page.
+    fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, MemoryItem)>, StoreError>;
+    /// The tenant's lineage events in commit order, each with its log index, after log index
+    /// `after` (exclusive; `None` from the start), at most `limit` (capped at
+    /// [`PAGE_ROWS_MAX`]). Each row is checked against its verified log entry.
+    fn lineage_events(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, serde_json::Value)>, StoreError>;
     /// Attestations of a tenant for one (key, value) — what a decision needs; indexed, so its
     /// cost does not grow with the other values attested under the same key.
     fn attestations_of(&self, tenant: &TenantId, key: &str, value: &NormValue) -> Result<Vec<Attestation>, StoreError>;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, mpsc};
 use std::thread::JoinHandle;
 
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 const DB_FILE: &str = "memwarden.db";
 /// Lock file: held (flock) by the one process that has the store open for writing.
 const LOCK_FILE: &str = "memwarden.lock";
@@ -125,6 +125,9 @@ CREATE TABLE IF NOT EXISTS sessions(tenant TEXT NOT NULL, principal TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS log(idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS checkpoints(size INTEGER PRIMARY KEY, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS vectors(seq INTEGER PRIMARY KEY AUTOINCREMENT, id BLOB NOT NULL UNIQUE, tenant TEXT NOT NULL, namespace TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS lineage_events(seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, event TEXT NOT NULL, log_index INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS lineage_events_by_tenant ON lineage_events(tenant, log_index);
+CREATE INDEX IF NOT EXISTS items_by_tenant_log ON items(tenant, log_index);
 ";
 
 /// Schema 1 stored embeddings only in `items`; schema 2 numbers them in `vectors` (the index
@@ -200,9 +203,14 @@ impl SqliteStore {
         let version: Option<i64> = writer.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
         match version {
             Some(v) if v > SCHEMA_VERSION => return Err(StoreError::Schema(v)),
-            Some(1) => {
+            Some(v @ (1 | 2)) => {
+                // Schema 3 only adds tables and indexes (created above); a store without lineage
+                // rows rebuilds its graph from items alone.
                 let tx = writer.transaction()?;
-                tx.execute_batch(MIGRATE_1_TO_2)?;
+                if v == 1 {
+                    tx.execute_batch(MIGRATE_1_TO_2)?;
+                }
+                tx.execute("UPDATE meta SET value = ?1 WHERE key = 'schema'", params![SCHEMA_VERSION])?;
                 tx.commit()?;
             }
             Some(_) => {}
@@ -609,6 +617,17 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
                         "digest": hex::encode(item.identity_digest())}),
             )?
         }
+        Mutation::Lineage { tenant, event } => {
+            let text = to_json(event)?;
+            if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
+                return Err(CommitError::LineageEventTooLarge(text.len()));
+            }
+            let next = p.len;
+            conn.prepare_cached("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)")
+                .and_then(|mut s| s.execute(params![tenant.as_str(), text, next as i64]))
+                .map_err(sql)?;
+            p.push(conn, now_ms, EntryKind::Lineage, &json!({"tenant": tenant, "event": event}))?
+        }
         Mutation::Decision { actor, tenant, action, outcome } => {
             for u in outcome.grant_uses() {
                 let g = &u.grant.grant;
@@ -849,6 +868,57 @@ impl Store for SqliteStore {
             if let Some(i) = self.read_item(&conn, tenant, &id)? {
                 out.push(i);
             }
+        }
+        Ok(out)
+    }
+
+    fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, MemoryItem)>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let after = after.map_or(-1, |a| i64::try_from(a).unwrap_or(i64::MAX));
+        let limit = i64::try_from(limit.min(crate::PAGE_ROWS_MAX)).unwrap_or(0);
+        let rows: Vec<(Vec<u8>, i64)> = conn
+            .prepare_cached("SELECT id, log_index FROM items WHERE tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3")?
+            .query_map(params![tenant.as_str(), after, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (raw, idx) in rows {
+            let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+            // Each record is verified against its digest and the log, as on every read.
+            if let Some(i) = self.read_item(&conn, tenant, &id)? {
+                out.push((u64::try_from(idx).map_err(|_| StoreError::Corrupt("negative log index".into()))?, i));
+            }
+        }
+        Ok(out)
+    }
+
+    fn lineage_events(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, serde_json::Value)>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let limit = i64::try_from(limit.min(crate::PAGE_ROWS_MAX)).unwrap_or(0);
+        let rows: Vec<(i64, String, i64)> = conn
+            .prepare_cached("SELECT seq, event, log_index FROM lineage_events WHERE tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3")?
+            .query_map(params![tenant.as_str(), after.map_or(-1, |a| i64::try_from(a).unwrap_or(i64::MAX)), limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (seq, text, log_index) in rows {
+            let tampered = |reason: &str| StoreError::Corrupt(format!("lineage event {seq}: {reason}"));
+            let event: serde_json::Value = serde_json::from_str(&text).map_err(|e| tampered(&e.to_string()))?;
+            // The row must be what the verified log committed to.
+            let entry: Vec<u8> = conn
+                .prepare_cached("SELECT entry FROM log WHERE idx = ?1")?
+                .query_row(params![log_index], |r| r.get(0))
+                .optional()?
+                .ok_or_else(|| tampered("its log entry is missing"))?;
+            let idx = usize::try_from(log_index).map_err(|_| tampered("negative log index"))?;
+            let leaf_ok = self.shared.log.read().map(|l| l.leaves().get(idx) == Some(&leaf_hash(&entry))).unwrap_or(false);
+            if !leaf_ok {
+                return Err(tampered("its log entry differs from the verified log"));
+            }
+            let decoded = Entry::decode(&entry).map_err(|e| tampered(&e.to_string()))?;
+            let body: serde_json::Value = serde_json::from_slice(&decoded.body).map_err(|e| tampered(&e.to_string()))?;
+            if decoded.kind != EntryKind::Lineage || body.get("event") != Some(&event) || body.get("tenant").and_then(|t| t.as_str()) != Some(tenant.as_str()) {
+                return Err(tampered("the row differs from its log entry"));
+            }
+            out.push((idx as u64, event));
         }
         Ok(out)
     }

@@ -622,7 +622,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Search { actor: a, ns, k, query } => {
             let hits = engine.search(&actor(&a)?, &parse("namespace", &ns)?, &query, k)?;
             print_json(&json!(hits.iter().map(|h| json!({
-                "similarity": h.similarity, "id": h.item.id(), "content": h.item.content(), "origin": h.item.origin(),
+                "score": h.score, "similarity": h.similarity, "path_trust": h.path_trust, "id": h.item.id(), "content": h.item.content(), "origin": h.item.origin(),
                 "label": h.item.label(), "act_class": h.item.act_class(), "writer": h.item.writer(),
             })).collect::<Vec<_>>()));
         }

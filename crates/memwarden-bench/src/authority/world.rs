@@ -205,10 +205,13 @@ impl World {
         // "oldest first" order is the order the world wrote in.
         let tick = Arc::new(AtomicU64::new(memwarden_engine::system_ms()));
         let clock: Arc<dyn Fn() -> u64 + Send + Sync> = Arc::new(move || tick.fetch_add(1, Ordering::Relaxed));
-        let config = |authority: AuthorityConfig| EngineConfig { authority, store: StoreConfig::default(), embedder: None, clock: Arc::clone(&clock) };
+        // The authority layer alone: MEM-INV-Bench measures Algorithm 1 (the lineage layer has
+        // its own benchmark, and `full` composes both there).
+        let config =
+            |authority: AuthorityConfig| EngineConfig { authority, store: StoreConfig::default(), embedder: None, clock: Arc::clone(&clock), lineage: None };
         let eng = Engine::open(&path, config(AuthorityConfig::default()))?;
         let store = Arc::clone(eng.store());
-        let eng_noelev = Engine::with_store(Arc::clone(&store), config(AuthorityConfig { elevation: false, ..AuthorityConfig::default() }));
+        let eng_noelev = Engine::with_store(Arc::clone(&store), config(AuthorityConfig { elevation: false, ..AuthorityConfig::default() }))?;
         let mut study = Vec::new();
         for &k in study_k {
             for counting in [Counting::Naive, Counting::DomainAware] {
@@ -216,7 +219,7 @@ impl World {
                     Counting::Naive => Independence::Naive,
                     Counting::DomainAware => Independence::DomainAware,
                 };
-                study.push((k, counting, Engine::with_store(Arc::clone(&store), config(AuthorityConfig { k, independence, ..AuthorityConfig::default() }))));
+                study.push((k, counting, Engine::with_store(Arc::clone(&store), config(AuthorityConfig { k, independence, ..AuthorityConfig::default() }))?));
             }
         }
         let mut key_seed = [0u8; 32];

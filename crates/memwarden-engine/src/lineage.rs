@@ -1,0 +1,281 @@
+//! The lineage layer inside the engine: one provenance graph ([`LineageGraph`]) per tenant,
+//! persisted as the store's items plus its lineage events and rebuilt from them, in log order,
+//! the first time the tenant is used after a start.
+//!
+//! The store is the truth. The graph is a materialised view, like the vector index: every
+//! memory the store holds is replayed as a write, and every lineage event (`read_by` edges of a
+//! search, a revocation, an action-gate decision) the store committed is replayed at its log
+//! position, so the rebuilt graph equals the one the engine held before it stopped. Live changes
+//! are applied right after their commit. If a live apply fails (a race with a rebuild, a bug),
+//! the tenant's graph is dropped and rebuilt on next use; a record the rebuild cannot apply is
+//! left out of the graph, and a record unknown to the graph is never readable and never supports
+//! an action: every lineage error denies.
+
+use crate::EngineError;
+use memwarden_core::prelude::*;
+use memwarden_lineage::{
+    ActionEvent, DenyReason, GateDecision, GateRequest, LineageConfig, LineageGraph, Ranked, RecordKind, RegisterPrincipal, RevokeEvent, WriteEvent,
+};
+use memwarden_store::{Mutation, PAGE_ROWS_MAX, Store};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Over-fetch factor of guarded search before the lineage rerank: the store returns up to
+/// `k * RERANK_FETCH_FACTOR` eligible hits by similarity, the graph reranks them by
+/// `similarity × path trust` and keeps `k`.
+pub const RERANK_FETCH_FACTOR: usize = 4;
+
+/// A lineage event as the store keeps it (the lineage crate's own event types; ids and scores,
+/// never memory text).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub(crate) enum StoredEvent {
+    /// `read_by` edges for what one search returned.
+    Reads {
+        /// The reader.
+        reader: PrincipalId,
+        /// What was returned, with its three scores.
+        selected: Vec<Ranked>,
+        /// When.
+        at_ms: u64,
+    },
+    /// A revocation (propagated eagerly to every descendant).
+    Revoke(RevokeEvent),
+    /// An action the gate decided.
+    Action(ActionEvent),
+}
+
+impl StoredEvent {
+    pub(crate) fn mutation(&self, tenant: &TenantId) -> Result<Mutation, EngineError> {
+        let event = serde_json::to_value(self).map_err(|e| EngineError::Lineage(format!("encoding a lineage event: {e}")))?;
+        Ok(Mutation::Lineage { tenant: tenant.clone(), event })
+    }
+}
+
+/// The node type a memory takes in the graph.
+pub(crate) fn record_kind(item: &MemoryItem) -> RecordKind {
+    match item.route() {
+        Route::ToolObservation | Route::ExternalObservation => RecordKind::Resource,
+        _ => RecordKind::Memory,
+    }
+}
+
+/// One tenant's graph.
+pub(crate) type TenantGraph = Arc<Mutex<LineageGraph>>;
+
+/// The per-tenant graphs.
+pub(crate) struct Lineage {
+    config: LineageConfig,
+    graphs: Mutex<HashMap<TenantId, TenantGraph>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while a graph was locked may have left it half-changed: callers that find it
+    // poisoned still get it, but `Lineage::graph` drops poisoned graphs and rebuilds them.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Lineage {
+    pub(crate) fn new(config: LineageConfig) -> Result<Self, EngineError> {
+        config.validate().map_err(|e| EngineError::Lineage(format!("lineage configuration: {e}")))?;
+        Ok(Self { config, graphs: Mutex::new(HashMap::new()) })
+    }
+
+    /// The configuration.
+    pub(crate) fn config(&self) -> &LineageConfig {
+        &self.config
+    }
+
+    /// The tenant's graph, rebuilt from the store if not loaded (or dropped after an error).
+    pub(crate) fn graph(&self, store: &dyn Store, tenant: &TenantId) -> Result<TenantGraph, EngineError> {
+        if let Some(g) = lock(&self.graphs).get(tenant)
+            && !g.is_poisoned()
+        {
+            return Ok(Arc::clone(g));
+        }
+        let rebuilt = Arc::new(Mutex::new(rebuild(store, tenant, self.config.clone())?));
+        let mut graphs = lock(&self.graphs);
+        // Another thread may have rebuilt it meanwhile: keep the one already shared.
+        let g = graphs.entry(tenant.clone()).or_insert_with(|| Arc::clone(&rebuilt));
+        if g.is_poisoned() {
+            *g = rebuilt;
+        }
+        Ok(Arc::clone(g))
+    }
+
+    /// Drop a tenant's graph (after an apply error): the next use rebuilds it from the store.
+    pub(crate) fn forget(&self, tenant: &TenantId) {
+        lock(&self.graphs).remove(tenant);
+    }
+
+    /// Run `f` on the tenant's graph; if it fails, the graph is dropped (rebuilt on next use)
+    /// and the error returned.
+    pub(crate) fn with<T>(&self, store: &dyn Store, tenant: &TenantId, f: impl FnOnce(&mut LineageGraph) -> Result<T, EngineError>) -> Result<T, EngineError> {
+        let g = self.graph(store, tenant)?;
+        let mut locked = lock(&g);
+        let r = f(&mut locked);
+        drop(locked);
+        if r.is_err() {
+            self.forget(tenant);
+        }
+        r
+    }
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> EngineError {
+    EngineError::Lineage(format!("{what}: {e}"))
+}
+
+/// Register `p` in `g` unless it is there.
+pub(crate) fn ensure_principal(g: &mut LineageGraph, p: &Principal) -> Result<(), EngineError> {
+    if g.principal(&p.id).is_none() {
+        g.register_principal(RegisterPrincipal { id: p.id.clone(), kind: p.kind, reputation: None }).map_err(|e| err("registering a principal", e))?;
+    }
+    Ok(())
+}
+
+/// Apply a committed item (idempotent: a record already in the graph is left alone).
+pub(crate) fn apply_item(g: &mut LineageGraph, item: &MemoryItem) -> Result<(), EngineError> {
+    if g.record(item.id()).is_some() {
+        return Ok(());
+    }
+    let fx = g.apply_write(WriteEvent::from_item(item, record_kind(item))).map_err(|e| err(&format!("recording memory {}", item.id()), e))?;
+    // Labels never rise through derivation: the graph's scope is never wider than the stored one.
+    debug_assert!(
+        !matches!(item.scope().readers, Readers::Only(_)) || !matches!(fx.record.scope().readers, Readers::All),
+        "the lineage scope of {} is wider than its stored scope",
+        item.id()
+    );
+    g.drain();
+    Ok(())
+}
+
+/// Apply a committed event. A read of a record that stopped being readable after the search
+/// (revoked meanwhile) records only what is still readable.
+pub(crate) fn apply_event(g: &mut LineageGraph, ev: StoredEvent) -> Result<(), EngineError> {
+    match ev {
+        StoredEvent::Reads { reader, selected, at_ms } => {
+            let still: Vec<Ranked> = selected.into_iter().filter(|r| g.can_read(&reader, r.id).is_ok()).collect();
+            g.record_reads(&reader, &still, at_ms).map_err(|e| err("recording reads", e))?;
+        }
+        StoredEvent::Revoke(r) => {
+            if g.record(r.id).is_some_and(|s| !s.revoked()) {
+                g.apply_revocation(r).map_err(|e| err("recording a revocation", e))?;
+            }
+        }
+        StoredEvent::Action(a) => {
+            if !g.actions().any(|x| x.id == a.id) {
+                g.apply_action(a).map_err(|e| err("recording an action", e))?;
+            }
+        }
+    }
+    g.drain();
+    Ok(())
+}
+
+/// Rebuild a tenant's graph from the store: principals, then items and lineage events merged by
+/// log index. A revoked item without a lineage revocation event (a store written before the
+/// lineage layer existed) is revoked at the end, at its creation time.
+fn rebuild(store: &dyn Store, tenant: &TenantId, config: LineageConfig) -> Result<LineageGraph, EngineError> {
+    let mut g = LineageGraph::new(config).map_err(|e| err("lineage configuration", e))?;
+    for p in store.principals(tenant)? {
+        ensure_principal(&mut g, &p)?;
+    }
+    let mut items: Vec<(u64, MemoryItem)> = Vec::new();
+    let mut events: Vec<(u64, serde_json::Value)> = Vec::new();
+    let (mut items_after, mut events_after) = (None, None);
+    let (mut items_done, mut events_done) = (false, false);
+    let mut revoked_in_store: Vec<(ItemId, PrincipalId, u64)> = Vec::new();
+    loop {
+        if items.is_empty() && !items_done {
+            items = store.items_in_order(tenant, items_after, PAGE_ROWS_MAX)?;
+            items.reverse(); // pop from the end = oldest first
+            items_done = items.is_empty();
+        }
+        if events.is_empty() && !events_done {
+            events = store.lineage_events(tenant, events_after, PAGE_ROWS_MAX)?;
+            events.reverse();
+            events_done = events.is_empty();
+        }
+        let next_item = items.last().map(|(i, _)| *i);
+        let next_event = events.last().map(|(i, _)| *i);
+        match (next_item, next_event) {
+            (None, None) => break,
+            (Some(i), e) if e.is_none_or(|e| i < e) => {
+                let Some((idx, item)) = items.pop() else { break };
+                items_after = Some(idx);
+                if item.status() == Status::Revoked {
+                    revoked_in_store.push((item.id(), item.scope().owner.clone(), item.created_ms()));
+                }
+                // A record the graph refuses stays out of it: unknown to the graph means never
+                // readable and never a support.
+                let _ = apply_item(&mut g, &item);
+            }
+            _ => {
+                let Some((idx, value)) = events.pop() else { break };
+                events_after = Some(idx);
+                // An event the graph refuses on replay is skipped: a read or action record is
+                // audit only (the verdict log keeps it), and a revocation is also re-derived
+                // from the stored status below.
+                if let Ok(ev) = serde_json::from_value::<StoredEvent>(value) {
+                    let _ = apply_event(&mut g, ev);
+                }
+            }
+        }
+    }
+    for (id, owner, at_ms) in revoked_in_store {
+        if g.record(id).is_some_and(|s| !s.revoked()) {
+            apply_event(&mut g, StoredEvent::Revoke(RevokeEvent { id, revoker: owner, at_ms }))?;
+        }
+    }
+    Ok(g)
+}
+
+/// The lineage gate's verdict on an action, as a verdict the authority layer can compose with.
+pub(crate) fn verdict(d: &GateDecision) -> Verdict {
+    let gate_rule = serde_json::to_value(d.rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into());
+    Verdict {
+        decision: d.decision,
+        layer: "lineage".into(),
+        rule: Rule::Lineage { gate_rule, cause: d.cause.map(|c| c.as_str().to_owned()) },
+        cause: d.explanation.clone(),
+        supporting: d.supporting.clone(),
+        affected: d.affected.iter().map(|a| a.id).collect(),
+        pushed: Vec::new(),
+        ask: Vec::new(),
+        threshold: Some(d.threshold.get()),
+    }
+}
+
+/// The gate request for an action whose supports are `supports` (the proposal's context items
+/// and value sources) with `context` (what the session was handed besides); `elevated` are the
+/// supports whose pushed values the authority layer accepted.
+pub(crate) fn gate_request(
+    agent: &PrincipalId,
+    action: &ActionRequest,
+    supports: Vec<ItemId>,
+    context: Vec<ItemId>,
+    elevated: impl IntoIterator<Item = ItemId>,
+) -> GateRequest {
+    GateRequest { agent: agent.clone(), kind: action.kind, risk: action.risk, retrieved: supports, context, elevated: elevated.into_iter().collect() }
+}
+
+/// Why the graph refuses a read, as an engine error (not found: the caller learns nothing).
+pub(crate) fn deny(id: ItemId, _reason: DenyReason) -> EngineError {
+    EngineError::NotFound(id)
+}
+
+/// `ids` split into those `reader` may read and a count of the others.
+pub(crate) fn split_readable(g: &LineageGraph, reader: &PrincipalId, ids: impl Iterator<Item = ItemId>) -> (Vec<ItemId>, usize) {
+    let mut shown = Vec::new();
+    let mut hidden = 0usize;
+    for id in ids {
+        if g.can_read(reader, id).is_ok() {
+            shown.push(id);
+        } else {
+            hidden += 1;
+        }
+    }
+    (shown, hidden)
+}
