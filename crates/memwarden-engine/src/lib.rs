@@ -287,16 +287,11 @@ impl Engine {
         if parents.is_empty() {
             return Ok(());
         }
-        l.with(self.store.as_ref(), actor.tenant(), |g| {
-            for p in parents {
-                g.can_read(actor.id(), *p).map_err(|r| lineage::deny(*p, r))?;
-            }
-            Ok(())
-        })
-        .map_err(|e| match e {
-            EngineError::NotFound(id) => EngineError::NotFound(id),
-            other => other,
-        })
+        let refused = l.with(self.store.as_ref(), actor.tenant(), |g| Ok(parents.iter().find_map(|p| g.can_read(actor.id(), *p).err().map(|r| (*p, r)))))?;
+        match refused {
+            Some((id, reason)) => Err(lineage::deny(id, reason)),
+            None => Ok(()),
+        }
     }
 
     /// What the lineage layer knows about `id`, as `actor` may see it.
@@ -352,7 +347,11 @@ impl Engine {
         if p.kind != PrincipalKind::Tool && p.allow_listed {
             return Err(EngineError::Invalid(format!("only tools can be allow-listed; {} is a {}", p.id, p.kind.as_str())));
         }
-        one(self.store.commit(self.now_ms(), vec![Mutation::Principal(p)])?)
+        let receipt = one(self.store.commit(self.now_ms(), vec![Mutation::Principal(p.clone())])?)?;
+        if let Some(l) = &self.lineage {
+            let _ = l.with(self.store.as_ref(), &p.tenant, |g| lineage::ensure_principal(g, &p));
+        }
+        Ok(receipt)
     }
 
     /// Authenticate: look a principal up in the engine's own records. The actor acts in the

@@ -56,7 +56,7 @@ impl StoredEvent {
 /// The node type a memory takes in the graph.
 pub(crate) fn record_kind(item: &MemoryItem) -> RecordKind {
     match item.route() {
-        Route::ToolObservation | Route::ExternalObservation => RecordKind::Resource,
+        Route::ToolObservation | Route::ExternalObservation | Route::EnvironmentObservation => RecordKind::Resource,
         _ => RecordKind::Memory,
     }
 }
@@ -110,7 +110,8 @@ impl Lineage {
     }
 
     /// Run `f` on the tenant's graph; if it fails, the graph is dropped (rebuilt on next use)
-    /// and the error returned.
+    /// and the error returned. `f` fails only when the graph itself failed: a refusal (a record
+    /// the reader may not read) is a value, not an error.
     pub(crate) fn with<T>(&self, store: &dyn Store, tenant: &TenantId, f: impl FnOnce(&mut LineageGraph) -> Result<T, EngineError>) -> Result<T, EngineError> {
         let g = self.graph(store, tenant)?;
         let mut locked = lock(&g);
@@ -140,10 +141,18 @@ pub(crate) fn apply_item(g: &mut LineageGraph, item: &MemoryItem) -> Result<(), 
     if g.record(item.id()).is_some() {
         return Ok(());
     }
-    let fx = g.apply_write(WriteEvent::from_item(item, record_kind(item))).map_err(|e| err(&format!("recording memory {}", item.id()), e))?;
+    let mut ev = WriteEvent::from_item(item, record_kind(item));
+    if item.status() == Status::Revoked {
+        // Replaying a memory revoked since: the store keeps only its revoked scope, so it is
+        // replayed unnarrowed, and its revocation event (which follows in log order) clears it
+        // and recomputes its descendants, each narrowed by its own stored readers, exactly as
+        // the revocation did at the time.
+        ev.readers = None;
+    }
+    let fx = g.apply_write(ev).map_err(|e| err(&format!("recording memory {}", item.id()), e))?;
     // Labels never rise through derivation: the graph's scope is never wider than the stored one.
     debug_assert!(
-        !matches!(item.scope().readers, Readers::Only(_)) || !matches!(fx.record.scope().readers, Readers::All),
+        item.status() == Status::Revoked || !matches!(item.scope().readers, Readers::Only(_)) || !matches!(fx.record.scope().readers, Readers::All),
         "the lineage scope of {} is wider than its stored scope",
         item.id()
     );
