@@ -802,6 +802,44 @@ impl Engine {
         Ok(receipt)
     }
 
+    /// Erase a memory and every memory whose every supporting path runs through it (one with
+    /// another live supporting source survives, keeping its marks). The text, metadata and
+    /// embeddings of the erased memories are deleted from the store and the index; tombstones
+    /// keep ids and lineage so survivors' ancestry stands; the erasure is in the verdict log
+    /// (ids only). Allowed to users of the tenant and to the memory's owner. Needs the lineage
+    /// layer (it finds the dependents).
+    pub fn erase(&self, actor: &Actor, id: &ItemId) -> Result<(memwarden_lineage::ErasureRecord, Receipt), EngineError> {
+        let l = self.lineage_on()?;
+        let item = self.store.item(actor.tenant(), id)?.ok_or(EngineError::NotFound(*id))?;
+        let is_user = actor.principal().kind == PrincipalKind::User;
+        if !is_user && item.scope().owner != *actor.id() {
+            return Err(if item.readable_by(actor.id()) {
+                EngineError::Forbidden("only the memory's owner or a user of the tenant may erase it".into())
+            } else {
+                EngineError::NotFound(*id)
+            });
+        }
+        let now = self.now_ms();
+        let ev = memwarden_lineage::EraseEvent { id: *id, erasure_id: new_id(now)?, requested_by: actor.id().clone(), at_ms: now };
+        let g = l.graph(self.store.as_ref(), actor.tenant())?;
+        let mut g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        // The graph decides what goes (and records the erasure); the store then deletes exactly
+        // that, with the event, in one transaction. If the commit fails the graph is rebuilt.
+        let fx = g.apply_erasure(ev.clone()).map_err(|e| EngineError::Lineage(format!("erasing {id}: {e}")))?;
+        debug_assert!(fx.delete.contains(id), "an erasure deletes its root");
+        let event = serde_json::to_value(lineage::StoredEvent::Erase(ev)).map_err(|e| EngineError::Lineage(e.to_string()))?;
+        let m = Mutation::Erasure { tenant: actor.tenant().clone(), ids: fx.delete.clone(), event };
+        let committed = self.store.commit(now, vec![m]).map_err(EngineError::from).and_then(one);
+        drop(g);
+        match committed {
+            Ok(r) => Ok((fx.record, r)),
+            Err(e) => {
+                l.forget(actor.tenant());
+                Err(e)
+            }
+        }
+    }
+
     /// Memories of a namespace the actor may read, oldest first. Everything returned counts as
     /// handed to the actor's session.
     pub fn list(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {

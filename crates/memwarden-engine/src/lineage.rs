@@ -14,9 +14,10 @@
 use crate::EngineError;
 use memwarden_core::prelude::*;
 use memwarden_lineage::{
-    ActionEvent, DenyReason, GateDecision, GateRequest, LineageConfig, LineageGraph, Ranked, RecordKind, RegisterPrincipal, RevokeEvent, WriteEvent,
+    ActionEvent, DenyReason, EraseEvent, GateDecision, GateRequest, LineageConfig, LineageGraph, Ranked, RecordKind, RegisterPrincipal, RevokeEvent,
+    WriteEvent,
 };
-use memwarden_store::{Mutation, PAGE_ROWS_MAX, Store};
+use memwarden_store::{Mutation, OrderedItem, PAGE_ROWS_MAX, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -44,7 +45,13 @@ pub(crate) enum StoredEvent {
     Revoke(RevokeEvent),
     /// An action the gate decided.
     Action(ActionEvent),
+    /// An erasure (committed with the store's [`Mutation::Erasure`], not as a lineage row).
+    Erase(EraseEvent),
 }
+
+/// The text a tombstone is replayed with (the graph needs non-empty text; the erasure that
+/// follows in log order removes it again).
+const TOMBSTONE_TEXT: &str = memwarden_store::TOMBSTONE_CONTENT;
 
 impl StoredEvent {
     pub(crate) fn mutation(&self, tenant: &TenantId) -> Result<Mutation, EngineError> {
@@ -138,10 +145,17 @@ pub(crate) fn ensure_principal(g: &mut LineageGraph, p: &Principal) -> Result<()
 
 /// Apply a committed item (idempotent: a record already in the graph is left alone).
 pub(crate) fn apply_item(g: &mut LineageGraph, item: &MemoryItem) -> Result<(), EngineError> {
+    apply_item_inner(g, item, false)
+}
+
+fn apply_item_inner(g: &mut LineageGraph, item: &MemoryItem, tombstone: bool) -> Result<(), EngineError> {
     if g.record(item.id()).is_some() {
         return Ok(());
     }
     let mut ev = WriteEvent::from_item(item, record_kind(item));
+    if tombstone {
+        TOMBSTONE_TEXT.clone_into(&mut ev.text);
+    }
     if item.status() == Status::Revoked {
         // Replaying a memory revoked since: the store keeps only its revoked scope, so it is
         // replayed unnarrowed, and its revocation event (which follows in log order) clears it
@@ -178,6 +192,11 @@ pub(crate) fn apply_event(g: &mut LineageGraph, ev: StoredEvent) -> Result<(), E
                 g.apply_action(a).map_err(|e| err("recording an action", e))?;
             }
         }
+        StoredEvent::Erase(e) => {
+            if !g.erasures().iter().any(|x| x.erasure_id == e.erasure_id) {
+                g.apply_erasure(e).map_err(|e| err("recording an erasure", e))?;
+            }
+        }
     }
     g.drain();
     Ok(())
@@ -191,7 +210,7 @@ fn rebuild(store: &dyn Store, tenant: &TenantId, config: LineageConfig) -> Resul
     for p in store.principals(tenant)? {
         ensure_principal(&mut g, &p)?;
     }
-    let mut items: Vec<(u64, MemoryItem)> = Vec::new();
+    let mut items: Vec<OrderedItem> = Vec::new();
     let mut events: Vec<(u64, serde_json::Value)> = Vec::new();
     let (mut items_after, mut events_after) = (None, None);
     let (mut items_done, mut events_done) = (false, false);
@@ -207,19 +226,19 @@ fn rebuild(store: &dyn Store, tenant: &TenantId, config: LineageConfig) -> Resul
             events.reverse();
             events_done = events.is_empty();
         }
-        let next_item = items.last().map(|(i, _)| *i);
+        let next_item = items.last().map(|o| o.log_index);
         let next_event = events.last().map(|(i, _)| *i);
         match (next_item, next_event) {
             (None, None) => break,
             (Some(i), e) if e.is_none_or(|e| i < e) => {
-                let Some((idx, item)) = items.pop() else { break };
-                items_after = Some(idx);
-                if item.status() == Status::Revoked {
-                    revoked_in_store.push((item.id(), item.scope().owner.clone(), item.created_ms()));
+                let Some(o) = items.pop() else { break };
+                items_after = Some(o.log_index);
+                if o.item.status() == Status::Revoked && !o.erased {
+                    revoked_in_store.push((o.item.id(), o.item.scope().owner.clone(), o.item.created_ms()));
                 }
                 // A record the graph refuses stays out of it: unknown to the graph means never
                 // readable and never a support.
-                let _ = apply_item(&mut g, &item);
+                let _ = apply_item_inner(&mut g, &o.item, o.erased);
             }
             _ => {
                 let Some((idx, value)) = events.pop() else { break };

@@ -250,3 +250,61 @@ fn export_is_for_users_and_is_prov_json() {
     // No memory text in the export.
     assert!(!prov.to_string().contains("ACCT-RHINE-2231"));
 }
+
+#[test]
+fn erasure_deletes_what_depends_on_the_source_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "Leaked payroll export for QWERTY-ZEBRA-771";
+    let (s_id, a_id, b_id, c_id, trail) = {
+        let e = engine(dir.path());
+        setup(&e);
+        let (ana, ben, ursula, web) = (actor(&e, "ana"), actor(&e, "ben"), actor(&e, "ursula"), actor(&e, "web"));
+        let s = write(&e, &web, secret, Route::ExternalObservation);
+        let t = write(&e, &ursula, "Payroll runs on the 25th", Route::Direct);
+        let a = e.derive(&ana, ns(), &[s.id()], "Payroll export mentions QWERTY-ZEBRA-771".into()).unwrap().0;
+        let b = e.derive(&ana, ns(), &[s.id(), t.id()], "Payroll: 25th; an export leaked".into()).unwrap().0;
+        let c = e.derive(&ben, ns(), &[a.id()], "QWERTY-ZEBRA-771 export noted".into()).unwrap().0;
+        // Only the owner or a user may erase.
+        assert!(matches!(e.erase(&ana, &s.id()), Err(EngineError::Forbidden(_))));
+        let (record, receipt) = e.erase(&ursula, &s.id()).unwrap();
+        let mut erased = record.erased.clone();
+        erased.sort();
+        let mut want = vec![s.id(), a.id(), c.id()];
+        want.sort();
+        assert_eq!(erased, want);
+        assert_eq!(record.survivors, vec![b.id()]);
+        // Gone from every door, for everyone; the survivor stays readable.
+        for id in [s.id(), a.id(), c.id()] {
+            for who in [&ana, &ben, &ursula] {
+                assert!(matches!(e.get(who, &id), Err(EngineError::NotFound(_))), "{id}");
+            }
+            assert!(e.store().item(&tenant(), &id).unwrap().is_none());
+        }
+        assert!(e.search(&ben, &ns(), "payroll export QWERTY-ZEBRA-771", 10).unwrap().iter().all(|h| h.item.id() == b.id() || h.item.id() == t.id()));
+        assert_eq!(e.get(&ana, &b.id()).unwrap().id(), b.id());
+        // The erasure is logged by id, without the text.
+        let entry = Entry::decode(&e.store().log_entries(receipt.log_index, receipt.log_index + 1).unwrap()[0]).unwrap();
+        assert_eq!(entry.kind, EntryKind::Erasure);
+        assert!(!String::from_utf8_lossy(&entry.body).contains("QWERTY"));
+        (s.id(), a.id(), b.id(), c.id(), e.audit_trail(&ursula).unwrap())
+    };
+    // No file of the store keeps the text.
+    for f in std::fs::read_dir(dir.path()).unwrap() {
+        let f = f.unwrap().path();
+        if f.is_file() {
+            let bytes = std::fs::read(&f).unwrap();
+            assert!(!bytes.windows(12).any(|w| w == b"QWERTY-ZEBRA"), "{} still holds erased text", f.display());
+        }
+    }
+    // After a restart: the same graph, the same absences.
+    let e = engine(dir.path());
+    let ursula = actor(&e, "ursula");
+    let after = e.audit_trail(&ursula).unwrap();
+    assert_eq!(trail.records, after.records);
+    assert_eq!(trail.erasures, after.erasures);
+    for id in [s_id, a_id, c_id] {
+        assert!(matches!(e.get(&ursula, &id), Err(EngineError::NotFound(_))));
+    }
+    assert!(e.get(&actor(&e, "ana"), &b_id).is_ok());
+    assert!(e.verify_log().unwrap().is_ok());
+}

@@ -251,6 +251,7 @@ pub struct ListOut {
 
 /// Query of `GET /v1/memories`.
 #[derive(Debug, Clone, Deserialize, utoipa::IntoParams, schemars::JsonSchema)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Namespace (default `default`).
@@ -419,6 +420,21 @@ pub struct MemoryRevokedOut {
     /// The revoked memory.
     pub id: String,
     /// Log index of the revocation entry.
+    pub log_index: u64,
+}
+
+/// Result of erasing a memory.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MemoryErasedOut {
+    /// The erasure's id.
+    pub erasure_id: String,
+    /// The memory asked for.
+    pub id: String,
+    /// Every memory erased (it and the descendants that depended on it alone).
+    pub erased: Vec<String>,
+    /// Descendants that survive through another live source.
+    pub survivors: Vec<String>,
+    /// Log index of the erasure entry.
     pub log_index: u64,
 }
 
@@ -617,6 +633,7 @@ pub struct RegisterPrincipalIn {
 
 /// Query naming a tenant (admin listings).
 #[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TenantQuery {
     /// Tenant (keys: optional, all tenants when absent).
@@ -669,4 +686,81 @@ pub struct HealthOut {
     pub status: String,
     /// Verdict-log entries (readiness only).
     pub log_entries: Option<u64>,
+}
+
+/// Path trust `rho` of a memory for the caller, with its factors (each in `[0, 1]`;
+/// `rho = clip01(s · i · f · p · v · a)`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PathTrustOut {
+    /// S: the weakest source on the path.
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub s: f64,
+    /// I: intermediate integrity (poisoned or revoked items on the path).
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub i: f64,
+    /// F: decay along the weakest transformation chain.
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub f: f64,
+    /// P: the caller against the stored policy (admitted by every item on the path or not).
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub p: f64,
+    /// V: verification.
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub v: f64,
+    /// A: the writer's reputation.
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub a: f64,
+    /// The path trust: the product of the factors, clipped to `[0, 1]`.
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    pub rho: f64,
+}
+
+/// What the lineage layer knows about one memory, as the caller may see it. Parents and children
+/// the caller may not read are counted, not listed.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LineageOut {
+    /// The memory's id.
+    pub id: String,
+    /// The lineage record (no text): `kind`, `writer`, `integrity`, `base_trust`, `parents`,
+    /// `scope`, `poisoned`, `verified_by`, `erased`, `created_ms` and the ancestry `summary`
+    /// (`min_source_trust`, `flow`, `depth`, `verified`, `untrusted`, `private`, `poisoned`,
+    /// `revoked`, `ceiling`, `affected`, `affected_rest`).
+    #[schema(value_type = Object)]
+    pub record: serde_json::Value,
+    /// Whether the memory is *affected* for the caller: something untrusted, poisoned or revoked
+    /// on its path, or an item on the path that does not admit the caller.
+    pub affected: bool,
+    /// Path trust for the caller, with its factors.
+    pub path_trust: PathTrustOut,
+    /// Parents the caller may read.
+    pub parents: Vec<String>,
+    /// Parents the caller may not read.
+    pub parents_hidden: usize,
+    /// Children the caller may read.
+    pub children: Vec<String>,
+    /// Children the caller may not read.
+    pub children_hidden: usize,
+}
+
+/// Format of a lineage export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportFormatName {
+    /// memwarden's own audit-trail JSON (`memwarden-lineage-audit/1`): principals, records,
+    /// actions with their gate decisions, edges, erasures.
+    #[default]
+    Memwarden,
+    /// W3C PROV-JSON (`entity`, `activity`, `agent`, `wasDerivedFrom`, ...).
+    Prov,
+}
+
+/// Query of `GET /v1/lineage/export`.
+#[derive(Debug, Clone, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ExportQuery {
+    /// `memwarden` (default) or `prov`.
+    #[serde(default)]
+    #[param(inline)]
+    pub format: ExportFormatName,
 }

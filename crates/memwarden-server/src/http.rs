@@ -359,6 +359,38 @@ async fn revoke_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPa
     Ok(Json(st.run(move |e| ops::revoke(e, &c.actor, &id, r)).await?))
 }
 
+/// Erase a memory (delete its text, metadata and embedding) and every memory whose every
+/// supporting path runs through it; one with another live source survives. Tombstones keep ids
+/// and lineage; the erasure is logged by id. Allowed to the memory's owner and to users.
+#[utoipa::path(delete, path = "/v1/memories/{id}", tag = "memories",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "Erased", body = MemoryErasedOut),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "The lineage layer is off", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn erase_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<MemoryErasedOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::erase(e, &c.actor, &id)).await?))
+}
+
+/// Mem0-compatible delete: erases the memory (see `DELETE /v1/memories/{id}`).
+#[utoipa::path(delete, path = "/memories/{id}", tag = "mem0",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "Erased", body = MemoryErasedOut),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "The lineage layer is off", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn alias_delete(st: State<AppState>, c: Caller, id: ApiPath) -> Result<Json<MemoryErasedOut>, ApiError> {
+    erase_memory(st, c, id).await
+}
+
 /// Semantic search; the permission filter decides eligibility before ranking.
 #[utoipa::path(post, path = "/v1/search", tag = "memories", request_body = SearchIn,
     responses(
@@ -395,6 +427,41 @@ async fn derive(State(st): State<AppState>, c: Caller, ApiJson(d): ApiJson<Deriv
     ))]
 async fn tool_calls(State(st): State<AppState>, c: Caller, ApiJson(t): ApiJson<ToolCallIn>) -> Result<Response, ApiError> {
     Ok(created(st.run(move |e| ops::tool_call(e, &c.actor, t)).await?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lineage
+
+/// What the lineage layer knows about a memory, as the caller may see it: its record (no text),
+/// its path trust for the caller with the factors, and its parents and children (those the caller
+/// may not read are counted, not listed). A memory the caller may not read is a 404, as for a read.
+#[utoipa::path(get, path = "/v1/memories/{id}/lineage", tag = "lineage",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "The lineage view", body = LineageOut),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The admin token is not a principal", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable (revoked, or with a revoked ancestor, included)", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "The lineage layer is switched off", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn memory_lineage(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<LineageOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::lineage(e, &c.actor, &id)).await?))
+}
+
+/// Export the caller's tenant's whole lineage graph (every record, principal, action and edge,
+/// with gate decisions and erasures; no memory text): memwarden's own audit-trail JSON
+/// (`format=memwarden`, the default) or W3C PROV-JSON (`format=prov`). Users only.
+#[utoipa::path(get, path = "/v1/lineage/export", tag = "lineage", params(ExportQuery),
+    responses(
+        (status = 200, description = "The audit trail (`memwarden-lineage-audit/1`) or a PROV-JSON document", body = Object),
+        (status = 400, description = "Unknown format or query parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a user of the tenant (or the admin token)", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "The lineage layer is switched off", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn lineage_export(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQuery<ExportQuery>) -> Result<Json<serde_json::Value>, ApiError> {
+    Ok(Json(st.run(move |e| ops::export_lineage(e, &c.actor, q.format)).await?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -761,11 +828,12 @@ impl utoipa::Modify for SecurityAddon {
 #[openapi(
     info(title = "memwarden", description = "Governed memory for LLM agents. Every request authenticates as a principal (API key); the principal, never the body, fixes tenant, identity and origin. Errors are RFC 9457 problem details with a stable `code`. The MCP endpoint (streamable HTTP) is at `/mcp`."),
     paths(
-        add_memories, list_memories, get_memory, revoke_memory, search, derive, tool_calls,
+        add_memories, list_memories, get_memory, erase_memory, revoke_memory, search, derive, tool_calls,
+        memory_lineage, lineage_export,
         attestations, grants, decide,
         audit_verify, audit_checkpoint, audit_proof,
         me, admin_register, admin_list_principals, admin_mint_key, admin_list_keys, admin_revoke_key,
-        alias_add, alias_list, alias_get, alias_search,
+        alias_add, alias_list, alias_get, alias_delete, alias_search,
         healthz, readyz, metrics_text, openapi_json,
     ),
     components(schemas(Problem, AddMemory, AddMany, ParentIn)),
@@ -773,6 +841,7 @@ impl utoipa::Modify for SecurityAddon {
     security(("bearer" = [])),
     tags(
         (name = "memories", description = "Write, read and search memories"),
+        (name = "lineage", description = "Provenance: a memory's lineage and path trust; the tenant's audit trail (PROV-JSON)"),
         (name = "authority", description = "Attestations, grants and action decisions"),
         (name = "audit", description = "The verdict log"),
         (name = "principals", description = "The caller"),
@@ -787,8 +856,10 @@ pub struct ApiDoc;
 pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router {
     let authed = Router::new()
         .route("/v1/memories", post(add_memories).get(list_memories))
-        .route("/v1/memories/{id}", get(get_memory))
+        .route("/v1/memories/{id}", get(get_memory).delete(erase_memory))
         .route("/v1/memories/{id}/revoke", post(revoke_memory))
+        .route("/v1/memories/{id}/lineage", get(memory_lineage))
+        .route("/v1/lineage/export", get(lineage_export))
         .route("/v1/search", post(search))
         .route("/v1/derive", post(derive))
         .route("/v1/tool-calls", post(tool_calls))
@@ -803,7 +874,7 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/v1/admin/keys", post(admin_mint_key).get(admin_list_keys))
         .route("/v1/admin/keys/{key_id}", axum::routing::delete(admin_revoke_key))
         .route("/memories", post(alias_add).get(alias_list))
-        .route("/memories/{id}", get(alias_get))
+        .route("/memories/{id}", get(alias_get).delete(alias_delete))
         .route("/search", post(alias_search))
         .route_service("/mcp", mcp)
         .route_layer(middleware::from_fn_with_state(state.clone(), auth_mw));

@@ -11,7 +11,8 @@
 //!
 //! Routes (JSON; errors are RFC 9457 problem details with a stable `code`, see [`Problem`]):
 //! `POST/GET /v1/memories` (add, batch add `{"memories": [...]}`, list), `GET /v1/memories/{id}`,
-//! `POST /v1/search`, `POST /v1/derive`, `POST /v1/tool-calls`, `POST /v1/attestations`,
+//! `GET /v1/memories/{id}/lineage` (lineage view and path trust), `GET /v1/lineage/export`
+//! (`?format=memwarden|prov`; the tenant's audit trail, users only), `POST /v1/search`, `POST /v1/derive`, `POST /v1/tool-calls`, `POST /v1/attestations`,
 //! `POST /v1/grants`, `POST /v1/actions/decide`, `GET /v1/audit/verify`,
 //! `POST /v1/audit/checkpoint`, `GET /v1/audit/proof/{index}`, `GET /v1/principals/me`; admin:
 //! `POST/GET /v1/admin/principals`, `POST/GET /v1/admin/keys`, `DELETE /v1/admin/keys/{key_id}`;

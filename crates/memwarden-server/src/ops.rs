@@ -145,6 +145,19 @@ pub fn revoke(engine: &Engine, actor: &Actor, id: &str, r: RevokeIn) -> Result<M
     Ok(MemoryRevokedOut { id: id.to_string(), log_index: receipt.log_index })
 }
 
+/// Erase a memory and what depends on it alone.
+pub fn erase(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryErasedOut, ApiError> {
+    let id = parse_id(id)?;
+    let (record, receipt) = engine.erase(actor, &id)?;
+    Ok(MemoryErasedOut {
+        erasure_id: record.erasure_id.to_string(),
+        id: id.to_string(),
+        erased: record.erased.iter().map(ToString::to_string).collect(),
+        survivors: record.survivors.iter().map(ToString::to_string).collect(),
+        log_index: receipt.log_index,
+    })
+}
+
 /// Memories of a namespace the actor may read.
 pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize) -> Result<ListOut, ApiError> {
     if limit == 0 || limit > 10_000 {
@@ -331,4 +344,32 @@ pub fn register_principal(engine: &Engine, p: RegisterPrincipalIn) -> Result<Pri
     };
     engine.register_principal(principal.clone())?;
     Ok(principal_out(&principal))
+}
+
+/// Render a lineage view for `reader`.
+pub fn lineage_out(v: &memwarden_engine::LineageView, reader: &PrincipalId) -> Result<LineageOut, ApiError> {
+    let t = &v.path_trust;
+    Ok(LineageOut {
+        id: v.record.id().to_string(),
+        record: serde_json::to_value(&v.record).map_err(ApiError::internal)?,
+        affected: v.record.summary().affected_for(reader),
+        path_trust: PathTrustOut { s: t.s.get(), i: t.i.get(), f: t.f.get(), p: t.p.get(), v: t.v.get(), a: t.a.get(), rho: t.rho.get() },
+        parents: v.parents.iter().map(ToString::to_string).collect(),
+        parents_hidden: v.parents_hidden,
+        children: v.children.iter().map(ToString::to_string).collect(),
+        children_hidden: v.children_hidden,
+    })
+}
+
+/// What the lineage layer knows about one memory, as `actor` may see it.
+pub fn lineage(engine: &Engine, actor: &Actor, id: &str) -> Result<LineageOut, ApiError> {
+    lineage_out(&engine.lineage_of(actor, &parse_id(id)?)?, actor.id())
+}
+
+/// The actor's tenant's lineage audit trail (users only), in `format`.
+pub fn export_lineage(engine: &Engine, actor: &Actor, format: ExportFormatName) -> Result<serde_json::Value, ApiError> {
+    match format {
+        ExportFormatName::Memwarden => serde_json::to_value(engine.audit_trail(actor)?).map_err(ApiError::internal),
+        ExportFormatName::Prov => Ok(engine.prov_json(actor)?),
+    }
 }

@@ -36,6 +36,10 @@ pub const BATCH_MUTATIONS_MAX: usize = 4096;
 pub const SEARCH_K_MAX: usize = 1000;
 /// Most rows one page of [`Store::items_in_order`] or [`Store::lineage_events`] returns.
 pub const PAGE_ROWS_MAX: usize = 10_000;
+/// The text a tombstone carries in place of the erased one.
+pub const TOMBSTONE_CONTENT: &str = "[erased]";
+/// Most memories one erasure may delete.
+pub const ERASE_IDS_MAX: usize = 100_000;
 /// Largest lineage event (bytes of JSON).
 pub const LINEAGE_EVENT_BYTES_MAX: usize = 256 * 1024;
 /// Longest accepted embedding (dimensions).
@@ -81,6 +85,19 @@ pub enum Mutation {
         /// The tenant.
         tenant: TenantId,
         /// The event.
+        event: serde_json::Value,
+    },
+    /// Erase memories: each row's text, metadata and embedding are deleted (a tombstone keeps
+    /// its identity and lineage fields), its vector leaves the index, and the erasure is logged
+    /// (ids only). `event` is the lineage layer's erasure event, kept with the lineage events so
+    /// the graph replays it at this position.
+    Erasure {
+        /// The tenant.
+        tenant: TenantId,
+        /// The memories to erase (the root and the descendants the lineage layer found depend on
+        /// it alone).
+        ids: Vec<ItemId>,
+        /// The lineage erasure event.
         event: serde_json::Value,
     },
     /// Record a decision with its elevations and grant consumptions.
@@ -205,6 +222,18 @@ pub struct Hit {
     pub similarity: f32,
 }
 
+/// One row of [`Store::items_in_order`].
+#[derive(Debug, Clone)]
+pub struct OrderedItem {
+    /// The log index of the item's write.
+    pub log_index: u64,
+    /// The item; for an erased one, its tombstone (identity and lineage fields, the text
+    /// replaced by [`TOMBSTONE_CONTENT`], no metadata).
+    pub item: MemoryItem,
+    /// Whether it was erased.
+    pub erased: bool,
+}
+
 /// What the engine needs from a backend. Implementations: [`SqliteStore`] (embedded). A
 /// PostgreSQL backend implements the same trait (per-tenant log serialisation in a transaction).
 pub trait Store: Send + Sync {
@@ -222,10 +251,10 @@ pub trait Store: Send + Sync {
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError>;
     /// Attestations of a tenant for these keys.
     fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError>;
-    /// The tenant's items in commit order, after log index `after` (exclusive; `None` from the
-    /// start), at most `limit` (capped at [`PAGE_ROWS_MAX`]), each with its log index: for
+    /// The tenant's items in commit order, erased ones as tombstones, after log index `after`
+    /// (exclusive; `None` from the start), at most `limit` (capped at [`PAGE_ROWS_MAX`]): for
     /// rebuilding derived state (the lineage graph) page by page.
-    fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, MemoryItem)>, StoreError>;
+    fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<OrderedItem>, StoreError>;
     /// The tenant's lineage events in commit order, each with its log index, after log index
     /// `after` (exclusive; `None` from the start), at most `limit` (capped at
     /// [`PAGE_ROWS_MAX`]). Each row is checked against its verified log entry.

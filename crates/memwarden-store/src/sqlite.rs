@@ -2,7 +2,7 @@
 //! group commit, one reader connection.
 
 use crate::vectors::{AccessChange, NewVector, Progress, Vectors, decode_f32};
-use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Hit, Mutation, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
+use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Hit, Mutation, OrderedItem, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
 use memwarden_log::{Entry, EntryKind, Hash, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
@@ -128,6 +128,8 @@ CREATE TABLE IF NOT EXISTS vectors(seq INTEGER PRIMARY KEY AUTOINCREMENT, id BLO
 CREATE TABLE IF NOT EXISTS lineage_events(seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, event TEXT NOT NULL, log_index INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS lineage_events_by_tenant ON lineage_events(tenant, log_index);
 CREATE INDEX IF NOT EXISTS items_by_tenant_log ON items(tenant, log_index);
+CREATE TABLE IF NOT EXISTS erased(id BLOB PRIMARY KEY, tenant TEXT NOT NULL, namespace TEXT NOT NULL, tombstone TEXT NOT NULL, item_log_index INTEGER NOT NULL, log_index INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS erased_by_tenant_log ON erased(tenant, item_log_index);
 ";
 
 /// Schema 1 stored embeddings only in `items`; schema 2 numbers them in `vectors` (the index
@@ -148,6 +150,8 @@ fn open_conn(path: &Path, read_only: bool) -> Result<Connection, StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     if !read_only {
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        // Deleted content (an erasure) is overwritten with zeros, not left in free pages.
+        conn.pragma_update(None, "secure_delete", "ON")?;
     }
     conn.pragma_update(None, "synchronous", "FULL")?;
     Ok(conn)
@@ -607,6 +611,7 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
                     namespace: item.namespace().clone(),
                     scope: item.scope().clone(),
                     status: item.status(),
+                    erased: false,
                 });
             }
             p.push(
@@ -616,6 +621,51 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
                 &json!({"tenant": item.tenant(), "id": item.id(), "by": r.by(), "reason": r.reason(), "status": item.status(),
                         "digest": hex::encode(item.identity_digest())}),
             )?
+        }
+        Mutation::Erasure { tenant, ids, event } => {
+            if ids.is_empty() || ids.len() > crate::ERASE_IDS_MAX {
+                return Err(CommitError::Storage(format!("an erasure names 1..={} memories", crate::ERASE_IDS_MAX)));
+            }
+            let text = to_json(event)?;
+            if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
+                return Err(CommitError::LineageEventTooLarge(text.len()));
+            }
+            let next = p.len;
+            for id in ids {
+                let row: Option<(String, String, i64)> = conn
+                    .prepare_cached("SELECT namespace, record, log_index FROM items WHERE id = ?1 AND tenant = ?2")
+                    .and_then(|mut s| s.query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
+                    .map_err(sql)?;
+                let Some((namespace, record, item_log_index)) = row else {
+                    return Err(CommitError::ItemMissing(id.to_string()));
+                };
+                // The tombstone keeps the identity and lineage fields, never the text.
+                let mut tomb: serde_json::Value = serde_json::from_str(&record).map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
+                if let Some(o) = tomb.as_object_mut() {
+                    o.insert("content".into(), serde_json::Value::String(crate::TOMBSTONE_CONTENT.into()));
+                    o.insert("metadata".into(), serde_json::Value::Object(serde_json::Map::new()));
+                }
+                let tomb = to_json(&tomb)?;
+                conn.prepare_cached("INSERT INTO erased(id, tenant, namespace, tombstone, item_log_index, log_index) VALUES(?1, ?2, ?3, ?4, ?5, ?6)")
+                    .and_then(|mut s| s.execute(params![id.as_bytes().as_slice(), tenant.as_str(), namespace, tomb, item_log_index, next as i64]))
+                    .map_err(sql)?;
+                let seq: Option<i64> = conn
+                    .prepare_cached("SELECT seq FROM vectors WHERE id = ?1")
+                    .and_then(|mut s| s.query_row(params![id.as_bytes().as_slice()], |r| r.get(0)).optional())
+                    .map_err(sql)?;
+                conn.prepare_cached("DELETE FROM vectors WHERE id = ?1").and_then(|mut s| s.execute(params![id.as_bytes().as_slice()])).map_err(sql)?;
+                conn.prepare_cached("DELETE FROM items WHERE id = ?1").and_then(|mut s| s.execute(params![id.as_bytes().as_slice()])).map_err(sql)?;
+                if let Some(seq) = seq {
+                    let namespace = Namespace::new(&namespace).map_err(|e| CommitError::Storage(e.to_string()))?;
+                    let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+                    let scope = Scope { owner: PrincipalId::new("erased").map_err(|e| CommitError::Storage(e.to_string()))?, readers: Readers::Only(Default::default()), visibility: Visibility::Revoked };
+                    p.access.push(AccessChange { seq, tenant: tenant.clone(), namespace, scope, status: Status::Revoked, erased: true });
+                }
+            }
+            conn.prepare_cached("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)")
+                .and_then(|mut s| s.execute(params![tenant.as_str(), text, next as i64]))
+                .map_err(sql)?;
+            p.push(conn, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}))?
         }
         Mutation::Lineage { tenant, event } => {
             let text = to_json(event)?;
@@ -797,6 +847,13 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
             for a in pending.access {
                 shared.vectors.update_access(a);
             }
+            // After an erasure, copy the zeroed pages into the database and empty the WAL, so
+            // the erased text survives in no file (best effort: a busy checkpoint is retried by
+            // SQLite's automatic checkpoints; the rows are gone from every read either way).
+            let erased = commits.iter().zip(&results).any(|((_, ms, _), rs)| ms.iter().zip(rs).any(|(m, r)| matches!(m, Mutation::Erasure { .. }) && r.is_ok()));
+            if erased && let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+                eprintln!("memwarden-store: checkpoint after erasure failed: {e}");
+            }
             for ((_, _, reply), rs) in commits.into_iter().zip(results) {
                 let _ = reply.send(Ok(rs));
             }
@@ -872,20 +929,36 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, MemoryItem)>, StoreError> {
+    fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<OrderedItem>, StoreError> {
         let conn = lock(&self.shared.reader);
         let after = after.map_or(-1, |a| i64::try_from(a).unwrap_or(i64::MAX));
         let limit = i64::try_from(limit.min(crate::PAGE_ROWS_MAX)).unwrap_or(0);
-        let rows: Vec<(Vec<u8>, i64)> = conn
-            .prepare_cached("SELECT id, log_index FROM items WHERE tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3")?
-            .query_map(params![tenant.as_str(), after, limit], |r| Ok((r.get(0)?, r.get(1)?)))?
+        let rows: Vec<(Vec<u8>, i64, Option<String>)> = conn
+            .prepare_cached(
+                "SELECT id, log_index, NULL FROM items WHERE tenant = ?1 AND log_index > ?2
+                 UNION ALL SELECT id, item_log_index, tombstone FROM erased WHERE tenant = ?1 AND item_log_index > ?2
+                 ORDER BY 2 LIMIT ?3",
+            )?
+            .query_map(params![tenant.as_str(), after, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<Result<_, _>>()?;
         let mut out = Vec::with_capacity(rows.len());
-        for (raw, idx) in rows {
+        for (raw, idx, tombstone) in rows {
             let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
-            // Each record is verified against its digest and the log, as on every read.
-            if let Some(i) = self.read_item(&conn, tenant, &id)? {
-                out.push((u64::try_from(idx).map_err(|_| StoreError::Corrupt("negative log index".into()))?, i));
+            let log_index = u64::try_from(idx).map_err(|_| StoreError::Corrupt("negative log index".into()))?;
+            match tombstone {
+                Some(t) => {
+                    let item: MemoryItem = serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("tombstone {id}: {e}")))?;
+                    if item.id() != id || item.tenant() != tenant {
+                        return Err(StoreError::ItemTampered { id: id.to_string(), reason: "tombstone names another id or tenant".into() });
+                    }
+                    out.push(OrderedItem { log_index, item, erased: true });
+                }
+                // Each record is verified against its digest and the log, as on every read.
+                None => {
+                    if let Some(item) = self.read_item(&conn, tenant, &id)? {
+                        out.push(OrderedItem { log_index, item, erased: false });
+                    }
+                }
             }
         }
         Ok(out)
@@ -915,7 +988,7 @@ impl Store for SqliteStore {
             }
             let decoded = Entry::decode(&entry).map_err(|e| tampered(&e.to_string()))?;
             let body: serde_json::Value = serde_json::from_slice(&decoded.body).map_err(|e| tampered(&e.to_string()))?;
-            if decoded.kind != EntryKind::Lineage || body.get("event") != Some(&event) || body.get("tenant").and_then(|t| t.as_str()) != Some(tenant.as_str()) {
+            if !matches!(decoded.kind, EntryKind::Lineage | EntryKind::Erasure) || body.get("event") != Some(&event) || body.get("tenant").and_then(|t| t.as_str()) != Some(tenant.as_str()) {
                 return Err(tampered("the row differs from its log entry"));
             }
             out.push((idx as u64, event));

@@ -61,6 +61,8 @@ pub(crate) struct AccessChange {
     pub(crate) namespace: Namespace,
     pub(crate) scope: Scope,
     pub(crate) status: Status,
+    /// The item was erased: its key leaves the catalog and the index altogether.
+    pub(crate) erased: bool,
 }
 
 /// Who may read which key of a partition: exactly the keys whose item is retrievable, split
@@ -102,6 +104,16 @@ impl Eligibility {
             !keys.is_empty()
         });
         self.insert(key, id, scope, status);
+    }
+
+    /// Forgets a key (its row was erased).
+    fn remove(&mut self, key: u64) {
+        self.ids.remove(&key);
+        self.shared.remove(&key);
+        self.by_reader.retain(|_, keys| {
+            keys.remove(&key);
+            !keys.is_empty()
+        });
     }
 
     /// How many keys `reader` may read (exact: the two sets are disjoint).
@@ -364,7 +376,16 @@ impl Vectors {
     /// stays in the graph as a waypoint; the filter no longer admits it.
     pub(crate) fn update_access(&self, a: AccessChange) {
         if let Some(part) = self.partition(&a.tenant, &a.namespace) {
-            write(&part.elig).update(a.seq, &a.scope, a.status);
+            if a.erased {
+                // Out of the catalog first (no search admits it), then out of the graph.
+                write(&part.elig).remove(a.seq);
+                if let Err(e) = part.index.remove(a.seq) {
+                    eprintln!("memwarden-store: removing an erased vector failed, searching exactly until reopen: {e}");
+                    part.degraded.store(true, Ordering::Release);
+                }
+            } else {
+                write(&part.elig).update(a.seq, &a.scope, a.status);
+            }
         }
     }
 

@@ -138,6 +138,34 @@ enum Cmd {
         /// The id.
         id: String,
     },
+    /// Erase a memory (its owner or a user): its text, metadata and embedding are deleted, with
+    /// every memory whose every supporting path runs through it; logged by id. Prints JSON.
+    Erase {
+        /// Erasing principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// The id.
+        id: String,
+    },
+    /// What the lineage layer knows about a memory, as a principal may see it (record, path
+    /// trust with its factors, readable parents and children, hidden counts); prints JSON.
+    Lineage {
+        /// Reading principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// The id.
+        id: String,
+    },
+    /// Export the tenant's lineage audit trail (every record, principal, action and edge; no
+    /// memory text) as JSON. Users only.
+    ExportLineage {
+        /// Exporting user.
+        #[arg(long = "as")]
+        actor: String,
+        /// W3C PROV-JSON instead of memwarden's own audit-trail JSON.
+        #[arg(long)]
+        prov: bool,
+    },
     /// Semantic search; the permission filter decides eligibility before ranking.
     Search {
         /// Searching principal.
@@ -632,9 +660,22 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             print_json(&json!({"principal": who.id(), "session": who.session(), "floor": o.floor(), "witnesses": o.witnesses()}));
         }
         Cmd::Get { actor: a, id } => print_json(&item_json(&engine.get(&actor(&a)?, &parse("id", &id)?)?)),
+        Cmd::Erase { actor: a, id } => {
+            let (record, receipt) = engine.erase(&actor(&a)?, &parse("id", &id)?)?;
+            print_json(&json!({"erasure": record, "log_index": receipt.log_index}));
+        }
         Cmd::Revoke { actor: a, reason, id } => {
             let receipt = engine.revoke(&actor(&a)?, &parse("id", &id)?, &reason)?;
             print_json(&json!({"revoked": id, "log_index": receipt.log_index}));
+        }
+        Cmd::Lineage { actor: a, id } => {
+            let view = engine.lineage_of(&actor(&a)?, &parse("id", &id)?)?;
+            print_json(&serde_json::to_value(&view).map_err(fail)?);
+        }
+        Cmd::ExportLineage { actor: a, prov } => {
+            let who = actor(&a)?;
+            let out = if prov { engine.prov_json(&who)? } else { serde_json::to_value(engine.audit_trail(&who)?).map_err(fail)? };
+            print_json(&out);
         }
         Cmd::List { actor: a, ns, limit } => {
             let items = engine.list(&actor(&a)?, &parse("namespace", &ns)?, limit)?;

@@ -110,6 +110,29 @@ fn grant_round_trip_through_the_cli() {
     assert_eq!(proof["verified"], true);
 }
 
+#[test]
+fn lineage_and_its_export_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let fact = setup(data);
+    let note = ok(data, &["derive", "--as", "agent", "--ns", "notes", "--parent", &fact, "keep this, summarised"])["item"]["id"].as_str().unwrap().to_owned();
+    let v = ok(data, &["lineage", "--as", "agent", &note]);
+    assert_eq!(v["parents"], serde_json::json!([fact]), "{v}");
+    assert_eq!(v["parents_hidden"], 0);
+    assert!(v["path_trust"]["rho"].as_f64().is_some_and(|r| (0.0..=1.0).contains(&r)), "{v}");
+    assert_eq!(ok(data, &["lineage", "--as", "agent", &fact])["children"], serde_json::json!([note]));
+    check_error(data, &["lineage", "--as", "agent", "00000000000000000000000000000000"], "not found");
+    check_error(data, &["export-lineage", "--as", "agent"], "forbidden");
+    let trail = ok(data, &["export-lineage", "--as", "alice"]);
+    assert_eq!(trail["format"], "memwarden-lineage-audit/1");
+    assert!(trail["records"].as_array().unwrap().iter().any(|r| r["id"] == note.as_str()), "{trail}");
+    let prov = ok(data, &["export-lineage", "--as", "alice", "--prov"]);
+    for key in ["entity", "activity", "agent", "wasDerivedFrom"] {
+        assert!(prov[key].is_object(), "PROV-JSON lacks {key}: {prov}");
+    }
+    assert!(!prov.to_string().contains("keep this"), "no memory text in the export");
+}
+
 /// A raw HTTP/1.1 request on loopback; returns (status, body).
 fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> (u16, String) {
     use std::io::{Read, Write};
