@@ -877,10 +877,20 @@ impl Engine {
         };
         // The store's filter decides eligibility (never a score); the graph's CanRead filters
         // again, then reranks what is left by similarity × path trust.
-        let fetch = k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
-        let hits = self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?;
-        let candidates: Vec<Candidate> = hits.iter().map(|h| Candidate { id: h.item.id(), similarity: f64::from(h.similarity) }).collect();
-        let ranking = l.with(self.store.as_ref(), actor.tenant(), |g| g.rank(actor.id(), &candidates, Some(k)).map_err(|e| EngineError::Lineage(e.to_string())))?;
+        // If the graph filters out candidates the store admitted (descendants of a revoked
+        // item), fetch wider until k pass or the store has no more: no silent shortfall below
+        // the store's own bound (`memwarden_store::SEARCH_K_MAX` candidates).
+        let mut fetch = k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
+        let (hits, ranking) = loop {
+            let hits = self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?;
+            let candidates: Vec<Candidate> = hits.iter().map(|h| Candidate { id: h.item.id(), similarity: f64::from(h.similarity) }).collect();
+            let ranking = l.with(self.store.as_ref(), actor.tenant(), |g| g.rank(actor.id(), &candidates, Some(k)).map_err(|e| EngineError::Lineage(e.to_string())))?;
+            let exhausted = hits.len() < fetch || fetch == memwarden_store::SEARCH_K_MAX;
+            if ranking.selected.len() >= k || exhausted {
+                break (hits, ranking);
+            }
+            fetch = fetch.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
+        };
         let mut by_id: HashMap<ItemId, Hit> = hits.into_iter().map(|h| (h.item.id(), h)).collect();
         let now = self.now_ms();
         let ev = lineage::StoredEvent::Reads { reader: actor.id().clone(), selected: ranking.selected.clone(), at_ms: now };

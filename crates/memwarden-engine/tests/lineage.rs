@@ -308,3 +308,27 @@ fn erasure_deletes_what_depends_on_the_source_alone() {
     assert!(e.get(&actor(&e, "ana"), &b_id).is_ok());
     assert!(e.verify_log().unwrap().is_ok());
 }
+
+#[test]
+fn regression_search_filled_k_despite_descendants_of_a_revoked_source() {
+    // The store still admits descendants of a revoked memory (their own rows are active); the
+    // graph removes them. Search must widen its fetch instead of returning fewer than k.
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    setup(&e);
+    let (ana, ursula, web) = (actor(&e, "ana"), actor(&e, "ursula"), actor(&e, "web"));
+    let page = write(&e, &web, "Rhine GmbH account ACCT-RHINE-2231 details", Route::ExternalObservation);
+    for i in 0..12 {
+        e.derive(&ana, ns(), &[page.id()], format!("Rhine GmbH account ACCT-RHINE-2231 details copy {i}")).unwrap();
+    }
+    let mut keep = Vec::new();
+    for i in 0..3 {
+        keep.push(write(&e, &ursula, &format!("Rhine GmbH office hours note {i}"), Route::Direct).id());
+    }
+    e.revoke(&ursula, &page.id(), "phishing").unwrap();
+    let hits = e.search(&ana, &ns(), "Rhine GmbH account ACCT-RHINE-2231 details", 3).unwrap();
+    let mut got: Vec<ItemId> = hits.iter().map(|h| h.item.id()).collect();
+    got.sort();
+    keep.sort();
+    assert_eq!(got, keep);
+}
