@@ -825,14 +825,29 @@ impl Engine {
         let mut g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
         // The graph decides what goes (and records the erasure); the store then deletes exactly
         // that, with the event, in one transaction. If the commit fails the graph is rebuilt.
-        let fx = g.apply_erasure(ev.clone()).map_err(|e| EngineError::Lineage(format!("erasing {id}: {e}")))?;
-        debug_assert!(fx.delete.contains(id), "an erasure deletes its root");
+        // A memory the graph never took (it refused the write after the store had it; such a
+        // memory is unreadable) has no dependents in the graph either: it goes alone.
+        let (delete, record) = if g.record(*id).is_some() {
+            let fx = g.apply_erasure(ev.clone()).map_err(|e| EngineError::Lineage(format!("erasing {id}: {e}")))?;
+            (fx.delete, fx.record)
+        } else {
+            let record = memwarden_lineage::ErasureRecord {
+                erasure_id: ev.erasure_id,
+                root: *id,
+                requested_by: ev.requested_by.clone(),
+                at_ms: now,
+                erased: vec![*id],
+                survivors: Vec::new(),
+            };
+            (vec![*id], record)
+        };
+        debug_assert!(delete.contains(id), "an erasure deletes its root");
         let event = serde_json::to_value(lineage::StoredEvent::Erase(ev)).map_err(|e| EngineError::Lineage(e.to_string()))?;
-        let m = Mutation::Erasure { tenant: actor.tenant().clone(), ids: fx.delete.clone(), event };
+        let m = Mutation::Erasure { tenant: actor.tenant().clone(), ids: delete, event };
         let committed = self.store.commit(now, vec![m]).map_err(EngineError::from).and_then(one);
         drop(g);
         match committed {
-            Ok(r) => Ok((fx.record, r)),
+            Ok(r) => Ok((record, r)),
             Err(e) => {
                 l.forget(actor.tenant());
                 Err(e)

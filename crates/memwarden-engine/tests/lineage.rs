@@ -332,3 +332,24 @@ fn regression_search_filled_k_despite_descendants_of_a_revoked_source() {
     keep.sort();
     assert_eq!(got, keep);
 }
+
+#[test]
+fn regression_a_write_the_graph_would_refuse_is_refused_before_it_is_stored() {
+    // Schemathesis found DELETE answering 500: a write naming one parent twice (under two edge
+    // kinds) passed the authority gate, was stored, and was then refused by the graph, leaving a
+    // stored memory the lineage layer did not know. The gate now refuses such writes, and
+    // erasing a memory unknown to the graph erases it alone.
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path());
+    setup(&e);
+    let ana = actor(&e, "ana");
+    let a = write(&e, &ana, "Rhine GmbH office hours", Route::Direct);
+    let mut req = WriteRequest::new(ns(), "twice", Route::Direct);
+    req.parents = vec![ParentRef { id: a.id(), kind: EdgeKind::DerivedFrom }, ParentRef { id: a.id(), kind: EdgeKind::SummarizedFrom }];
+    assert!(matches!(e.add(&ana, req), Err(EngineError::Write(WriteError::DuplicateParent(_)))));
+    let mut req = WriteRequest::new(ns(), "not a derivation", Route::Direct);
+    req.parents = vec![ParentRef { id: a.id(), kind: EdgeKind::ReadBy }];
+    assert!(matches!(e.add(&ana, req), Err(EngineError::Write(WriteError::NotADerivation { .. }))));
+    assert_eq!(e.list(&ana, &ns(), 10).unwrap().len(), 1);
+    assert_eq!(e.erase(&ana, &a.id()).unwrap().0.erased, vec![a.id()]);
+}

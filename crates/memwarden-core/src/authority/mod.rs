@@ -78,6 +78,18 @@ pub enum WriteError {
         /// Count.
         count: usize,
     },
+    /// A parent is listed twice (under any edge kinds): one memory is one input.
+    #[error("parent {0} is listed more than once")]
+    DuplicateParent(ItemId),
+    /// A declared parent edge that is not a derivation (`derived_from`, `summarized_from`,
+    /// `observed_from`).
+    #[error("parent {id} is declared as {kind}; a parent must be derived_from, summarized_from or observed_from")]
+    NotADerivation {
+        /// The parent.
+        id: ItemId,
+        /// The edge kind given.
+        kind: String,
+    },
     /// Too many readers.
     #[error("{count} readers; the limit is {READERS_MAX}")]
     TooManyReaders {
@@ -333,8 +345,18 @@ fn check_write_limits(req: &WriteRequest) -> Result<(), WriteError> {
     if req.parents.len() > PARENTS_MAX {
         return Err(WriteError::TooManyParents { count: req.parents.len() });
     }
+    let mut seen = std::collections::BTreeSet::new();
+    for p in &req.parents {
+        if !matches!(p.kind, EdgeKind::DerivedFrom | EdgeKind::SummarizedFrom | EdgeKind::ObservedFrom) {
+            return Err(WriteError::NotADerivation { id: p.id, kind: p.kind.as_str().to_owned() });
+        }
+        if !seen.insert(p.id) {
+            return Err(WriteError::DuplicateParent(p.id));
+        }
+    }
+    // The writer always reads its own memory and takes one of the READERS_MAX places.
     if let Some(r) = &req.readers
-        && r.len() > READERS_MAX {
+        && r.len() >= READERS_MAX {
             return Err(WriteError::TooManyReaders { count: r.len() });
         }
     if req.metadata.len() > METADATA_ENTRIES_MAX
