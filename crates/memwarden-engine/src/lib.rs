@@ -712,11 +712,13 @@ impl Engine {
                         v.decision = Decision::Allow;
                     }
                     outcome.compose(v);
+                    // A consumed grant is the user authorising this action (`authorized_by`).
+                    let on_behalf_of = outcome.grant_uses().first().map(|u| u.grant.grant.user.clone());
                     lineage_event = Some(lineage::StoredEvent::Action(memwarden_lineage::ActionEvent {
                         id: new_id(now)?,
                         request,
                         tool: action.tool.clone(),
-                        on_behalf_of: None,
+                        on_behalf_of,
                         agent_proposal: None,
                         at_ms: now,
                     }));

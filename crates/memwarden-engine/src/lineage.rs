@@ -64,6 +64,7 @@ impl StoredEvent {
 pub(crate) fn record_kind(item: &MemoryItem) -> RecordKind {
     match item.route() {
         Route::ToolObservation | Route::ExternalObservation | Route::EnvironmentObservation => RecordKind::Resource,
+        Route::Dialogue | Route::MemoryHandoff | Route::CrossAgent => RecordKind::Message,
         _ => RecordKind::Memory,
     }
 }

@@ -271,6 +271,10 @@ fn grant_allows_exactly_one_matching_action() {
     let g = w.grant("ACCT-CONF-5512", "80 EUR");
     check(&w, &pay("acct conf 5512", "€80.00", &[&email], vec![g.clone()]), "allow elevated pushed_by=1");
     check(&w, &pay("ACCT-CONF-5512", "80 EUR", &[&email], vec![g]), "block grant_refused:reused pushed_by=1");
+    // The lineage graph records the granted action as authorised by the user.
+    let trail = w.engine.audit_trail(&w.actor("alice")).unwrap();
+    let authorised: Vec<_> = trail.actions.iter().filter(|a| a.on_behalf_of.as_ref().is_some_and(|u| u.as_str() == "alice")).collect();
+    assert_eq!(authorised.len(), 1, "{:?}", trail.actions);
 }
 
 #[test]

@@ -119,6 +119,21 @@ impl MemwardenMcp {
         self.call(&ctx, move |e, a| ops::get(e, a, &g.memory_id)).await
     }
 
+    /// Erase a memory.
+    #[tool(description = "Delete a memory for good (its owner, or a user): its text and embedding are erased, \
+        together with every memory derived from it alone; memories with another live source survive. \
+        Returns what was erased and what survived.")]
+    async fn delete_memory(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::erase(e, a, &g.memory_id)).await
+    }
+
+    /// A memory's lineage.
+    #[tool(description = "Where a memory came from: its parents and children the caller may read, whether \
+        something untrusted, poisoned or revoked is on its path, and its path trust (0..1) with the factors.")]
+    async fn get_lineage(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::lineage(e, a, &g.memory_id)).await
+    }
+
     /// List memories.
     #[tool(description = "List the memories of a namespace the caller may read, oldest first.")]
     async fn list_memories(&self, Parameters(q): Parameters<ListQuery>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
@@ -155,7 +170,8 @@ impl ServerHandler for MemwardenMcp {
             .with_server_info(Implementation::new("memwarden", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Governed memory. Store what you learn with add_memory, recall with search_memories / get_memory / \
-                 list_memories, and call propose_action before any consequential action; act only on `allow`.",
+                 list_memories, check where a memory came from with get_lineage, erase with delete_memory, and call \
+                 propose_action before any consequential action; act only on `allow`.",
             )
     }
 }

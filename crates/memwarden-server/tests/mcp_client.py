@@ -20,7 +20,10 @@ import sys
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-EXPECTED_TOOLS = {"add_memory", "search_memories", "get_memory", "list_memories", "propose_action", "attest"}
+EXPECTED_TOOLS = {
+    "add_memory", "search_memories", "get_memory", "list_memories", "propose_action", "attest",
+    "get_lineage", "delete_memory",
+}
 
 
 def field(obj, *names, default=None):
@@ -82,6 +85,18 @@ async def exercise(session, checks):
     res = await session.call_tool("search_memories", {"namespace": "notes", "query": "quarterly report due", "k": 3})
     hits = structured(res)["results"]
     checks.check(any(h["id"] == item["id"] for h in hits), "search_memories did not find the note")
+
+    res = await session.call_tool("get_lineage", {"memory_id": item["id"]})
+    checks.check(
+        not is_error(res) and structured(res)["id"] == item["id"] and structured(res)["path_trust"]["rho"] > 0,
+        f"get_lineage: {res}",
+    )
+    res = await session.call_tool("add_memory", {"namespace": "notes", "content": "A scratch note to erase."})
+    scratch = structured(res)["item"]
+    res = await session.call_tool("delete_memory", {"memory_id": scratch["id"]})
+    checks.check(not is_error(res) and scratch["id"] in structured(res)["erased"], f"delete_memory: {res}")
+    res = await session.call_tool("get_memory", {"memory_id": scratch["id"]})
+    checks.check(is_error(res) and structured(res)["code"] == "not_found", "an erased memory is still readable")
 
     res = await session.call_tool("list_memories", {"namespace": "mail"})
     mail = structured(res)["results"]

@@ -30,7 +30,8 @@ pub enum Defense {
     CapabilityIfc,
     /// memwarden's authority layer (TMA-NM): `Engine::decide`.
     Authority,
-    /// memwarden's full pipeline (today: the authority layer only).
+    /// memwarden's full pipeline as this benchmark's engines run it (the authority preset; see
+    /// the report's notes).
     Full,
     /// Ablation: labels not bound to the write channel.
     NoOriginBinding,
