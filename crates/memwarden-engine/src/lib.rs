@@ -87,6 +87,17 @@ pub enum EngineError {
     /// The lineage layer failed. Decisions that hit this deny.
     #[error("lineage: {0}")]
     Lineage(String),
+    /// A layer's gate refused the operation (the lifecycle write gate rejecting a credential,
+    /// say). The refusal is in the verdict log; the message names the rule, never the text.
+    #[error("refused by the {layer} layer ({rule}): {reason}")]
+    Refused {
+        /// `lifecycle`.
+        layer: &'static str,
+        /// The rule that fired.
+        rule: String,
+        /// Why, without the memory's text.
+        reason: String,
+    },
     /// The operation needs a layer this engine's preset switched off.
     #[error("the {0} layer is switched off in this configuration")]
     LayerOff(&'static str),
@@ -138,6 +149,11 @@ pub struct EngineConfig {
     /// action gate with the authority layer's verdict; `None` switches the layer off (the
     /// authority-only ablation).
     pub lineage: Option<LineageConfig>,
+    /// The lifecycle layer's write gate (MAPLE-Guard): `Some` scores every admitted write and
+    /// rejects credentials, quarantines on `Q_w`, rewrites instruction-like text as an unverified
+    /// note, or allows, setting the guard state. Off (`None`) by default until the rest of the
+    /// lifecycle layer (retrieval and promotion gates, broker, feedback) is wired in.
+    pub lifecycle: Option<Arc<memwarden_lifecycle::RiskScorer>>,
 }
 
 impl Default for EngineConfig {
@@ -148,6 +164,7 @@ impl Default for EngineConfig {
             embedder: None,
             clock: Arc::new(system_ms),
             lineage: Some(LineageConfig::default()),
+            lifecycle: None,
         }
     }
 }
@@ -200,6 +217,8 @@ pub struct Engine {
     sessions: Mutex<HashMap<SessionKey, Observed>>,
     /// The lineage layer, if on.
     lineage: Option<lineage::Lineage>,
+    /// The lifecycle write gate, if on.
+    lifecycle: Option<Arc<memwarden_lifecycle::RiskScorer>>,
 }
 
 /// The session every `authenticate` call without a session name acts in.
@@ -254,6 +273,7 @@ impl Engine {
             clock: config.clock,
             sessions: Mutex::new(HashMap::new()),
             lineage,
+            lifecycle: config.lifecycle,
         })
     }
 
@@ -468,7 +488,41 @@ impl Engine {
         let mut req = req;
         // The session tag is the authenticated session, never a claim in the request.
         req.session = Some(actor.session.to_string());
-        Ok(self.authority.admit_write_observed(actor.principal(), actor.tenant(), req, &refs, &observed, new_id(now)?, now)?)
+        let mut write = self.authority.admit_write_observed(actor.principal(), actor.tenant(), req, &refs, &observed, new_id(now)?, now)?;
+        self.lifecycle_write_gate(actor, &mut write, now)?;
+        Ok(write)
+    }
+
+    /// The lifecycle write gate on an admitted write (no-op with the layer off): reject (logged,
+    /// nothing stored), quarantine (stored, never retrievable), rewrite as an unverified note, or
+    /// allow; the guard state it derives is stored with the item. Non-allow decisions are logged.
+    fn lifecycle_write_gate(&self, actor: &Actor, write: &mut AdmittedWrite, now: u64) -> Result<(), EngineError> {
+        use memwarden_lifecycle::{LifecycleMemory, WriteOutcome, derive_and_write_gate};
+        let Some(scorer) = &self.lifecycle else { return Ok(()) };
+        let item = write.item();
+        let mut m = LifecycleMemory::new(item.writer().clone(), item.content(), item.route(), item.guard().clone());
+        m.parents = item.parents().iter().map(|p| p.id.to_string()).collect();
+        let d = derive_and_write_gate(scorer, &m);
+        let rule = serde_json::to_value(d.rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into());
+        if d.outcome != WriteOutcome::Allow {
+            // The decision holds no text (credentials by kind and offsets only).
+            let decision = json!({"layer": "lifecycle", "item": item.id(), "decision": d});
+            one(self.store.commit(now, vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
+        }
+        match d.outcome {
+            WriteOutcome::Reject => {
+                let kinds: Vec<String> = d.credentials.iter().map(|c| format!("{:?} at bytes {}..{}", c.kind, c.start, c.end)).collect();
+                let reason = if kinds.is_empty() { "the write could not be evaluated".to_owned() } else { format!("credential material: {}", kinds.join(", ")) };
+                Err(EngineError::Refused { layer: "lifecycle", rule, reason })
+            }
+            WriteOutcome::Quarantine | WriteOutcome::Rewrite | WriteOutcome::Allow => {
+                write.restrict(d.effect.status, d.effect.guard.clone());
+                if let Some(note) = &d.effect.prepend_note {
+                    write.prepend_note(note)?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Add a memory as `actor`, with its declared parents. Origin and label come from the actor

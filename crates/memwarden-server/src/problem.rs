@@ -116,6 +116,7 @@ impl From<EngineError> for ApiError {
                 Self::new(StatusCode::CONFLICT, "conflict", e.to_string())
             }
             EngineError::Commit(CommitError::BatchTooLarge(_)) => Self::invalid(e.to_string()),
+            EngineError::Refused { .. } => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", e.to_string()),
             EngineError::LayerOff(_) => Self::new(StatusCode::NOT_IMPLEMENTED, "layer_off", e.to_string()),
             EngineError::Commit(_) | EngineError::Store(_) | EngineError::Lineage(_) => Self::internal(&e),
         }

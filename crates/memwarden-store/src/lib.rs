@@ -100,6 +100,16 @@ pub enum Mutation {
         /// The lineage erasure event.
         event: serde_json::Value,
     },
+    /// Log a gate decision that changes no stored state (a lifecycle write gate rejecting,
+    /// quarantining or rewriting a write): ids, rule and signals only, never memory text.
+    GateDecision {
+        /// The tenant.
+        tenant: TenantId,
+        /// The deciding principal.
+        actor: PrincipalId,
+        /// The decision.
+        decision: serde_json::Value,
+    },
     /// Record a decision with its elevations and grant consumptions.
     Decision {
         /// The deciding principal.

@@ -667,6 +667,13 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
                 .map_err(sql)?;
             p.push(conn, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}))?
         }
+        Mutation::GateDecision { tenant, actor, decision } => {
+            let text = to_json(decision)?;
+            if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
+                return Err(CommitError::LineageEventTooLarge(text.len()));
+            }
+            p.push(conn, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "gate": decision}))?
+        }
         Mutation::Lineage { tenant, event } => {
             let text = to_json(event)?;
             if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {

@@ -143,6 +143,16 @@ impl AdmittedWrite {
         }
         self.item.guard = guard;
     }
+    /// Apply a lifecycle rewrite: prepend the unverified-note notice to the text (the label,
+    /// origin and scope cannot change). Refused if the text would exceed the size limit.
+    pub fn prepend_note(&mut self, note: &str) -> Result<(), WriteError> {
+        let bytes = note.len() + self.item.content.len();
+        if bytes > CONTENT_BYTES_MAX {
+            return Err(WriteError::ContentTooLarge { bytes });
+        }
+        self.item.content.insert_str(0, note);
+        Ok(())
+    }
 }
 
 /// Longest accepted revocation reason (bytes).
