@@ -942,7 +942,9 @@ impl Engine {
             return Ok(Vec::new());
         };
         let Some(l) = &self.lineage else {
-            let hits = self.store.search(actor.tenant(), namespace, &q, k, actor.id())?;
+            let fetch = if self.lifecycle.is_some() { k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX) } else { k };
+            let mut hits = self.lifecycle_firewall(actor, query, self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?)?;
+            hits.truncate(k);
             self.hand_over(actor, hits.iter().map(|h| &h.item))?;
             return Ok(hits.into_iter().map(|h| SearchHit { score: f64::from(h.similarity), path_trust: None, similarity: h.similarity, item: h.item }).collect());
         };
@@ -954,9 +956,11 @@ impl Engine {
         let mut fetch = k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
         let (hits, ranking) = loop {
             let hits = self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?;
+            let exhausted = hits.len() < fetch || fetch == memwarden_store::SEARCH_K_MAX;
+            // The lifecycle read firewall (if on) removes candidates before the rerank.
+            let hits = self.lifecycle_firewall(actor, query, hits)?;
             let candidates: Vec<Candidate> = hits.iter().map(|h| Candidate { id: h.item.id(), similarity: f64::from(h.similarity) }).collect();
             let ranking = l.with(self.store.as_ref(), actor.tenant(), |g| g.rank(actor.id(), &candidates, Some(k)).map_err(|e| EngineError::Lineage(e.to_string())))?;
-            let exhausted = hits.len() < fetch || fetch == memwarden_store::SEARCH_K_MAX;
             if ranking.selected.len() >= k || exhausted {
                 break (hits, ranking);
             }
@@ -979,6 +983,46 @@ impl Engine {
         debug_assert!(out.len() <= k);
         self.hand_over(actor, out.iter().map(|h| &h.item))?;
         Ok(out)
+    }
+
+    /// The lifecycle layer's read firewall over search candidates (no-op with the layer off):
+    /// candidates it blocks (not active, out of scope, hazardous and untrusted, high risk,
+    /// trigger-sensitive, unverified answer binding, low score) are removed; the order of the
+    /// rest is kept. Blocks are logged (ids and rules only).
+    fn lifecycle_firewall(&self, actor: &Actor, query: &str, hits: Vec<Hit>) -> Result<Vec<Hit>, EngineError> {
+        use memwarden_lifecycle::{LifecycleMemory, RetrievalCandidate, RetrievalOutcome, RetrievalQuery, retrieval_gate};
+        let Some(scorer) = &self.lifecycle else { return Ok(hits) };
+        // The gate takes at most `candidates_max` candidates per call (its cluster signal is
+        // computed over one call's candidates): a wider fetch is gated in chunks, best first.
+        let chunk = scorer.config().limits.candidates_max.max(1);
+        let mut blocked = vec![false; hits.len()];
+        let mut logged = Vec::new();
+        for (c, part) in hits.chunks(chunk).enumerate() {
+            let memories: Vec<LifecycleMemory> = part
+                .iter()
+                .map(|h| {
+                    let i = &h.item;
+                    let mut m = LifecycleMemory::new(i.scope().owner.clone(), i.content(), i.route(), i.guard().clone());
+                    m.readers = i.scope().readers.clone();
+                    m.status = i.status();
+                    m
+                })
+                .collect();
+            let candidates: Vec<RetrievalCandidate<'_>> =
+                memories.iter().zip(part).map(|(memory, h)| RetrievalCandidate { memory, similarity: f64::from(h.similarity) }).collect();
+            let result = retrieval_gate(scorer, &RetrievalQuery { agent: actor.id(), task_class: None, text: query }, &candidates);
+            for d in result.decisions.iter().filter(|d| d.outcome == RetrievalOutcome::Block) {
+                if let Some(b) = blocked.get_mut(c * chunk + d.index) {
+                    *b = true;
+                }
+                logged.push(json!({"item": part.get(d.index).map(|h| h.item.id()), "rule": d.rule}));
+            }
+        }
+        if !logged.is_empty() {
+            let decision = json!({"layer": "lifecycle", "gate": "retrieval", "blocked": logged});
+            one(self.store.commit(self.now_ms(), vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
+        }
+        Ok(hits.into_iter().zip(blocked).filter(|(_, b)| !b).map(|(h, _)| h).collect())
     }
 
     /// Verify the whole verdict log.
