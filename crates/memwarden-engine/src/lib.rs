@@ -46,6 +46,8 @@ use std::sync::{Arc, Mutex};
 pub const QUERY_BYTES_MAX: usize = 8 * 1024;
 /// Largest `k` for search.
 pub const SEARCH_K_MAX: usize = 100;
+/// Most memories one feedback report may name.
+pub const FEEDBACK_ITEMS_MAX: usize = 100;
 /// Most writes in one `add_many` call.
 pub const ADD_MANY_MAX: usize = 1024;
 
@@ -1005,6 +1007,9 @@ impl Engine {
                     let mut m = LifecycleMemory::new(i.scope().owner.clone(), i.content(), i.route(), i.guard().clone());
                     m.readers = i.scope().readers.clone();
                     m.status = i.status();
+                    // The writer's reputation from outcome feedback (an error reads as none: the
+                    // default, never a raised trust).
+                    m.source_agent_trust = self.store.reputation(actor.tenant(), i.writer()).ok().flatten();
                     m
                 })
                 .collect();
@@ -1023,6 +1028,47 @@ impl Engine {
             one(self.store.commit(self.now_ms(), vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
         }
         Ok(hits.into_iter().zip(blocked).filter(|(_, b)| !b).map(|(h, _)| h).collect())
+    }
+
+    /// Report a task outcome for the memories `used` (lifecycle layer): each one's utility,
+    /// trust and hazard move (`q ← (1−α)q + αR`; success `tau +.03, h −.02`; failure `tau −.05,
+    /// h +.05`; counts) and its writer's reputation moves (`+.015 / −.020`), all committed and
+    /// logged together. Every used memory must be readable by the reporter. Needs the lifecycle
+    /// layer.
+    pub fn feedback(&self, actor: &Actor, used: &[ItemId], success: bool) -> Result<(Vec<memwarden_lifecycle::FeedbackRecord>, Receipt), EngineError> {
+        use memwarden_lifecycle::{FeedbackState, Outcome, feedback};
+        let scorer = self.lifecycle.as_ref().ok_or(EngineError::LayerOff("lifecycle"))?;
+        if used.is_empty() || used.len() > FEEDBACK_ITEMS_MAX {
+            return Err(EngineError::Invalid(format!("feedback names 1..={FEEDBACK_ITEMS_MAX} memories")));
+        }
+        let mut ids = used.to_vec();
+        ids.sort();
+        ids.dedup();
+        let items = self.resolve(actor, &ids)?;
+        let outcome = if success { Outcome::Success } else { Outcome::Failure };
+        let mut reputations: HashMap<PrincipalId, Option<f64>> = HashMap::new();
+        let mut records = Vec::with_capacity(items.len());
+        let mut guards = Vec::with_capacity(items.len());
+        for item in &items {
+            let rep = match reputations.get(item.writer()) {
+                Some(r) => *r,
+                None => self.store.reputation(actor.tenant(), item.writer())?,
+            };
+            let rec = feedback(scorer.config(), &FeedbackState { guard: item.guard().clone(), source_agent_trust: rep }, outcome);
+            reputations.insert(item.writer().clone(), rec.after.source_agent_trust);
+            guards.push((item.id(), rec.after.guard.clone()));
+            records.push(rec);
+        }
+        let record = json!({"outcome": if success { "success" } else { "failure" }, "items": ids, "updates": records});
+        let m = Mutation::Feedback {
+            tenant: actor.tenant().clone(),
+            actor: actor.id().clone(),
+            guards,
+            reputations: reputations.into_iter().filter_map(|(p, r)| r.map(|r| (p, r))).collect(),
+            record,
+        };
+        let receipt = one(self.store.commit(self.now_ms(), vec![m])?)?;
+        Ok((records, receipt))
     }
 
     /// Verify the whole verdict log.

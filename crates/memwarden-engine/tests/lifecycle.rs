@@ -124,3 +124,43 @@ fn the_read_firewall_keeps_risky_memories_out_of_search() {
     let a = agent(&off);
     assert_eq!(off.search(&a, &ns(), "what is the final answer for this case", 5).unwrap().len(), 2);
 }
+
+#[test]
+fn feedback_moves_guard_state_and_reputation_durably() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let e = engine(dir.path(), true);
+        let a = agent(&e);
+        let (item, _) = e.add(&a, WriteRequest::new(ns(), "Parse the date column as ISO-8601, then sort.", Route::PostTaskExperience)).unwrap();
+        let before = item.guard().clone();
+        let (recs, _) = e.feedback(&a, &[item.id()], true).unwrap();
+        assert_eq!(recs.len(), 1);
+        let after = e.get(&a, &item.id()).unwrap().guard().clone();
+        assert_eq!(after.successes, before.successes + 1);
+        assert!(after.tau > before.tau && after.h <= before.h, "{before:?} -> {after:?}");
+        let rep = e.store().reputation(&TenantId::new("acme").unwrap(), &PrincipalId::new("ana").unwrap()).unwrap().unwrap();
+        assert!((rep - 0.515).abs() < 1e-9, "{rep}");
+        // Two failures: trust falls below where it started, reputation too.
+        e.feedback(&a, &[item.id()], false).unwrap();
+        e.feedback(&a, &[item.id()], false).unwrap();
+        let g = e.get(&a, &item.id()).unwrap().guard().clone();
+        assert_eq!(g.failures, 2);
+        assert!(g.tau < before.tau, "{g:?}");
+        // Unknown or unreadable memories are refused; so is an empty report.
+        assert!(matches!(e.feedback(&a, &[ItemId::from_bytes([7; 16])], true), Err(EngineError::NotFound(_))));
+        assert!(matches!(e.feedback(&a, &[], true), Err(EngineError::Invalid(_))));
+        let log = e.store().log_entries(0, e.store().log_len()).unwrap();
+        assert_eq!(log.iter().filter(|b| Entry::decode(b).unwrap().kind == EntryKind::Feedback).count(), 3);
+        item.id()
+    };
+    // After a restart the state is still there and the log verifies.
+    let e = engine(dir.path(), true);
+    let a = agent(&e);
+    assert_eq!(e.get(&a, &id).unwrap().guard().failures, 2);
+    assert!(e.verify_log().unwrap().is_ok());
+    // With the layer off, feedback says so.
+    drop(e);
+    let off = engine(dir.path(), false);
+    let a = agent(&off);
+    assert!(matches!(off.feedback(&a, &[id], true), Err(EngineError::LayerOff("lifecycle"))));
+}

@@ -104,6 +104,12 @@ pub struct ServeConfig {
     pub log: String,
     /// The embedder.
     pub embedder: EmbedderChoice,
+    /// The lineage layer (default on; `lineage = false` / `MEMWARDEN_LINEAGE=false` is the
+    /// authority-only preset).
+    pub lineage: bool,
+    /// The lifecycle layer's write gate, read firewall and feedback (default off until the rest
+    /// of the layer lands; `lifecycle = true` / `MEMWARDEN_LIFECYCLE=true`).
+    pub lifecycle: bool,
 }
 
 impl Default for ServeConfig {
@@ -120,6 +126,8 @@ impl Default for ServeConfig {
             mcp_allowed_hosts: Vec::new(),
             log: "info".into(),
             embedder: EmbedderChoice::MiniLm { model_dir: None },
+            lineage: true,
+            lifecycle: false,
         }
     }
 }
@@ -144,6 +152,8 @@ struct FileConfig {
     openai_model: Option<String>,
     openai_dims: Option<usize>,
     openai_key: Option<String>,
+    lineage: Option<bool>,
+    lifecycle: Option<bool>,
 }
 
 fn invalid(msg: impl Into<String>) -> ConfigError {
@@ -203,6 +213,15 @@ impl ServeConfig {
         if let Some(v) = s("MEMWARDEN_EMBEDDER") {
             raw.embedder = Some(v);
         }
+        for (name, slot) in [("MEMWARDEN_LINEAGE", &mut raw.lineage), ("MEMWARDEN_LIFECYCLE", &mut raw.lifecycle)] {
+            if let Some(v) = s(name) {
+                *slot = Some(match v.trim() {
+                    "true" | "1" | "on" => true,
+                    "false" | "0" | "off" => false,
+                    other => return Err(invalid(format!("{name}={other:?} is not true or false"))),
+                });
+            }
+        }
         if let Some(v) = s("MEMWARDEN_MODEL_DIR") {
             raw.model_dir = Some(PathBuf::from(v));
         }
@@ -255,6 +274,8 @@ impl ServeConfig {
             mcp_allowed_hosts: raw.mcp_allowed_hosts.unwrap_or_default(),
             log: raw.log.unwrap_or(d.log),
             embedder,
+            lineage: raw.lineage.unwrap_or(d.lineage),
+            lifecycle: raw.lifecycle.unwrap_or(d.lifecycle),
         };
         c.validate()?;
         Ok(c)
@@ -301,7 +322,13 @@ impl ServeConfig {
     /// Open the engine over `data_dir` with the configured embedder.
     pub fn open_engine(&self) -> Result<Engine, crate::ServeError> {
         let embedder = self.build_embedder()?;
-        Ok(Engine::open(&self.data_dir, EngineConfig { embedder, ..EngineConfig::default() })?)
+        let lifecycle = if self.lifecycle {
+            Some(Arc::new(memwarden_lifecycle::RiskScorer::with_defaults().map_err(|e| crate::ServeError::Config(invalid(e.to_string())))?))
+        } else {
+            None
+        };
+        let lineage = if self.lineage { EngineConfig::default().lineage } else { None };
+        Ok(Engine::open(&self.data_dir, EngineConfig { embedder, lineage, lifecycle, ..EngineConfig::default() })?)
     }
 }
 

@@ -423,6 +423,42 @@ pub struct MemoryRevokedOut {
     pub log_index: u64,
 }
 
+/// Body of `POST /v1/feedback`: the outcome of a task and the memories it used.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackIn {
+    /// Ids of the memories the task used (1..=100).
+    pub used: Vec<String>,
+    /// Whether the task succeeded.
+    pub success: bool,
+}
+
+/// Result of a feedback report.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct FeedbackOut {
+    /// Per used memory: its id and guard state after the update.
+    pub updated: Vec<GuardOut>,
+    /// Log index of the feedback entry.
+    pub log_index: u64,
+}
+
+/// A memory's lifecycle guard state.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GuardOut {
+    /// The memory.
+    pub id: String,
+    /// Utility `q`.
+    pub q: f64,
+    /// Trust `tau`.
+    pub tau: f64,
+    /// Hazard `h`.
+    pub h: f64,
+    /// Successful uses.
+    pub successes: u32,
+    /// Failed uses.
+    pub failures: u32,
+}
+
 /// Result of erasing a memory.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct MemoryErasedOut {

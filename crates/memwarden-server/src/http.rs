@@ -370,7 +370,7 @@ async fn revoke_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPa
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "The lineage layer is off", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lineage layer is off in this configuration", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn erase_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<MemoryErasedOut>, ApiError> {
     Ok(Json(st.run(move |e| ops::erase(e, &c.actor, &id)).await?))
@@ -385,10 +385,24 @@ async fn erase_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPat
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "The lineage layer is off", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lineage layer is off in this configuration", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn alias_delete(st: State<AppState>, c: Caller, id: ApiPath) -> Result<Json<MemoryErasedOut>, ApiError> {
     erase_memory(st, c, id).await
+}
+
+/// Report a task outcome for the memories it used: their utility, trust and hazard move, and so
+/// does their writers' reputation (lifecycle layer; 409 `layer_off` when it is off).
+#[utoipa::path(post, path = "/v1/feedback", tag = "memories", request_body = FeedbackIn,
+    responses(
+        (status = 200, description = "Updated", body = FeedbackOut),
+        (status = 400, description = "Malformed ids or an empty list", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "A memory is not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lifecycle layer is off in this configuration", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn feedback(State(st): State<AppState>, c: Caller, ApiJson(f): ApiJson<FeedbackIn>) -> Result<Json<FeedbackOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::feedback(e, &c.actor, f)).await?))
 }
 
 /// Semantic search; the permission filter decides eligibility before ranking.
@@ -443,7 +457,7 @@ async fn tool_calls(State(st): State<AppState>, c: Caller, ApiJson(t): ApiJson<T
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The admin token is not a principal", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable (revoked, or with a revoked ancestor, included)", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "The lineage layer is switched off", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lineage layer is off in this configuration", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn memory_lineage(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<LineageOut>, ApiError> {
     Ok(Json(st.run(move |e| ops::lineage(e, &c.actor, &id)).await?))
@@ -458,7 +472,7 @@ async fn memory_lineage(State(st): State<AppState>, c: Caller, ApiPath(id): ApiP
         (status = 400, description = "Unknown format or query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not a user of the tenant (or the admin token)", body = Problem, content_type = "application/problem+json"),
-        (status = 501, description = "The lineage layer is switched off", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lineage layer is off in this configuration", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn lineage_export(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQuery<ExportQuery>) -> Result<Json<serde_json::Value>, ApiError> {
     Ok(Json(st.run(move |e| ops::export_lineage(e, &c.actor, q.format)).await?))
@@ -828,7 +842,7 @@ impl utoipa::Modify for SecurityAddon {
 #[openapi(
     info(title = "memwarden", description = "Governed memory for LLM agents. Every request authenticates as a principal (API key); the principal, never the body, fixes tenant, identity and origin. Errors are RFC 9457 problem details with a stable `code`. The MCP endpoint (streamable HTTP) is at `/mcp`."),
     paths(
-        add_memories, list_memories, get_memory, erase_memory, revoke_memory, search, derive, tool_calls,
+        add_memories, list_memories, get_memory, erase_memory, revoke_memory, search, derive, tool_calls, feedback,
         memory_lineage, lineage_export,
         attestations, grants, decide,
         audit_verify, audit_checkpoint, audit_proof,
@@ -861,6 +875,7 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/v1/memories/{id}/lineage", get(memory_lineage))
         .route("/v1/lineage/export", get(lineage_export))
         .route("/v1/search", post(search))
+        .route("/v1/feedback", post(feedback))
         .route("/v1/derive", post(derive))
         .route("/v1/tool-calls", post(tool_calls))
         .route("/v1/attestations", post(attestations))

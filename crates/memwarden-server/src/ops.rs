@@ -145,6 +145,26 @@ pub fn revoke(engine: &Engine, actor: &Actor, id: &str, r: RevokeIn) -> Result<M
     Ok(MemoryRevokedOut { id: id.to_string(), log_index: receipt.log_index })
 }
 
+/// Report a task outcome for the memories it used (lifecycle layer).
+pub fn feedback(engine: &Engine, actor: &Actor, f: FeedbackIn) -> Result<FeedbackOut, ApiError> {
+    let ids = parse_ids(&f.used)?;
+    let (records, receipt) = engine.feedback(actor, &ids, f.success)?;
+    let mut sorted = ids;
+    sorted.sort();
+    sorted.dedup();
+    Ok(FeedbackOut {
+        updated: sorted
+            .iter()
+            .zip(&records)
+            .map(|(id, r)| {
+                let g = &r.after.guard;
+                GuardOut { id: id.to_string(), q: g.q, tau: g.tau, h: g.h, successes: g.successes, failures: g.failures }
+            })
+            .collect(),
+        log_index: receipt.log_index,
+    })
+}
+
 /// Erase a memory and what depends on it alone.
 pub fn erase(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryErasedOut, ApiError> {
     let id = parse_id(id)?;

@@ -117,7 +117,8 @@ impl From<EngineError> for ApiError {
             }
             EngineError::Commit(CommitError::BatchTooLarge(_)) => Self::invalid(e.to_string()),
             EngineError::Refused { .. } => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", e.to_string()),
-            EngineError::LayerOff(_) => Self::new(StatusCode::NOT_IMPLEMENTED, "layer_off", e.to_string()),
+            // A configuration choice, not a server fault (and not a 5xx).
+            EngineError::LayerOff(_) => Self::new(StatusCode::CONFLICT, "layer_off", e.to_string()),
             EngineError::Commit(_) | EngineError::Store(_) | EngineError::Lineage(_) => Self::internal(&e),
         }
     }

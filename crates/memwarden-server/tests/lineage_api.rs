@@ -265,3 +265,34 @@ fn erasure_over_http_deletes_the_dependents_and_keeps_survivors() {
     let audit = s.get("/v1/audit/verify", Some(&user));
     assert_eq!(audit.status, 200, "{}", audit.text);
 }
+
+#[test]
+fn feedback_over_http_needs_the_lifecycle_layer_and_moves_guard_state() {
+    // Layer off (the default): 409 layer_off.
+    let s = TestServer::start();
+    let agent = s.principal_key("acme", "agent", "agent");
+    let id = add(&s, &agent, "notes", "Parse the date column as ISO-8601, then sort.");
+    s.post("/v1/feedback", Some(&agent), &json!({"used": [id], "success": true})).problem(409, "layer_off");
+    drop(s);
+    // Layer on.
+    let cfg = memwarden_engine::EngineConfig {
+        lifecycle: Some(std::sync::Arc::new(memwarden_lifecycle::RiskScorer::with_defaults().unwrap())),
+        ..common::engine_config()
+    };
+    let s = TestServer::start_engine(cfg, |c| c);
+    let agent = s.principal_key("acme", "agent", "agent");
+    let r = s.post("/v1/memories", Some(&agent), &json!({"namespace": "notes", "content": "Parse the date column as ISO-8601, then sort.", "route": "post_task_experience"}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let id = r.json()["item"]["id"].as_str().unwrap().to_owned();
+    let r = s.post("/v1/feedback", Some(&agent), &json!({"used": [id], "success": true}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let v = r.json();
+    assert_eq!(v["updated"][0]["id"], id.as_str());
+    assert_eq!(v["updated"][0]["successes"], 1);
+    s.post("/v1/feedback", Some(&agent), &json!({"used": [], "success": true})).problem(400, "invalid_input");
+    s.post("/v1/feedback", Some(&agent), &json!({"used": ["0".repeat(32)], "success": false})).problem(404, "not_found");
+    // A credential is refused by the write gate, without echoing it.
+    let r = s.post("/v1/memories", Some(&agent), &json!({"namespace": "notes", "content": "token AKIAIOSFODNN7EXAMPLE"}));
+    let p = r.problem(422, "refused");
+    assert!(!p.to_string().contains("AKIAIOSFODNN7EXAMPLE"), "{p}");
+}

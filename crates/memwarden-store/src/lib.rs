@@ -110,6 +110,20 @@ pub enum Mutation {
         /// The decision.
         decision: serde_json::Value,
     },
+    /// Record task-outcome feedback (lifecycle layer): the used memories' new guard states and
+    /// their writers' new reputations, logged with the update record (no text).
+    Feedback {
+        /// The tenant.
+        tenant: TenantId,
+        /// Who reported the outcome.
+        actor: PrincipalId,
+        /// Each used memory's guard state after the update.
+        guards: Vec<(ItemId, GuardState)>,
+        /// Each source agent's reputation after the update.
+        reputations: Vec<(PrincipalId, f64)>,
+        /// The loggable update record.
+        record: serde_json::Value,
+    },
     /// Record a decision with its elevations and grant consumptions.
     Decision {
         /// The deciding principal.
@@ -261,6 +275,8 @@ pub trait Store: Send + Sync {
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError>;
     /// Attestations of a tenant for these keys.
     fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError>;
+    /// A principal's stored reputation (lifecycle feedback), if any.
+    fn reputation(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<Option<f64>, StoreError>;
     /// The tenant's items in commit order, erased ones as tombstones, after log index `after`
     /// (exclusive; `None` from the start), at most `limit` (capped at [`PAGE_ROWS_MAX`]): for
     /// rebuilding derived state (the lineage graph) page by page.

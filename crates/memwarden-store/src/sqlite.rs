@@ -130,6 +130,7 @@ CREATE INDEX IF NOT EXISTS lineage_events_by_tenant ON lineage_events(tenant, lo
 CREATE INDEX IF NOT EXISTS items_by_tenant_log ON items(tenant, log_index);
 CREATE TABLE IF NOT EXISTS erased(id BLOB PRIMARY KEY, tenant TEXT NOT NULL, namespace TEXT NOT NULL, tombstone TEXT NOT NULL, item_log_index INTEGER NOT NULL, log_index INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS erased_by_tenant_log ON erased(tenant, item_log_index);
+CREATE TABLE IF NOT EXISTS reputation(tenant TEXT NOT NULL, principal TEXT NOT NULL, value REAL NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, principal));
 ";
 
 /// Schema 1 stored embeddings only in `items`; schema 2 numbers them in `vectors` (the index
@@ -667,6 +668,39 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
                 .map_err(sql)?;
             p.push(conn, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}))?
         }
+        Mutation::Feedback { tenant, actor, guards, reputations, record } => {
+            let next = p.len;
+            for (id, guard) in guards {
+                let rec: Option<String> = conn
+                    .prepare_cached("SELECT record FROM items WHERE id = ?1 AND tenant = ?2")
+                    .and_then(|mut s| s.query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| r.get(0)).optional())
+                    .map_err(sql)?;
+                let Some(rec) = rec else { return Err(CommitError::ItemMissing(id.to_string())) };
+                // The guard state is not part of the identity digest: the record still verifies.
+                let mut v: serde_json::Value = serde_json::from_str(&rec).map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("guard".into(), serde_json::to_value(guard).map_err(|e| CommitError::Storage(e.to_string()))?);
+                }
+                let text = to_json(&v)?;
+                // Refuse a state the validating decoder would not read back.
+                serde_json::from_str::<MemoryItem>(&text).map_err(|e| CommitError::Storage(format!("guard update for {id}: {e}")))?;
+                conn.prepare_cached("UPDATE items SET record = ?1 WHERE id = ?2 AND tenant = ?3")
+                    .and_then(|mut s| s.execute(params![text, id.as_bytes().as_slice(), tenant.as_str()]))
+                    .map_err(sql)?;
+            }
+            for (who, value) in reputations {
+                if !value.is_finite() || !(0.0..=1.0).contains(value) {
+                    return Err(CommitError::Storage(format!("reputation {value} of {who} is outside [0, 1]")));
+                }
+                conn.prepare_cached(
+                    "INSERT INTO reputation(tenant, principal, value, log_index) VALUES(?1, ?2, ?3, ?4)
+                     ON CONFLICT(tenant, principal) DO UPDATE SET value = excluded.value, log_index = excluded.log_index",
+                )
+                .and_then(|mut s| s.execute(params![tenant.as_str(), who.as_str(), value, next as i64]))
+                .map_err(sql)?;
+            }
+            p.push(conn, now_ms, EntryKind::Feedback, &json!({"tenant": tenant, "actor": actor, "feedback": record}))?
+        }
         Mutation::GateDecision { tenant, actor, decision } => {
             let text = to_json(decision)?;
             if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
@@ -969,6 +1003,14 @@ impl Store for SqliteStore {
             }
         }
         Ok(out)
+    }
+
+    fn reputation(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<Option<f64>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        Ok(conn
+            .prepare_cached("SELECT value FROM reputation WHERE tenant = ?1 AND principal = ?2")?
+            .query_row(params![tenant.as_str(), principal.as_str()], |r| r.get(0))
+            .optional()?)
     }
 
     fn lineage_events(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, serde_json::Value)>, StoreError> {

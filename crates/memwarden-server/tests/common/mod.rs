@@ -58,8 +58,12 @@ impl TestServer {
     }
 
     pub fn start_with(f: impl FnOnce(ServeConfig) -> ServeConfig) -> Self {
+        Self::start_engine(engine_config(), f)
+    }
+
+    pub fn start_engine(engine_config: EngineConfig, f: impl FnOnce(ServeConfig) -> ServeConfig) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Arc::new(Engine::open(dir.path(), engine_config()).unwrap());
+        let engine = Arc::new(Engine::open(dir.path(), engine_config).unwrap());
         let config = f(ServeConfig {
             data_dir: dir.path().to_owned(),
             addr: "127.0.0.1:0".parse().unwrap(),
