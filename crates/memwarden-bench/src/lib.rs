@@ -29,6 +29,7 @@ pub mod authority;
 #[cfg(feature = "lifecycle-wip")]
 pub mod lifecycle;
 pub mod lineage;
+pub mod load;
 pub mod openai;
 pub mod stats;
 

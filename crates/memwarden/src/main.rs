@@ -422,6 +422,26 @@ enum BenchCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// HTTP load: this process drives `memwarden serve` (started as a separate process on a
+    /// loopback port, real model, rate limit off) with 1..C concurrent clients; decisions/s and
+    /// search p50/p95/p99 (query embedding included) over N stored memories of real English text.
+    Load {
+        /// Memories stored before measuring (default 10,000; 1,000 with --quick).
+        #[arg(long)]
+        memories: Option<usize>,
+        /// Concurrent client counts, comma-separated (default 1,8,64; 1,8 with --quick).
+        #[arg(long, value_delimiter = ',')]
+        clients: Vec<usize>,
+        /// Seconds per phase (default 20; 5 with --quick).
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// 1,000 memories, 1 and 8 clients, 5 s per phase (about two minutes).
+        #[arg(long)]
+        quick: bool,
+        /// Output directory (load.md, load.json, server.log).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -794,12 +814,34 @@ fn bench_lineage(quick: bool, agent: &str, full_relevance_floor: bool, out: &Pat
     Ok(ExitCode::SUCCESS)
 }
 
+fn bench_load(memories: Option<usize>, clients: &[usize], seconds: Option<f64>, quick: bool, out: &Path, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::load::{LoadBenchOptions, run_load, write_load};
+    let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find this executable: {e}")))?;
+    let mut opts = if quick { LoadBenchOptions::quick(out, exe) } else { LoadBenchOptions::new(out, exe) };
+    if let Some(n) = memories {
+        opts.memories = n;
+    }
+    if !clients.is_empty() {
+        opts.clients = clients.to_vec();
+    }
+    if let Some(s) = seconds {
+        opts.phase_secs = s;
+    }
+    opts.model_dir = model_dir;
+    opts.git_rev = git_rev();
+    let report = run_load(&opts, &|msg| eprintln!("{msg}")).map_err(fail)?;
+    let (json, md) = write_load(&report, out).map_err(fail)?;
+    println!("wrote {} and {}", md.display(), json.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
     use std::io::Write;
     let (quick, agent, seed, out) = match cmd {
         BenchCmd::Authority { quick, agent, seed, out } => (quick, agent, seed, out),
         BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
         BenchCmd::Lineage { quick, agent, full_relevance_floor, out } => return bench_lineage(*quick, agent, *full_relevance_floor, out),
+        BenchCmd::Load { memories, clients, seconds, quick, out } => return bench_load(*memories, clients, *seconds, *quick, out, model_dir),
     };
     let mut opts = memwarden_bench::AuthorityBenchOptions::new(out);
     opts.quick = *quick;

@@ -1,0 +1,896 @@
+//! The HTTP load benchmark (`memwarden bench load`, issue 7): decisions per second and search
+//! latency percentiles at several client counts, over a store seeded with real English text
+//! embedded by the real local model, measured from a separate load-generator process on
+//! loopback.
+//!
+//! * **Server**: `memwarden serve` started as a child process (the given executable, normally
+//!   the running `memwarden` binary) on a fresh temporary data directory and a free loopback port,
+//!   with the default embedder (all-MiniLM-L6-v2), rate limiting switched off
+//!   (`--rate-per-sec 0`: the per-key token bucket would otherwise cap every client at 50 req/s)
+//!   and `--batch-max 100`. The child is killed when the run ends, also on error.
+//! * **Principals** (admin API with the token from `<data>/admin.token`): an agent (`agent`), a
+//!   mail source (`inbox`, domain `mail.example`) and a user (`alice`, with an Ed25519 public key),
+//!   each with a minted API key.
+//! * **Seeding**: `N` distinct sentences from documentation on this machine
+//!   ([`memwarden_index::bench::corpus`]) stored over HTTP in batches of 100
+//!   (`POST /v1/memories`), nine batches in ten by `inbox` (untrusted external), one in ten by
+//!   `alice` (trusted), from two client threads. The throughput includes embedding every memory.
+//! * **Phases**, for each client count `C`: `C` OS threads, each with its own ureq agent (its own
+//!   keep-alive connection, opened before the clock starts), released together by a barrier,
+//!   send requests back to back for the phase's duration as the agent:
+//!   1. *search*: `POST /v1/search` `{namespace, query, k: 5}`; a query is a stored sentence
+//!      (1/3), a stored sentence cut to a random span with a word dropped (1/3), or a sentence
+//!      that was not stored (1/3). The latency includes embedding the query on the server.
+//!   2. *decide*: `POST /v1/actions/decide`: a high-risk `pay` of a random amount to an account
+//!      sourced from a random stored memory, with that memory in context. Each
+//!      decision is appended to the verdict log (one SQLite transaction).
+//! * **Embedding baseline**: after seeding, with the server idle, 200 queries drawn the same way
+//!   are embedded one per call by the same model in this process: the floor under the search
+//!   latency, so the report can say how much of a search is the model.
+//! * **Measured**: per request, from before sending to the last byte of the answer. Any non-2xx
+//!   answer, transport failure or unreadable 2xx body is an error: counted, with its kind and up
+//!   to three examples, and left out of the latency percentiles (never retried or hidden).
+//!   Throughput = successful requests / wall time of the phase. Also the server's and the load
+//!   generator's CPU time per phase (both share the machine's cores).
+//!
+//! ```no_run
+//! use memwarden_bench::load::{LoadBenchOptions, run_load, write_load};
+//!
+//! let exe = std::env::current_exe()?;
+//! let opts = LoadBenchOptions::quick("/tmp/mwload", exe);
+//! let report = run_load(&opts, &|msg| eprintln!("{msg}"))?;
+//! let (json, md) = write_load(&report, &opts.out)?;
+//! println!("{} {}", json.display(), md.display());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod report;
+mod server;
+pub mod summary;
+
+#[cfg(test)]
+mod tests;
+
+use crate::BenchError;
+use crate::stats::{Rng, derive_seed};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use server::{BATCH_MAX, Client, ServerProcess};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+pub use summary::LatencySummary;
+
+/// Tenant the benchmark's principals live in.
+pub const TENANT: &str = "bench";
+/// Namespace of every seeded memory and search.
+pub const NAMESPACE: &str = "docs";
+/// Results asked of every search.
+pub const SEARCH_K: usize = 5;
+/// The target: search p95, query embedding included (10x below Mem0's reported 200 ms).
+pub const TARGET_SEARCH_P95_US: u64 = 20_000;
+/// Client threads that seed the store.
+pub const SEED_CLIENTS: usize = 2;
+/// Searches and decisions sent (by one client, unrecorded) before the first phase.
+pub const WARMUP_REQUESTS: usize = 20;
+/// Queries embedded in-process (one per call, server idle) for the embedding baseline.
+pub const EMBED_BASELINE_QUERIES: usize = 200;
+/// Sentences collected beyond the stored ones, used only as queries.
+pub const HELD_OUT_MAX: usize = 2_000;
+
+/// Options of [`run_load`].
+#[derive(Debug, Clone)]
+pub struct LoadBenchOptions {
+    /// Output directory (`load.md`, `load.json`, `server.log`).
+    pub out: PathBuf,
+    /// The `memwarden` executable started as the server.
+    pub server_exe: PathBuf,
+    /// The model directory (None: `$MEMWARDEN_MODEL_DIR`, then `./models/all-MiniLM-L6-v2`, then
+    /// the workspace's `models/`). Resolved by the benchmark and passed to the server as
+    /// `--model-dir`, so both use the same model.
+    pub model_dir: Option<PathBuf>,
+    /// Memories stored before the phases.
+    pub memories: usize,
+    /// Concurrent client counts, one search and one decide phase each.
+    pub clients: Vec<usize>,
+    /// Length of each phase in seconds.
+    pub phase_secs: f64,
+    /// Whether this is the quick preset (recorded in the report).
+    pub quick: bool,
+    /// Seed of the query and proposal generators.
+    pub seed: u64,
+    /// Git revision for the report.
+    pub git_rev: Option<String>,
+}
+
+impl LoadBenchOptions {
+    /// The full benchmark: 10,000 memories; 1, 8 and 64 clients; 20 s per phase.
+    pub fn new(out: impl Into<PathBuf>, server_exe: impl Into<PathBuf>) -> Self {
+        Self {
+            out: out.into(),
+            server_exe: server_exe.into(),
+            model_dir: None,
+            memories: 10_000,
+            clients: vec![1, 8, 64],
+            phase_secs: 20.0,
+            quick: false,
+            seed: 7,
+            git_rev: None,
+        }
+    }
+
+    /// The quick preset: 1,000 memories; 1 and 8 clients; 5 s per phase.
+    pub fn quick(out: impl Into<PathBuf>, server_exe: impl Into<PathBuf>) -> Self {
+        Self { memories: 1_000, clients: vec![1, 8], phase_secs: 5.0, quick: true, ..Self::new(out, server_exe) }
+    }
+
+    fn validate(&self) -> Result<(), BenchError> {
+        if self.memories == 0 {
+            return Err(BenchError::Invalid("--memories must be at least 1".into()));
+        }
+        if self.clients.is_empty() || self.clients.iter().any(|&c| c == 0 || c > 1024) {
+            return Err(BenchError::Invalid(format!("--clients must be a non-empty list of 1..=1024, got {:?}", self.clients)));
+        }
+        if !self.phase_secs.is_finite() || self.phase_secs <= 0.0 || self.phase_secs > 3600.0 {
+            return Err(BenchError::Invalid(format!("--seconds must be in (0, 3600], got {}", self.phase_secs)));
+        }
+        Ok(())
+    }
+}
+
+/// The machine and the moment the numbers were measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Machine {
+    /// CPU model from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// Logical cores available to this process (shared by server and load generator).
+    pub cores_count: usize,
+    /// Total memory from /proc/meminfo.
+    pub memory_total_bytes: u64,
+    /// /proc/loadavg (1, 5, 15 min) when the run started.
+    pub load_average_start: String,
+    /// /proc/loadavg when the run ended.
+    pub load_average_end: String,
+}
+
+/// The server under test.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerInfo {
+    /// The executable.
+    pub exe: String,
+    /// Its arguments (the data directory is a fresh temporary one).
+    pub args: Vec<String>,
+    /// The model directory (resolved by the benchmark, passed as `--model-dir`).
+    pub model_dir: String,
+    /// How the per-key rate limit was set.
+    pub rate_limit: String,
+    /// Memories per batch add.
+    pub batch_max: usize,
+    /// Seconds from spawning to a 200 from `/readyz`.
+    pub ready_secs: f64,
+    /// Resident set size after seeding.
+    pub rss_bytes_after_seed: Option<u64>,
+    /// Resident set size at the end.
+    pub rss_bytes_end: Option<u64>,
+    /// Size of the data directory at the end (store, log, indexes, keys).
+    pub data_dir_bytes_end: u64,
+}
+
+/// Where the sentences came from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CorpusInfo {
+    /// Directories read, in order.
+    pub roots: Vec<String>,
+    /// Files read.
+    pub files_read_count: usize,
+    /// Sentences stored.
+    pub stored_count: usize,
+    /// Sentences kept out of the store, used only as queries.
+    pub held_out_count: usize,
+    /// Mean sentence length in bytes (stored ones).
+    pub sentence_bytes_mean: f64,
+    /// Three stored sentences.
+    pub examples: Vec<String>,
+}
+
+/// How seeding went.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SeedReport {
+    /// Memories asked for.
+    pub memories_requested_count: usize,
+    /// Memories stored.
+    pub memories_stored_count: usize,
+    /// Memories the server refused (per-item failures inside a batch, or failed batches).
+    pub memories_failed_count: usize,
+    /// Of the stored: written by the user `alice` (trusted).
+    pub memories_by_user_count: usize,
+    /// Of the stored: written by the source `inbox` (untrusted external).
+    pub memories_by_source_count: usize,
+    /// Batches sent.
+    pub batches_count: usize,
+    /// Memories per batch.
+    pub batch_size: usize,
+    /// Seeding client threads.
+    pub clients_count: usize,
+    /// Wall time.
+    pub secs: f64,
+    /// Stored memories per second, embedding included.
+    pub memories_per_sec: f64,
+    /// Latency of one batch request.
+    pub batch_latency: LatencySummary,
+    /// Failures by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Server CPU seconds used while seeding.
+    pub server_cpu_secs: Option<f64>,
+}
+
+/// One measured phase: one request kind at one client count.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseReport {
+    /// `search` or `decide`.
+    pub kind: String,
+    /// Concurrent clients.
+    pub clients_count: usize,
+    /// Wall time from the barrier to the last client's last answer.
+    pub secs: f64,
+    /// Successful (2xx) requests.
+    pub requests_ok_count: u64,
+    /// Failed requests (non-2xx, transport, unreadable body).
+    pub errors_count: u64,
+    /// Failures by kind (`HTTP 503 unavailable`, `transport: ...`).
+    pub errors: BTreeMap<String, u64>,
+    /// Up to three failure examples.
+    pub error_examples: Vec<String>,
+    /// Successful requests per second.
+    pub throughput_per_sec: f64,
+    /// Latency of successful requests.
+    pub latency: LatencySummary,
+    /// Search only: mean number of hits returned.
+    pub hits_mean: Option<f64>,
+    /// Decide only: verdicts by `decision/rule`.
+    pub verdicts: BTreeMap<String, u64>,
+    /// Server CPU seconds used during the phase.
+    pub server_cpu_secs: Option<f64>,
+    /// Load-generator (this process) CPU seconds used during the phase.
+    pub client_cpu_secs: Option<f64>,
+    /// /proc/loadavg when the phase started.
+    pub load_average_start: String,
+}
+
+/// The target check for one client count.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetCheck {
+    /// Concurrent clients.
+    pub clients_count: usize,
+    /// Measured search p95 (query embedding included).
+    pub search_latency_us_p95: u64,
+    /// The target.
+    pub target_latency_us_p95: u64,
+    /// Met (and the phase had successful requests).
+    pub met: bool,
+}
+
+/// Query embedding alone: the same model as the server's, in the load-generator process, one
+/// query per call, with the server idle. The floor under the search latency.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EmbedBaseline {
+    /// The embedder.
+    pub model: String,
+    /// Queries embedded (drawn like the search phase's; one unrecorded call loads the model).
+    pub queries_count: usize,
+    /// Latency of one `embed` call with one query.
+    pub latency: LatencySummary,
+    /// Why there is no baseline (the model did not load in this process), when there is none.
+    pub error: Option<String>,
+}
+
+/// Everything [`run_load`] measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// Report format.
+    pub schema: String,
+    /// When the run started (UTC).
+    pub date_utc: String,
+    /// Git revision.
+    pub git_rev: Option<String>,
+    /// `release` or `debug` (of the load generator and, being the same executable, the server).
+    pub build_profile: String,
+    /// The quick preset.
+    pub quick: bool,
+    /// Seed.
+    pub seed: u64,
+    /// Phase length asked for.
+    pub phase_secs: f64,
+    /// Client counts asked for.
+    pub clients: Vec<usize>,
+    /// Machine.
+    pub machine: Machine,
+    /// Server.
+    pub server: ServerInfo,
+    /// Corpus.
+    pub corpus: CorpusInfo,
+    /// Seeding.
+    pub seed_phase: SeedReport,
+    /// Query embedding alone, in-process, for comparison with the search latency.
+    pub embed_baseline: EmbedBaseline,
+    /// Warm-up requests sent before the first phase (unrecorded).
+    pub warmup_requests_count: usize,
+    /// The phases, in the order run (per client count: search, then decide).
+    pub phases: Vec<PhaseReport>,
+    /// Search p95 against the 20 ms target, per client count.
+    pub targets: Vec<TargetCheck>,
+}
+
+/// A stored memory the phases can refer to.
+#[derive(Debug, Clone)]
+struct Seeded {
+    id: String,
+}
+
+/// API keys of the three principals.
+struct Keys {
+    agent: String,
+    inbox: String,
+    alice: String,
+}
+
+/// Run the benchmark. `progress` gets one line per step.
+pub fn run_load(opts: &LoadBenchOptions, progress: &(dyn Fn(&str) + Sync)) -> Result<LoadReport, BenchError> {
+    opts.validate()?;
+    std::fs::create_dir_all(&opts.out).map_err(|e| BenchError::Io(format!("cannot create {}: {e}", opts.out.display())))?;
+    let load_average_start = load_average();
+    let date_utc = utc_now();
+
+    progress("collecting sentences from documentation on this machine");
+    let roots = memwarden_index::bench::corpus::default_corpus_roots();
+    let held_out_wanted = HELD_OUT_MAX.min(opts.memories.max(100));
+    let corpus = memwarden_index::bench::corpus::collect(&roots, opts.memories + held_out_wanted, &|_| {});
+    if corpus.sentences.len() < opts.memories + 1 {
+        return Err(BenchError::Invalid(format!(
+            "found only {} sentences under {:?}; need {} (lower --memories)",
+            corpus.sentences.len(),
+            roots,
+            opts.memories + 1
+        )));
+    }
+    let (stored, held_out) = corpus.sentences.split_at(opts.memories);
+    let corpus_info = CorpusInfo {
+        roots: roots.iter().map(|r| r.display().to_string()).collect(),
+        files_read_count: corpus.files_read,
+        stored_count: stored.len(),
+        held_out_count: held_out.len(),
+        sentence_bytes_mean: stored.iter().map(String::len).sum::<usize>() as f64 / stored.len() as f64,
+        examples: stored.iter().step_by((stored.len() / 3).max(1)).take(3).cloned().collect(),
+    };
+
+    // Resolve the model here and hand the server the same directory: both embed with it, and a
+    // missing model fails now with the install hint instead of as 503s while seeding.
+    let model_dir = memwarden_embed::resolve_model_dir(opts.model_dir.as_deref()).map_err(|e| BenchError::Invalid(e.to_string()))?;
+    progress(&format!("starting {} serve (model {})", opts.server_exe.display(), model_dir.display()));
+    let log_path = opts.out.join("server.log");
+    let mut server = ServerProcess::spawn(&opts.server_exe, Some(&model_dir), &log_path)?;
+    let ready = server.wait_ready()?;
+    progress(&format!("server ready at {} after {:.1} s (pid {})", server.base, ready.as_secs_f64(), server.pid()));
+
+    let keys = register(&server)?;
+    let (seed_phase, seeded) = seed(&server, &keys, stored, progress)?;
+    server.check_alive()?;
+    if seeded.is_empty() {
+        return Err(BenchError::Io(format!("no memory was stored; errors: {:?}", seed_phase.errors)));
+    }
+    let rss_bytes_after_seed = server.rss_bytes();
+
+    let queries = Queries { stored, held_out };
+    progress(&format!("query embedding alone, in this process: {EMBED_BASELINE_QUERIES} queries"));
+    let embed_baseline = embed_baseline(Some(model_dir.clone()), &queries, derive_seed(opts.seed, 0xe4bed));
+    let warmup = Client::new(&server.base);
+    let mut rng = Rng::new(derive_seed(opts.seed, 0xfeed));
+    for _ in 0..WARMUP_REQUESTS {
+        let _ = warmup.post("/v1/search", Some(&keys.agent), search_body(&queries, &mut rng).as_bytes());
+        let _ = warmup.post("/v1/actions/decide", Some(&keys.agent), decide_body(&seeded, &mut rng).as_bytes());
+    }
+
+    let mut phases = Vec::new();
+    for (ci, &clients) in opts.clients.iter().enumerate() {
+        for kind in [Kind::Search, Kind::Decide] {
+            progress(&format!("{} with {clients} client(s) for {} s", kind.name(), opts.phase_secs));
+            let phase_seed = derive_seed(opts.seed, (ci as u64) << 8 | kind as u64);
+            let p = run_phase(&server, &keys.agent, clients, opts.phase_secs, kind, phase_seed, &queries, &seeded);
+            progress(&format!(
+                "  {:.0} req/s, p50 {} ms, p95 {} ms, p99 {} ms, {} error(s)",
+                p.throughput_per_sec,
+                summary::ms(p.latency.latency_us_p50),
+                summary::ms(p.latency.latency_us_p95),
+                summary::ms(p.latency.latency_us_p99),
+                p.errors_count
+            ));
+            phases.push(p);
+            server.check_alive()?;
+        }
+    }
+
+    let targets = phases
+        .iter()
+        .filter(|p| p.kind == Kind::Search.name())
+        .map(|p| TargetCheck {
+            clients_count: p.clients_count,
+            search_latency_us_p95: p.latency.latency_us_p95,
+            target_latency_us_p95: TARGET_SEARCH_P95_US,
+            met: p.requests_ok_count > 0 && p.latency.latency_us_p95 <= TARGET_SEARCH_P95_US,
+        })
+        .collect();
+    let server_info = ServerInfo {
+        exe: opts.server_exe.display().to_string(),
+        args: server.args.clone(),
+        model_dir: model_dir.display().to_string(),
+        rate_limit: "disabled (--rate-per-sec 0); the default 50 req/s per key, burst 100, would cap each client".into(),
+        batch_max: BATCH_MAX,
+        ready_secs: ready.as_secs_f64(),
+        rss_bytes_after_seed,
+        rss_bytes_end: server.rss_bytes(),
+        data_dir_bytes_end: dir_bytes(server.data_dir()),
+    };
+    drop(server);
+    Ok(LoadReport {
+        schema: "memwarden-load/1".into(),
+        date_utc,
+        git_rev: opts.git_rev.clone(),
+        build_profile: if cfg!(debug_assertions) { "debug" } else { "release" }.into(),
+        quick: opts.quick,
+        seed: opts.seed,
+        phase_secs: opts.phase_secs,
+        clients: opts.clients.clone(),
+        machine: Machine { load_average_start, load_average_end: load_average(), ..machine() },
+        server: server_info,
+        corpus: corpus_info,
+        seed_phase,
+        embed_baseline,
+        warmup_requests_count: 2 * WARMUP_REQUESTS,
+        phases,
+        targets,
+    })
+}
+
+/// Write `load.json` and `load.md` into `dir`; returns their paths.
+pub fn write_load(report: &LoadReport, dir: &Path) -> Result<(PathBuf, PathBuf), BenchError> {
+    std::fs::create_dir_all(dir).map_err(|e| BenchError::Io(format!("cannot create {}: {e}", dir.display())))?;
+    let json_path = dir.join("load.json");
+    let md_path = dir.join("load.md");
+    let json = serde_json::to_string_pretty(report).map_err(|e| BenchError::Io(format!("cannot encode the report: {e}")))?;
+    std::fs::write(&json_path, json + "\n").map_err(|e| BenchError::Io(format!("cannot write {}: {e}", json_path.display())))?;
+    std::fs::write(&md_path, report::markdown(report)).map_err(|e| BenchError::Io(format!("cannot write {}: {e}", md_path.display())))?;
+    Ok((json_path, md_path))
+}
+
+/// Register the agent, the source and the user, and mint a key for each.
+fn register(server: &ServerProcess) -> Result<Keys, BenchError> {
+    let token_path = server.data_dir().join("admin.token");
+    let admin = std::fs::read_to_string(&token_path).map_err(|e| BenchError::Io(format!("cannot read {}: {e}", token_path.display())))?;
+    let admin = admin.trim();
+    let c = Client::new(&server.base);
+    // A fixed key: the benchmark never signs a grant, but users must have a public key.
+    let alice_pk = ed25519_dalek::SigningKey::from_bytes(&[42; 32]).verifying_key().to_bytes();
+    let alice_pk_hex: String = alice_pk.iter().map(|b| format!("{b:02x}")).collect();
+    let principals = [
+        json!({"tenant": TENANT, "id": "agent", "kind": "agent"}),
+        json!({"tenant": TENANT, "id": "inbox", "kind": "source", "domain": "mail.example"}),
+        json!({"tenant": TENANT, "id": "alice", "kind": "user", "public_key": alice_pk_hex}),
+    ];
+    for p in &principals {
+        c.post_json("/v1/admin/principals", Some(admin), p)?;
+    }
+    let mint = |id: &str| -> Result<String, BenchError> {
+        let v = c.post_json("/v1/admin/keys", Some(admin), &json!({"tenant": TENANT, "principal": id, "label": "load-bench"}))?;
+        v.get("token").and_then(|t| t.as_str()).map(str::to_owned).ok_or_else(|| BenchError::Io(format!("minted key for {id} has no token")))
+    };
+    Ok(Keys { agent: mint("agent")?, inbox: mint("inbox")?, alice: mint("alice")? })
+}
+
+/// Store `sentences` in batches of [`BATCH_MAX`] from [`SEED_CLIENTS`] threads.
+fn seed(server: &ServerProcess, keys: &Keys, sentences: &[String], progress: &(dyn Fn(&str) + Sync)) -> Result<(SeedReport, Vec<Seeded>), BenchError> {
+    let batches: Vec<&[String]> = sentences.chunks(BATCH_MAX).collect();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let stored: Mutex<Vec<(usize, Seeded, bool)>> = Mutex::new(Vec::with_capacity(sentences.len()));
+    let errors: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+    let latencies: Mutex<Vec<u64>> = Mutex::new(Vec::with_capacity(batches.len()));
+    let failed = AtomicUsize::new(0);
+    let cpu0 = server.cpu_secs();
+    let t0 = Instant::now();
+    let last_report = Mutex::new(Instant::now());
+    std::thread::scope(|s| {
+        for _ in 0..SEED_CLIENTS {
+            s.spawn(|| {
+                let c = Client::new(&server.base);
+                loop {
+                    let b = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(batch) = batches.get(b) else { break };
+                    // One batch in ten from the user, the rest from the mail source.
+                    let by_user = b % 10 == 9;
+                    let (token, route) = if by_user { (&keys.alice, "direct") } else { (&keys.inbox, "external_observation") };
+                    let memories: Vec<serde_json::Value> = batch
+                        .iter()
+                        .enumerate()
+                        .map(|(i, text)| json!({"namespace": NAMESPACE, "content": text, "route": route, "metadata": {"n": (b * BATCH_MAX + i).to_string()}}))
+                        .collect();
+                    let body = json!({"memories": memories}).to_string();
+                    let t = Instant::now();
+                    let r = c.post("/v1/memories", Some(token), body.as_bytes());
+                    let us = t.elapsed().as_micros() as u64;
+                    let bump = |k: String, n: usize| {
+                        failed.fetch_add(n, Ordering::Relaxed);
+                        *lock(&errors).entry(k).or_default() += n as u64;
+                    };
+                    match r {
+                        Err(e) => bump(e, batch.len()),
+                        Ok(r) if !r.ok() => bump(r.describe(), batch.len()),
+                        Ok(r) => {
+                            lock(&latencies).push(us);
+                            let v: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
+                            let results = v.get("results").and_then(|x| x.as_array()).cloned().unwrap_or_default();
+                            if results.len() != batch.len() {
+                                bump(format!("batch answer with {} results for {} memories", results.len(), batch.len()), batch.len());
+                            } else {
+                                for (i, res) in results.iter().enumerate() {
+                                    let id = res.get("id").and_then(|x| x.as_str());
+                                    match (res.get("ok").and_then(serde_json::Value::as_bool), id) {
+                                        (Some(true), Some(id)) => lock(&stored).push((b * BATCH_MAX + i, Seeded { id: id.to_owned() }, by_user)),
+                                        _ => {
+                                            let code = res.pointer("/error/code").and_then(|x| x.as_str()).unwrap_or("unknown");
+                                            bump(format!("item refused: {code}"), 1);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                    let mut last = lock(&last_report);
+                    if last.elapsed() >= Duration::from_secs(5) || d == batches.len() {
+                        *last = Instant::now();
+                        let secs = t0.elapsed().as_secs_f64();
+                        progress(&format!("  seeded {d}/{} batches ({:.0} memories/s)", batches.len(), (d * BATCH_MAX).min(sentences.len()) as f64 / secs));
+                    }
+                }
+            });
+        }
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    let server_cpu_secs = match (cpu0, server.cpu_secs()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    let mut stored = stored.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    stored.sort_by_key(|(i, _, _)| *i);
+    let by_user = stored.iter().filter(|(_, _, u)| *u).count();
+    let mut latencies = latencies.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let report = SeedReport {
+        memories_requested_count: sentences.len(),
+        memories_stored_count: stored.len(),
+        memories_failed_count: failed.into_inner(),
+        memories_by_user_count: by_user,
+        memories_by_source_count: stored.len() - by_user,
+        batches_count: batches.len(),
+        batch_size: BATCH_MAX,
+        clients_count: SEED_CLIENTS,
+        secs,
+        memories_per_sec: stored.len() as f64 / secs.max(1e-9),
+        batch_latency: LatencySummary::from_samples(&mut latencies),
+        errors: errors.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner),
+        server_cpu_secs,
+    };
+    Ok((report, stored.into_iter().map(|(_, s, _)| s).collect()))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Embed [`EMBED_BASELINE_QUERIES`] queries one per call with the local model in this process.
+fn embed_baseline(model_dir: Option<PathBuf>, queries: &Queries<'_>, seed: u64) -> EmbedBaseline {
+    use memwarden_embed::Embedder as _;
+    let model = memwarden_embed::LazyMiniLm::new(model_dir);
+    let mut base = EmbedBaseline { model: model.name().to_owned(), queries_count: 0, latency: LatencySummary::default(), error: None };
+    if let Err(e) = model.embed(&["load the model"]) {
+        base.error = Some(e.to_string());
+        return base;
+    }
+    let mut rng = Rng::new(seed);
+    let mut samples = Vec::with_capacity(EMBED_BASELINE_QUERIES);
+    for _ in 0..EMBED_BASELINE_QUERIES {
+        let body: serde_json::Value = serde_json::from_str(&search_body(queries, &mut rng)).unwrap_or_default();
+        let q = body.get("query").and_then(|q| q.as_str()).unwrap_or("");
+        let t = Instant::now();
+        if let Err(e) = model.embed(&[q]) {
+            base.error = Some(e.to_string());
+            break;
+        }
+        samples.push(t.elapsed().as_micros() as u64);
+    }
+    base.queries_count = samples.len();
+    base.latency = LatencySummary::from_samples(&mut samples);
+    base
+}
+
+/// The request kind of a phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Search = 1,
+    Decide = 2,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Search => "search",
+            Kind::Decide => "decide",
+        }
+    }
+}
+
+/// Where queries come from.
+struct Queries<'a> {
+    stored: &'a [String],
+    held_out: &'a [String],
+}
+
+fn pick<'a>(xs: &'a [String], rng: &mut Rng) -> &'a str {
+    xs.get(rng.below(xs.len() as u64) as usize).map_or("", String::as_str)
+}
+
+/// A stored sentence cut to a random span of at least four words, with one word dropped when
+/// that leaves at least four.
+fn perturb(s: &str, rng: &mut Rng) -> String {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    if words.len() <= 4 {
+        return s.to_owned();
+    }
+    let len = 4 + rng.below((words.len() - 4) as u64 + 1) as usize;
+    let start = rng.below((words.len() - len) as u64 + 1) as usize;
+    let mut span: Vec<&str> = words.iter().skip(start).take(len).copied().collect();
+    if span.len() > 4 {
+        let drop = rng.below(span.len() as u64) as usize;
+        span.remove(drop);
+    }
+    span.join(" ")
+}
+
+fn search_body(q: &Queries<'_>, rng: &mut Rng) -> String {
+    let query = match rng.below(3) {
+        0 => pick(q.stored, rng).to_owned(),
+        1 => perturb(pick(q.stored, rng), rng),
+        _ if !q.held_out.is_empty() => pick(q.held_out, rng).to_owned(),
+        _ => perturb(pick(q.stored, rng), rng),
+    };
+    json!({"namespace": NAMESPACE, "query": query, "k": SEARCH_K}).to_string()
+}
+
+fn decide_body(seeded: &[Seeded], rng: &mut Rng) -> String {
+    let at = |rng: &mut Rng| seeded.get(rng.below(seeded.len() as u64) as usize).map_or("", |s| s.id.as_str()).to_owned();
+    let source = at(rng);
+    let payee = format!("ACCT-{}", source.get(..8).unwrap_or("00000000").to_uppercase());
+    let amount = format!("{}.{:02}", 10 + rng.below(4990), rng.below(100));
+    json!({
+        "tool": "pay", "kind": "act", "risk": "high", "amount": amount,
+        "values": [{"key": "payee", "value": payee, "kind": "account", "sources": [source]}],
+        "context": [source],
+    })
+    .to_string()
+}
+
+/// `decision/rule` of a decide answer (`ask_user/uncorroborated`).
+fn verdict_key(v: &serde_json::Value) -> Option<String> {
+    let d = v.pointer("/verdict/decision")?.as_str()?;
+    Some(match v.pointer("/verdict/rule").and_then(|r| r.as_str()) {
+        Some(r) => format!("{d}/{r}"),
+        None => d.to_owned(),
+    })
+}
+
+/// What one client thread saw.
+#[derive(Default)]
+struct ClientTally {
+    latencies_us: Vec<u64>,
+    errors: BTreeMap<String, u64>,
+    examples: Vec<String>,
+    hits: u64,
+    verdicts: BTreeMap<String, u64>,
+}
+
+impl ClientTally {
+    fn error(&mut self, kind: String, example: String) {
+        *self.errors.entry(kind).or_default() += 1;
+        if self.examples.len() < 3 {
+            self.examples.push(example);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_phase(
+    server: &ServerProcess,
+    token: &str,
+    clients: usize,
+    secs: f64,
+    kind: Kind,
+    seed: u64,
+    queries: &Queries<'_>,
+    seeded: &[Seeded],
+) -> PhaseReport {
+    let barrier = Barrier::new(clients + 1);
+    let duration = Duration::from_secs_f64(secs);
+    let load_average_start = load_average();
+    let (tx, rx) = std::sync::mpsc::channel::<ClientTally>();
+    let mut tallies: Vec<ClientTally> = Vec::with_capacity(clients);
+    let (cpu0, self0) = (server.cpu_secs(), self_cpu_secs());
+    let mut elapsed = Duration::ZERO;
+    std::thread::scope(|s| {
+        for t in 0..clients {
+            let (barrier, tx) = (&barrier, tx.clone());
+            let base = server.base.as_str();
+            s.spawn(move || {
+                let mut rng = Rng::new(derive_seed(seed, t as u64));
+                let c = Client::new(base);
+                let mut tally = ClientTally::default();
+                // Open the keep-alive connection before the clock starts.
+                let _ = c.get("/healthz", None);
+                barrier.wait();
+                let deadline = Instant::now() + duration;
+                while Instant::now() < deadline {
+                    let (path, body) = match kind {
+                        Kind::Search => ("/v1/search", search_body(queries, &mut rng)),
+                        Kind::Decide => ("/v1/actions/decide", decide_body(seeded, &mut rng)),
+                    };
+                    let t0 = Instant::now();
+                    let r = c.post(path, Some(token), body.as_bytes());
+                    let us = t0.elapsed().as_micros() as u64;
+                    match r {
+                        Err(e) => tally.error(server::truncate(&e, 100).to_owned(), e),
+                        Ok(r) if !r.ok() => {
+                            let k = r.describe();
+                            tally.error(k.clone(), format!("{k}: {}", server::truncate(&r.body, 300)));
+                        }
+                        Ok(r) => {
+                            let v: Option<serde_json::Value> = serde_json::from_str(&r.body).ok();
+                            let seen = match kind {
+                                Kind::Search => v.as_ref().and_then(|v| v.get("results")?.as_array().map(Vec::len)).map(|n| {
+                                    tally.hits += n as u64;
+                                }),
+                                Kind::Decide => v.as_ref().and_then(verdict_key).map(|d| {
+                                    *tally.verdicts.entry(d).or_default() += 1;
+                                }),
+                            };
+                            if seen.is_some() {
+                                tally.latencies_us.push(us);
+                            } else {
+                                tally.error(format!("HTTP {} with an unreadable body", r.status), server::truncate(&r.body, 300).to_owned());
+                            }
+                        }
+                    }
+                }
+                let _ = tx.send(tally);
+            });
+        }
+        barrier.wait();
+        let t0 = Instant::now();
+        // Every client sends its tally when its last answer is in (or drops its sender if it
+        // panicked, which ends the receive loop early).
+        drop(tx);
+        while tallies.len() < clients {
+            match rx.recv() {
+                Ok(t) => tallies.push(t),
+                Err(_) => break,
+            }
+        }
+        elapsed = t0.elapsed();
+    });
+    let mut latencies: Vec<u64> = Vec::new();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut examples = Vec::new();
+    let mut verdicts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut hits = 0;
+    for t in tallies {
+        latencies.extend(t.latencies_us);
+        for (k, n) in t.errors {
+            *errors.entry(k).or_default() += n;
+        }
+        for e in t.examples {
+            if examples.len() < 3 {
+                examples.push(e);
+            }
+        }
+        for (k, n) in t.verdicts {
+            *verdicts.entry(k).or_default() += n;
+        }
+        hits += t.hits;
+    }
+    let ok = latencies.len() as u64;
+    let secs = elapsed.as_secs_f64();
+    let diff = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    PhaseReport {
+        kind: kind.name().into(),
+        clients_count: clients,
+        secs,
+        requests_ok_count: ok,
+        errors_count: errors.values().sum(),
+        errors,
+        error_examples: examples,
+        throughput_per_sec: ok as f64 / secs.max(1e-9),
+        latency: LatencySummary::from_samples(&mut latencies),
+        hits_mean: (kind == Kind::Search).then(|| if ok == 0 { 0.0 } else { hits as f64 / ok as f64 }),
+        verdicts,
+        server_cpu_secs: diff(cpu0, server.cpu_secs()),
+        client_cpu_secs: diff(self0, self_cpu_secs()),
+        load_average_start,
+    }
+}
+
+/// User + system CPU seconds of this process.
+fn self_cpu_secs() -> Option<f64> {
+    server::proc_cpu_secs("self")
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
+    rd.filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn machine() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or_else(|| "unknown".to_owned(), |(_, v)| v.trim().to_owned());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory_total_bytes = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024);
+    Machine {
+        cpu_model,
+        cores_count: std::thread::available_parallelism().map_or(1, usize::from),
+        memory_total_bytes,
+        load_average_start: String::new(),
+        load_average_end: String::new(),
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(|_| "unknown".into(), |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+}
+
+/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    civil(secs)
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (Howard Hinnant's civil-from-days).
+fn civil(secs: u64) -> String {
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
