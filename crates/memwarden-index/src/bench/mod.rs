@@ -1062,16 +1062,20 @@ fn machine() -> Machine {
     }
 }
 
-fn load_average() -> String {
+/// The 1/5/15-minute load averages from `/proc/loadavg` (`unknown` elsewhere).
+pub fn load_average() -> String {
     fs::read_to_string("/proc/loadavg").map_or_else(|_| "unknown".into(), |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
 }
 
-/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
-fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (for report stamps).
+pub fn utc_now() -> String {
+    utc_from_secs(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+}
+
+/// Seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ` (Howard Hinnant's civil-from-days).
+pub fn utc_from_secs(secs: u64) -> String {
     let days = i64::try_from(secs / 86_400).unwrap_or(0);
     let rem = secs % 86_400;
-    // Civil-from-days (Howard Hinnant).
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
