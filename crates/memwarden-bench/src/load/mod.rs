@@ -847,19 +847,8 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 fn machine() -> Machine {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu_model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map_or_else(|| "unknown".to_owned(), |(_, v)| v.trim().to_owned());
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let memory_total_bytes = meminfo
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024);
+    let cpu_model = memwarden_index::bench::cpu_model();
+    let memory_total_bytes = memwarden_index::bench::memory_total_bytes();
     Machine {
         cpu_model,
         cores_count: std::thread::available_parallelism().map_or(1, usize::from),

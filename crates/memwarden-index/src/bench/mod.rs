@@ -1037,20 +1037,30 @@ fn targets(opts: &RetrievalBenchOptions, runs: &[SizeRun]) -> Vec<TargetCheck> {
     out
 }
 
-fn machine() -> Machine {
+/// The CPU model from `/proc/cpuinfo` (`unknown` elsewhere).
+pub fn cpu_model() -> String {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu_model = cpuinfo
+    cpuinfo
         .lines()
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split_once(':'))
-        .map_or_else(|| "unknown".to_string(), |(_, v)| v.trim().to_string());
+        .map_or_else(|| "unknown".to_string(), |(_, v)| v.trim().to_string())
+}
+
+/// Total memory from `/proc/meminfo`, in bytes (0 when unknown).
+pub fn memory_total_bytes() -> u64 {
     let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let memory_total_bytes = meminfo
+    meminfo
         .lines()
         .find(|l| l.starts_with("MemTotal:"))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024);
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn machine() -> Machine {
+    let cpu_model = cpu_model();
+    let memory_total_bytes = memory_total_bytes();
     Machine {
         cpu_model,
         cores_count: std::thread::available_parallelism().map_or(1, usize::from),
