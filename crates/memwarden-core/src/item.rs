@@ -12,6 +12,9 @@ pub const CONTENT_BYTES_MAX: usize = 64 * 1024;
 pub const PARENTS_MAX: usize = 64;
 /// Most explicit readers one write may name.
 pub const READERS_MAX: usize = 256;
+/// Metadata key under which an update records the version it replaced. Only the update path
+/// sets it; a write that declares it is refused.
+pub const SUPERSEDES_KEY: &str = "memwarden.supersedes";
 /// Most metadata entries per item.
 pub const METADATA_ENTRIES_MAX: usize = 32;
 /// Longest metadata key or value, in bytes.
@@ -179,6 +182,9 @@ pub enum Status {
     Blocked,
     /// Revoked; kept for audit.
     Revoked,
+    /// Replaced by a newer version (an update); kept for the memory's history, never
+    /// returned by search, list or get.
+    Superseded,
 }
 
 impl Status {
@@ -304,6 +310,10 @@ pub struct MemoryItem {
     pub(crate) session: Option<String>,
     pub(crate) task: Option<String>,
     pub(crate) metadata: BTreeMap<String, String>,
+    /// The newer version that replaced this one (set with [`Status::Superseded`]; not part of
+    /// the identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) superseded_by: Option<ItemId>,
     #[serde(skip)]
     pub(crate) folded: FoldCache,
 }
@@ -343,6 +353,8 @@ struct RawItem {
     session: Option<String>,
     task: Option<String>,
     metadata: BTreeMap<String, String>,
+    #[serde(default)]
+    superseded_by: Option<ItemId>,
 }
 
 impl TryFrom<RawItem> for MemoryItem {
@@ -381,6 +393,7 @@ impl TryFrom<RawItem> for MemoryItem {
             session: r.session,
             task: r.task,
             metadata: r.metadata,
+            superseded_by: r.superseded_by,
             folded: FoldCache::default(),
         })
     }
@@ -410,6 +423,15 @@ impl MemoryItem {
     /// Origin bound at write.
     pub fn origin(&self) -> Origin {
         self.origin
+    }
+    /// The newer version that replaced this one, if it was updated.
+    pub fn superseded_by(&self) -> Option<ItemId> {
+        self.superseded_by
+    }
+    /// The older version this one replaced (set by the engine's update as metadata
+    /// [`SUPERSEDES_KEY`]).
+    pub fn supersedes(&self) -> Option<ItemId> {
+        self.metadata.get(SUPERSEDES_KEY).and_then(|v| v.parse().ok())
     }
     /// Writing principal.
     pub fn writer(&self) -> &PrincipalId {

@@ -33,8 +33,8 @@ pub mod prelude {
     pub use crate::action::{Acceptance, ActionKind, ActionRequest, ActionValue, Decision, PushedValue, Risk, Rule, Verdict};
     pub use crate::authority::grant::{Grant, GrantRefusal, GrantRequest, SignedGrant};
     pub use crate::authority::{
-        AdmittedAttestation, AdmittedRevocation, AdmittedWrite, Attestation, Authority, AuthorityConfig, DecisionContext, DecisionOutcome, Elevation,
-        GrantUse, Independence, RevokeError, ToolArg, WriteError,
+        AdmittedAttestation, AdmittedHold, AdmittedPromotion, AdmittedRevocation, AdmittedWrite, Attestation, Authority, AuthorityConfig, DecisionContext, DecisionOutcome, Elevation,
+        AdmittedUpdate, GrantUse, Independence, PromoteError, RevokeError, ToolArg, UpdateError, WriteError, route_allowed,
     };
     pub use crate::ids::{Domain, IdError, ItemId, Namespace, PrincipalId, SessionId, TenantId};
     pub use crate::session::Observed;

@@ -48,6 +48,8 @@ pub const QUERY_BYTES_MAX: usize = 8 * 1024;
 pub const SEARCH_K_MAX: usize = 100;
 /// Most memories one feedback report may name.
 pub const FEEDBACK_ITEMS_MAX: usize = 100;
+/// Most versions [`Engine::history`] walks in each direction from the asked one.
+pub const HISTORY_VERSIONS_MAX: usize = 1000;
 /// Most writes in one `add_many` call.
 pub const ADD_MANY_MAX: usize = 1024;
 
@@ -171,6 +173,86 @@ impl Default for EngineConfig {
     }
 }
 
+/// Which defense layers an engine runs (the design brief's presets). `full` composes all three;
+/// the others exist for ablations and baselines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// No gate decides anything: labels are recorded but enforce nothing (every action value
+    /// is accepted, no session floor), no provenance graph, no risk scoring. Scope checks still
+    /// apply (they are permissions, not a defense).
+    None,
+    /// The lifecycle layer alone (MAPLE-Guard): write gate, read firewall, promotion gate,
+    /// cross-agent broker, feedback.
+    Lifecycle,
+    /// The authority layer alone (TMA-NM): origin-bound labels, corroborated elevation, grants.
+    Authority,
+    /// The lineage layer alone (MAP-Graph): provenance graph, path trust, action gate.
+    Lineage,
+    /// All three layers composed; the most restrictive verdict wins.
+    Full,
+}
+
+impl Preset {
+    /// Every preset, in the order above.
+    pub const ALL: [Preset; 5] = [Preset::None, Preset::Lifecycle, Preset::Authority, Preset::Lineage, Preset::Full];
+
+    /// The snake-case name (`none`, `lifecycle`, `authority`, `lineage`, `full`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preset::None => "none",
+            Preset::Lifecycle => "lifecycle",
+            Preset::Authority => "authority",
+            Preset::Lineage => "lineage",
+            Preset::Full => "full",
+        }
+    }
+
+    /// Parse a preset name.
+    pub fn parse(name: &str) -> Result<Self, EngineError> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == name)
+            .ok_or_else(|| EngineError::Invalid(format!("unknown preset {name:?}; one of none, lifecycle, authority, lineage, full")))
+    }
+
+    /// Whether the authority layer binds labels in this preset.
+    pub fn authority(self) -> bool {
+        matches!(self, Preset::Authority | Preset::Full)
+    }
+    /// Whether the lineage layer is on.
+    pub fn lineage(self) -> bool {
+        matches!(self, Preset::Lineage | Preset::Full)
+    }
+    /// Whether the lifecycle layer is on.
+    pub fn lifecycle(self) -> bool {
+        matches!(self, Preset::Lifecycle | Preset::Full)
+    }
+}
+
+impl EngineConfig {
+    /// The default configuration with the layers of `preset` (default settings for each layer
+    /// that is on). Fails only if the built-in lifecycle rules do not compile.
+    pub fn for_preset(preset: Preset) -> Result<Self, EngineError> {
+        let d = Self::default();
+        let authority = if preset.authority() { d.authority } else { AuthorityConfig { enforce: false, ..d.authority } };
+        let lifecycle = if preset.lifecycle() {
+            Some(Arc::new(memwarden_lifecycle::RiskScorer::with_defaults().map_err(|e| EngineError::Invalid(format!("lifecycle rules: {e}")))?))
+        } else {
+            None
+        };
+        Ok(Self { authority, lineage: preset.lineage().then(LineageConfig::default), lifecycle, ..d })
+    }
+
+    /// Which preset this configuration amounts to, if it is one (ablations set by hand, such
+    /// as elevation off, are `None`).
+    pub fn preset(&self) -> Option<Preset> {
+        let a = self.authority.enforce;
+        let found = Preset::ALL.into_iter().find(|p| p.authority() == a && p.lineage() == self.lineage.is_some() && p.lifecycle() == self.lifecycle.is_some());
+        found.filter(|p| !p.authority() || self.authority == AuthorityConfig::default())
+    }
+}
+
 /// A search result: the memory with its similarity, its path trust for the reader and the
 /// score it was ranked by (`similarity × path trust`; the similarity alone when the lineage
 /// layer is off).
@@ -202,6 +284,18 @@ pub struct LineageView {
     pub children: Vec<ItemId>,
     /// Children the reader may not read.
     pub children_hidden: usize,
+}
+
+/// The route the lifecycle layer scores a stored memory by. The API's `direct` route is an
+/// authenticated principal's own explicit write: its output, whose outcome is not known yet (the
+/// paper's post-task experience), never the paper's "direct memory injection", which names a
+/// write that bypassed the agent and that the engine's doors do not have. Every other route is
+/// what the door fixed (observations only from tools and sources, see `route_allowed`).
+fn lifecycle_route(route: Route) -> Route {
+    match route {
+        Route::Direct => Route::PostTaskExperience,
+        other => other,
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -502,7 +596,7 @@ impl Engine {
         use memwarden_lifecycle::{LifecycleMemory, WriteOutcome, derive_and_write_gate};
         let Some(scorer) = &self.lifecycle else { return Ok(()) };
         let item = write.item();
-        let mut m = LifecycleMemory::new(item.writer().clone(), item.content(), item.route(), item.guard().clone());
+        let mut m = LifecycleMemory::new(item.writer().clone(), item.content(), lifecycle_route(item.route()), item.guard().clone());
         m.parents = item.parents().iter().map(|p| p.id.to_string()).collect();
         let d = derive_and_write_gate(scorer, &m);
         let rule = serde_json::to_value(d.rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into());
@@ -577,6 +671,87 @@ impl Engine {
         }
         self.lineage_items(actor.tenant(), &committed);
         Ok(out.into_iter().map(|o| o.unwrap_or_else(|| Err(EngineError::Invalid("lost result".into())))).collect())
+    }
+
+    /// Update a memory: the new text becomes a new version derived from the old one (so its
+    /// label is at most the old one's and the updater's, and its scope within the old one's),
+    /// and the old version is superseded: kept for [`Engine::history`], never returned by
+    /// search, list or get. Nothing is overwritten. Allowed to the memory's owner and to users
+    /// of its tenant. The lifecycle write gate (if on) decides about the new text as for any
+    /// write.
+    pub fn update(&self, actor: &Actor, id: &ItemId, content: String) -> Result<(MemoryItem, Receipt), EngineError> {
+        let old = match self.store.item(actor.tenant(), id)? {
+            Some(i) if i.readable_by(actor.id()) => i,
+            _ => return Err(EngineError::NotFound(*id)),
+        };
+        self.lineage_check_parents(actor, &[*id])?;
+        let now = self.now_ms();
+        let observed = self.observed(actor)?;
+        let mut update = self.authority.admit_update(actor.principal(), &old, content, &observed, new_id(now)?, now).map_err(|e| match e {
+            UpdateError::NotAllowed => EngineError::Forbidden(e.to_string()),
+            UpdateError::NotActive => EngineError::Invalid(e.to_string()),
+            UpdateError::Write(w) => EngineError::Write(w),
+        })?;
+        self.lifecycle_write_gate(actor, update.write_mut(), now)?;
+        let embedding = self.embed_one(update.write().item().content())?;
+        let item = update.write().item().clone();
+        let receipt = one(self.store.commit(now, vec![Mutation::Update { update, embedding }])?)?;
+        self.lineage_items(actor.tenant(), &[&item]);
+        Ok((item, receipt))
+    }
+
+    /// Every version of a memory the actor may see, oldest first: the chain of updates through
+    /// `id` (older versions are superseded, the last is current unless it was revoked or held
+    /// back since). A version outside the actor's scope ends the chain there. Everything
+    /// returned counts as handed to the actor's session.
+    pub fn history(&self, actor: &Actor, id: &ItemId) -> Result<Vec<MemoryItem>, EngineError> {
+        let visible = |i: &MemoryItem| matches!(i.status(), Status::Active | Status::Superseded) && i.scope().admits(actor.id());
+        let fetch = |id: &ItemId| -> Result<Option<MemoryItem>, EngineError> {
+            let Some(i) = self.store.item(actor.tenant(), id)? else { return Ok(None) };
+            if !visible(&i) {
+                return Ok(None);
+            }
+            if let Some(l) = &self.lineage {
+                let ok = l.with(self.store.as_ref(), actor.tenant(), |g| Ok(g.can_read(actor.id(), i.id()).is_ok()))?;
+                if !ok {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(i))
+        };
+        let first = fetch(id)?.ok_or(EngineError::NotFound(*id))?;
+        let mut older = Vec::new();
+        let mut cur = first.supersedes();
+        while let Some(prev) = cur {
+            if older.len() >= HISTORY_VERSIONS_MAX {
+                break;
+            }
+            match fetch(&prev)? {
+                Some(i) if i.superseded_by() == Some(older.last().map_or(first.id(), |o: &MemoryItem| o.id())) => {
+                    cur = i.supersedes();
+                    older.push(i);
+                }
+                _ => break,
+            }
+        }
+        older.reverse();
+        let mut out = older;
+        let mut next = first.superseded_by();
+        out.push(first);
+        while let Some(n) = next {
+            if out.len() >= HISTORY_VERSIONS_MAX * 2 {
+                break;
+            }
+            match fetch(&n)? {
+                Some(i) if i.supersedes() == out.last().map(MemoryItem::id) => {
+                    next = i.superseded_by();
+                    out.push(i);
+                }
+                _ => break,
+            }
+        }
+        self.hand_over(actor, &out)?;
+        Ok(out)
     }
 
     /// Derive (summarise) a new memory from `parents`: label is the meet of the actor's and every
@@ -820,6 +995,9 @@ impl Engine {
         match self.store.item(actor.tenant(), id)? {
             Some(i) if i.readable_by(actor.id()) => {
                 self.lineage_check_parents(actor, &[*id])?;
+                if self.lifecycle_broker(actor, &[&i])?.first() != Some(&true) {
+                    return Err(EngineError::NotFound(*id));
+                }
                 self.hand_over(actor, [&i])?;
                 Ok(i)
             }
@@ -924,6 +1102,8 @@ impl Engine {
                 Ok(())
             })?;
         }
+        let admitted = self.lifecycle_broker(actor, &items.iter().collect::<Vec<_>>())?;
+        let items: Vec<MemoryItem> = items.into_iter().zip(admitted).filter_map(|(i, ok)| ok.then_some(i)).collect();
         self.hand_over(actor, &items)?;
         Ok(items)
     }
@@ -945,7 +1125,8 @@ impl Engine {
         };
         let Some(l) = &self.lineage else {
             let fetch = if self.lifecycle.is_some() { k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX) } else { k };
-            let mut hits = self.lifecycle_firewall(actor, query, self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?)?;
+            let hits = self.lifecycle_firewall(actor, query, self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?)?;
+            let mut hits = self.broker_hits(actor, hits)?;
             hits.truncate(k);
             self.hand_over(actor, hits.iter().map(|h| &h.item))?;
             return Ok(hits.into_iter().map(|h| SearchHit { score: f64::from(h.similarity), path_trust: None, similarity: h.similarity, item: h.item }).collect());
@@ -961,6 +1142,7 @@ impl Engine {
             let exhausted = hits.len() < fetch || fetch == memwarden_store::SEARCH_K_MAX;
             // The lifecycle read firewall (if on) removes candidates before the rerank.
             let hits = self.lifecycle_firewall(actor, query, hits)?;
+            let hits = self.broker_hits(actor, hits)?;
             let candidates: Vec<Candidate> = hits.iter().map(|h| Candidate { id: h.item.id(), similarity: f64::from(h.similarity) }).collect();
             let ranking = l.with(self.store.as_ref(), actor.tenant(), |g| g.rank(actor.id(), &candidates, Some(k)).map_err(|e| EngineError::Lineage(e.to_string())))?;
             if ranking.selected.len() >= k || exhausted {
@@ -1002,16 +1184,7 @@ impl Engine {
         for (c, part) in hits.chunks(chunk).enumerate() {
             let memories: Vec<LifecycleMemory> = part
                 .iter()
-                .map(|h| {
-                    let i = &h.item;
-                    let mut m = LifecycleMemory::new(i.scope().owner.clone(), i.content(), i.route(), i.guard().clone());
-                    m.readers = i.scope().readers.clone();
-                    m.status = i.status();
-                    // The writer's reputation from outcome feedback (an error reads as none: the
-                    // default, never a raised trust).
-                    m.source_agent_trust = self.store.reputation(actor.tenant(), i.writer()).ok().flatten();
-                    m
-                })
+                .map(|h| self.lifecycle_memory(actor.tenant(), &h.item))
                 .collect();
             let candidates: Vec<RetrievalCandidate<'_>> =
                 memories.iter().zip(part).map(|(memory, h)| RetrievalCandidate { memory, similarity: f64::from(h.similarity) }).collect();
@@ -1028,6 +1201,178 @@ impl Engine {
             one(self.store.commit(self.now_ms(), vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
         }
         Ok(hits.into_iter().zip(blocked).filter(|(_, b)| !b).map(|(h, _)| h).collect())
+    }
+
+    /// The lifecycle layer's view of a stored memory (scope, status, guard state, the writer's
+    /// reputation; a reputation lookup error reads as none: the default, never a raised trust).
+    fn lifecycle_memory(&self, tenant: &TenantId, i: &MemoryItem) -> memwarden_lifecycle::LifecycleMemory {
+        let mut m = memwarden_lifecycle::LifecycleMemory::new(i.scope().owner.clone(), i.content(), lifecycle_route(i.route()), i.guard().clone());
+        m.readers = i.scope().readers.clone();
+        m.status = i.status();
+        m.parents = i.parents().iter().map(|p| p.id.to_string()).collect();
+        m.source_agent_trust = self.store.reputation(tenant, i.writer()).ok().flatten();
+        m
+    }
+
+    /// Promote a memory: widen who may read it (to everyone in the namespace with
+    /// [`Readers::All`], or to more named readers). Only its owner may, only while it is active,
+    /// and only within what its ancestry admits (promote the parents first); its label, route
+    /// and ancestry travel unchanged. The older versions it replaced (its history, same owner)
+    /// are widened with it, oldest first, since it derives from them. With the lifecycle layer
+    /// on, the promotion gate (`B_p`) decides first: a blocked promotion quarantines the memory
+    /// (logged) and is refused. With the lineage layer on, the graph checks the ancestry
+    /// ceiling too and records the promotion. Returns the memory as promoted.
+    pub fn promote(&self, actor: &Actor, id: &ItemId, readers: Readers) -> Result<(MemoryItem, Receipt), EngineError> {
+        use memwarden_lifecycle::{PromotionOutcome, PromotionTarget, promotion_gate};
+        let item = match self.store.item(actor.tenant(), id)? {
+            Some(i) if i.readable_by(actor.id()) => i,
+            _ => return Err(EngineError::NotFound(*id)),
+        };
+        self.lineage_check_parents(actor, &[*id])?;
+        // The version chain: superseded predecessors of the same owner, oldest first, then the item.
+        let mut chain = Vec::new();
+        let mut cur = item.supersedes();
+        while let Some(prev) = cur {
+            if chain.len() >= HISTORY_VERSIONS_MAX {
+                break;
+            }
+            match self.store.item(actor.tenant(), &prev)? {
+                Some(p) if p.status() == Status::Superseded && p.scope().owner == item.scope().owner => {
+                    cur = p.supersedes();
+                    chain.push(p);
+                }
+                _ => break,
+            }
+        }
+        chain.reverse();
+        chain.push(item.clone());
+        // Authority admission of each, a widened predecessor standing in for the stored one.
+        let mut admitted: Vec<AdmittedPromotion> = Vec::with_capacity(chain.len());
+        for target in &chain {
+            if target.id() != *id && crate::lineage::readers_within(&readers, &target.scope().readers) {
+                continue; // a predecessor already as wide: nothing to do
+            }
+            let mut parents = Vec::with_capacity(target.parents().len());
+            for p in target.parents() {
+                let widened = admitted.iter().find(|a| a.item().id() == p.id).map(|a| a.item().clone());
+                parents.push(match widened {
+                    Some(w) => Some(w),
+                    None => self.store.item(actor.tenant(), &p.id)?,
+                });
+            }
+            let refs: Vec<Option<&MemoryItem>> = parents.iter().map(Option::as_ref).collect();
+            let a = self.authority.admit_promotion(actor.principal(), target, readers.clone(), &refs).map_err(|e| match e {
+                PromoteError::NotOwner | PromoteError::ExceedsAncestry => EngineError::Forbidden(e.to_string()),
+                PromoteError::OtherTenant => EngineError::NotFound(*id),
+                PromoteError::NotActive | PromoteError::NotAWidening | PromoteError::TooManyReaders { .. } | PromoteError::ParentMismatch => {
+                    EngineError::Invalid(e.to_string())
+                }
+            })?;
+            admitted.push(a);
+        }
+        let now = self.now_ms();
+        if let Some(scorer) = &self.lifecycle {
+            let m = self.lifecycle_memory(actor.tenant(), &item);
+            let d = promotion_gate(scorer, &m, PromotionTarget::Team);
+            if d.outcome == PromotionOutcome::Block {
+                let rule = serde_json::to_value(d.rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into());
+                let hold = self.authority.admit_hold(&item, actor.id(), &format!("lifecycle promotion gate: {rule}"));
+                let decision = json!({"layer": "lifecycle", "gate": "promotion", "item": id, "decision": d});
+                let gate = Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision };
+                for r in self.store.commit(now, vec![Mutation::Hold(hold), gate])? {
+                    r?;
+                }
+                return Err(EngineError::Refused { layer: "lifecycle", rule, reason: "the promotion gate held the memory back; it is quarantined".into() });
+            }
+        }
+        let promoted = admitted.last().map(|a| a.item().clone()).ok_or_else(|| EngineError::Invalid("nothing to promote".into()))?;
+        debug_assert_eq!(promoted.id(), *id);
+        let Some(l) = &self.lineage else {
+            let rs = self.store.commit(now, admitted.into_iter().map(Mutation::Promotion).collect())?;
+            let mut last = None;
+            for r in rs {
+                last = Some(r?);
+            }
+            return Ok((promoted, last.ok_or_else(|| EngineError::Invalid("empty commit result".into()))?));
+        };
+        let g = l.graph(self.store.as_ref(), actor.tenant())?;
+        let mut g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        // The graph checks and records each; the store then commits them with their events. If
+        // the graph refuses one or the commit fails, the graph is rebuilt from the store.
+        let mut batch = Vec::with_capacity(admitted.len() * 2);
+        for a in admitted {
+            let ev = memwarden_lineage::PromoteEvent { id: a.item().id(), actor: actor.id().clone(), readers: a.item().scope().readers.clone(), at_ms: now };
+            if let Err(e) = g.apply_promotion(ev.clone()) {
+                drop(g);
+                l.forget(actor.tenant());
+                return Err(EngineError::Forbidden(format!("promoting {}: {e}", a.item().id())));
+            }
+            g.drain();
+            batch.push(Mutation::Promotion(a));
+            batch.push(lineage::StoredEvent::Promote(ev).mutation(actor.tenant())?);
+        }
+        let committed = self.store.commit(now, batch).map_err(EngineError::from).and_then(|rs| {
+            let mut first = None;
+            for (i, r) in rs.into_iter().enumerate() {
+                let r = r?;
+                if i % 2 == 0 {
+                    first = Some(r);
+                }
+            }
+            first.ok_or_else(|| EngineError::Invalid("empty commit result".into()))
+        });
+        drop(g);
+        match committed {
+            Ok(r) => Ok((promoted, r)),
+            Err(e) => {
+                l.forget(actor.tenant());
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Engine::lifecycle_broker`] over search candidates: those it blocks are removed.
+    fn broker_hits(&self, actor: &Actor, hits: Vec<Hit>) -> Result<Vec<Hit>, EngineError> {
+        if self.lifecycle.is_none() {
+            return Ok(hits);
+        }
+        let admitted = self.lifecycle_broker(actor, &hits.iter().map(|h| &h.item).collect::<Vec<_>>())?;
+        Ok(hits.into_iter().zip(admitted).filter_map(|(h, ok)| ok.then_some(h)).collect())
+    }
+
+    /// The lifecycle layer's cross-agent broker (no-op with the layer off): before another
+    /// agent's memory enters `actor`'s context, check scope (owner or an allowed reader, and
+    /// every restriction carried from upstream: the lineage layer's ancestry ceiling) and status.
+    /// Returns, per item, whether it may enter; blocks are logged (ids and rules only). A
+    /// principal's own memories pass untouched.
+    fn lifecycle_broker(&self, actor: &Actor, items: &[&MemoryItem]) -> Result<Vec<bool>, EngineError> {
+        use memwarden_lifecycle::{BrokerOutcome, BrokerRequest, broker};
+        let Some(scorer) = &self.lifecycle else { return Ok(vec![true; items.len()]) };
+        let mut admit = Vec::with_capacity(items.len());
+        let mut logged = Vec::new();
+        for i in items {
+            if i.scope().owner == *actor.id() {
+                admit.push(true);
+                continue;
+            }
+            let mut m = self.lifecycle_memory(actor.tenant(), i);
+            if let Some(l) = &self.lineage {
+                let ceiling = l.with(self.store.as_ref(), actor.tenant(), |g| Ok(g.record(i.id()).map(|r| r.summary().ceiling.clone())))?;
+                // A memory the graph does not know carries no readable ancestry: nobody.
+                m.carried.readers = ceiling.unwrap_or_else(|| Readers::Only(Default::default()));
+            }
+            let d = broker(scorer, &m, &BrokerRequest { agent: actor.id(), task_class: None });
+            let ok = d.outcome == BrokerOutcome::Admit;
+            if !ok {
+                logged.push(json!({"item": i.id(), "rule": d.rule}));
+            }
+            admit.push(ok);
+        }
+        if !logged.is_empty() {
+            let decision = json!({"layer": "lifecycle", "gate": "broker", "blocked": logged});
+            one(self.store.commit(self.now_ms(), vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
+        }
+        Ok(admit)
     }
 
     /// Report a task outcome for the memories `used` (lifecycle layer): each one's utility,

@@ -47,6 +47,8 @@ pub(crate) enum StoredEvent {
     Action(ActionEvent),
     /// An erasure (committed with the store's [`Mutation::Erasure`], not as a lineage row).
     Erase(EraseEvent),
+    /// A promotion (readers widened), committed with the store's [`Mutation::Promotion`].
+    Promote(memwarden_lineage::PromoteEvent),
 }
 
 /// The text a tombstone is replayed with (the graph needs non-empty text; the erasure that
@@ -175,6 +177,11 @@ fn apply_item_inner(g: &mut LineageGraph, item: &MemoryItem, tombstone: bool) ->
     Ok(())
 }
 
+/// Whether `inner` ⊆ `outer`.
+pub(crate) fn readers_within(inner: &Readers, outer: &Readers) -> bool {
+    inner.intersect(outer) == *inner
+}
+
 /// Apply a committed event. A read of a record that stopped being readable after the search
 /// (revoked meanwhile) records only what is still readable.
 pub(crate) fn apply_event(g: &mut LineageGraph, ev: StoredEvent) -> Result<(), EngineError> {
@@ -196,6 +203,13 @@ pub(crate) fn apply_event(g: &mut LineageGraph, ev: StoredEvent) -> Result<(), E
         StoredEvent::Erase(e) => {
             if !g.erasures().iter().any(|x| x.erasure_id == e.erasure_id) {
                 g.apply_erasure(e).map_err(|e| err("recording an erasure", e))?;
+            }
+        }
+        StoredEvent::Promote(p) => {
+            // Replayed items carry their stored (already widened) readers: apply only what the
+            // graph does not have yet.
+            if g.record(p.id).is_some_and(|s| !readers_within(&p.readers, &s.scope().readers)) {
+                g.apply_promotion(p).map_err(|e| err("recording a promotion", e))?;
             }
         }
     }

@@ -70,13 +70,15 @@ pub fn taint_max(a: Taint, b: Taint) -> Taint {
     if taint_rank(a) >= taint_rank(b) { a } else { b }
 }
 
-/// Rank of a status, least to most restrictive: active < quarantined < blocked < revoked.
+/// Rank of a status, least to most restrictive: active < quarantined < blocked < superseded <
+/// revoked.
 pub fn status_rank(s: Status) -> u8 {
     match s {
         Status::Active => 0,
         Status::Quarantined => 1,
         Status::Blocked => 2,
-        Status::Revoked => 3,
+        Status::Superseded => 3,
+        Status::Revoked => 4,
     }
 }
 

@@ -2,7 +2,7 @@
 //! then command-line options (see [`ServeArgs`]). Later sources win.
 
 use memwarden_embed::Embedder;
-use memwarden_engine::{Engine, EngineConfig};
+use memwarden_engine::{Engine, EngineConfig, Preset};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -104,12 +104,10 @@ pub struct ServeConfig {
     pub log: String,
     /// The embedder.
     pub embedder: EmbedderChoice,
-    /// The lineage layer (default on; `lineage = false` / `MEMWARDEN_LINEAGE=false` is the
-    /// authority-only preset).
-    pub lineage: bool,
-    /// The lifecycle layer's write gate, read firewall and feedback (default off until the rest
-    /// of the layer lands; `lifecycle = true` / `MEMWARDEN_LIFECYCLE=true`).
-    pub lifecycle: bool,
+    /// Which defense layers run (`preset = "full"` / `MEMWARDEN_PRESET=full`, the default; also
+    /// `none`, `lifecycle`, `authority`, `lineage` for ablations). An operation that needs a
+    /// layer the preset leaves off answers 409 `layer_off`.
+    pub preset: Preset,
 }
 
 impl Default for ServeConfig {
@@ -126,8 +124,7 @@ impl Default for ServeConfig {
             mcp_allowed_hosts: Vec::new(),
             log: "info".into(),
             embedder: EmbedderChoice::MiniLm { model_dir: None },
-            lineage: true,
-            lifecycle: false,
+            preset: Preset::Full,
         }
     }
 }
@@ -152,8 +149,7 @@ struct FileConfig {
     openai_model: Option<String>,
     openai_dims: Option<usize>,
     openai_key: Option<String>,
-    lineage: Option<bool>,
-    lifecycle: Option<bool>,
+    preset: Option<String>,
 }
 
 fn invalid(msg: impl Into<String>) -> ConfigError {
@@ -213,14 +209,8 @@ impl ServeConfig {
         if let Some(v) = s("MEMWARDEN_EMBEDDER") {
             raw.embedder = Some(v);
         }
-        for (name, slot) in [("MEMWARDEN_LINEAGE", &mut raw.lineage), ("MEMWARDEN_LIFECYCLE", &mut raw.lifecycle)] {
-            if let Some(v) = s(name) {
-                *slot = Some(match v.trim() {
-                    "true" | "1" | "on" => true,
-                    "false" | "0" | "off" => false,
-                    other => return Err(invalid(format!("{name}={other:?} is not true or false"))),
-                });
-            }
+        if let Some(v) = s("MEMWARDEN_PRESET") {
+            raw.preset = Some(v.trim().to_owned());
         }
         if let Some(v) = s("MEMWARDEN_MODEL_DIR") {
             raw.model_dir = Some(PathBuf::from(v));
@@ -274,8 +264,10 @@ impl ServeConfig {
             mcp_allowed_hosts: raw.mcp_allowed_hosts.unwrap_or_default(),
             log: raw.log.unwrap_or(d.log),
             embedder,
-            lineage: raw.lineage.unwrap_or(d.lineage),
-            lifecycle: raw.lifecycle.unwrap_or(d.lifecycle),
+            preset: match raw.preset {
+                Some(p) => Preset::parse(&p).map_err(|e| invalid(e.to_string()))?,
+                None => d.preset,
+            },
         };
         c.validate()?;
         Ok(c)
@@ -322,13 +314,8 @@ impl ServeConfig {
     /// Open the engine over `data_dir` with the configured embedder.
     pub fn open_engine(&self) -> Result<Engine, crate::ServeError> {
         let embedder = self.build_embedder()?;
-        let lifecycle = if self.lifecycle {
-            Some(Arc::new(memwarden_lifecycle::RiskScorer::with_defaults().map_err(|e| crate::ServeError::Config(invalid(e.to_string())))?))
-        } else {
-            None
-        };
-        let lineage = if self.lineage { EngineConfig::default().lineage } else { None };
-        Ok(Engine::open(&self.data_dir, EngineConfig { embedder, lineage, lifecycle, ..EngineConfig::default() })?)
+        let config = EngineConfig::for_preset(self.preset).map_err(|e| crate::ServeError::Config(invalid(e.to_string())))?;
+        Ok(Engine::open(&self.data_dir, EngineConfig { embedder, ..config })?)
     }
 }
 
@@ -354,6 +341,9 @@ pub struct ServeArgs {
     /// Per-key requests per second (0: no rate limit).
     #[arg(long)]
     pub rate_per_sec: Option<f64>,
+    /// Defense layers: full (default), none, lifecycle, authority, lineage.
+    #[arg(long)]
+    pub preset: Option<String>,
 }
 
 impl ServeArgs {
@@ -375,6 +365,9 @@ impl ServeArgs {
         }
         if let Some(r) = self.rate_per_sec {
             c.rate_per_sec = r;
+        }
+        if let Some(p) = self.preset {
+            c.preset = Preset::parse(&p).map_err(|e| invalid(e.to_string()))?;
         }
         c.validate()?;
         Ok(c)
@@ -412,5 +405,15 @@ mod tests {
         assert!(ServeConfig::load_with(None, &env).is_err());
         let env = |k: &str| (k == "MEMWARDEN_EMBEDDER").then(|| "openai".to_owned());
         assert!(ServeConfig::load_with(None, &env).is_err());
+        let env = |k: &str| (k == "MEMWARDEN_PRESET").then(|| "paranoid".to_owned());
+        assert!(ServeConfig::load_with(None, &env).is_err());
+    }
+
+    #[test]
+    fn preset_from_file_and_env() {
+        assert_eq!(ServeConfig::load_with(None, &|_| None).unwrap().preset, Preset::Full);
+        assert_eq!(ServeConfig::parse_toml("preset = \"lineage\"\n").unwrap().preset, Some("lineage".into()));
+        let env = |k: &str| (k == "MEMWARDEN_PRESET").then(|| "authority".to_owned());
+        assert_eq!(ServeConfig::load_with(None, &env).unwrap().preset, Preset::Authority);
     }
 }

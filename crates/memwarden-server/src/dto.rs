@@ -199,8 +199,10 @@ pub struct MemoryOut {
     pub readers: Option<Vec<String>>,
     /// `private`, `shared`, `revoked`.
     pub visibility: String,
-    /// `active`, `quarantined`, `blocked`, `revoked`.
+    /// `active`, `quarantined`, `blocked`, `revoked`, `superseded`.
     pub status: String,
+    /// The newer version that replaced this one (status `superseded`).
+    pub superseded_by: Option<String>,
     /// Creation time (ms since the Unix epoch).
     pub created_ms: u64,
     /// Session tag.
@@ -414,6 +416,49 @@ pub struct RevokeIn {
     pub reason: String,
 }
 
+/// Body of `POST /v1/memories/{id}/promote`: widen who may read the memory.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteIn {
+    /// The new readers (the owner is always one). Absent: everyone in the namespace (shared).
+    #[serde(default)]
+    pub readers: Option<Vec<String>>,
+}
+
+/// Body of `PUT /v1/memories/{id}`: the text of the new version.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateIn {
+    /// The new text.
+    pub content: String,
+}
+
+/// Body of the Mem0-compatible `PUT /memories/{id}`.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AliasUpdateIn {
+    /// The new text.
+    pub text: String,
+}
+
+/// Result of an update: the new version (the old one is superseded).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct UpdatedOut {
+    /// The new version.
+    pub memory: MemoryOut,
+    /// The version it replaced.
+    pub previous_id: String,
+    /// Log index of the new version's entry.
+    pub log_index: u64,
+}
+
+/// Every version of a memory the caller may see, oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HistoryOut {
+    /// The versions, oldest first (older ones have status `superseded`).
+    pub versions: Vec<MemoryOut>,
+}
+
 /// Result of revoking a memory.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct MemoryRevokedOut {
@@ -612,6 +657,11 @@ pub struct ProofOut {
     pub proof: Vec<String>,
     /// Whether the server verified the proof before answering.
     pub verified: bool,
+    /// The entry's kind (`write`, `decision`, ...).
+    pub kind: String,
+    /// The entry's payload (JSON; ids, labels and digests, never memory text), so the caller
+    /// can recompute the leaf hash.
+    pub body: serde_json::Value,
 }
 
 /// A principal as the engine records it.

@@ -124,13 +124,14 @@ impl<S: Send + Sync> FromRequestParts<S> for AdminCaller {
 }
 
 /// Extractor: any authenticated request (API key or admin token).
-pub(crate) struct AnyCaller;
+pub(crate) struct AnyCaller(Option<TenantId>);
 
 impl<S: Send + Sync> FromRequestParts<S> for AnyCaller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         match parts.extensions.get::<Auth>() {
-            Some(_) => Ok(AnyCaller),
+            Some(Auth::Key { actor, .. }) => Ok(AnyCaller(Some(actor.tenant().clone()))),
+            Some(Auth::Admin) => Ok(AnyCaller(None)),
             None => Err(ApiError::unauthorized("missing or invalid API key")),
         }
     }
@@ -359,6 +360,82 @@ async fn revoke_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPa
     Ok(Json(st.run(move |e| ops::revoke(e, &c.actor, &id, r)).await?))
 }
 
+/// Promote a memory: widen who may read it (to everyone in the namespace, or to more named
+/// readers). Only its owner may, only within what its ancestry admits; its label and ancestry
+/// travel unchanged. With the lifecycle layer on, the promotion gate decides first: a blocked
+/// promotion quarantines the memory and answers 422 `refused`.
+#[utoipa::path(post, path = "/v1/memories/{id}/promote", tag = "memories", request_body = PromoteIn,
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "Promoted: the memory with its new readers", body = WriteOut),
+        (status = 400, description = "Malformed id or readers, not a widening, or not active", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not the owner, or the ancestry does not admit the new readers", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The lifecycle promotion gate held the memory back (now quarantined)", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn promote_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiJson(p): ApiJson<PromoteIn>) -> Result<Json<WriteOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::promote(e, &c.actor, &id, p)).await?))
+}
+
+/// Update a memory: the new text is stored as a new version derived from the old one (label at
+/// most the old one's, scope within it) and the old version is superseded: kept for its
+/// history, never returned by search, list or get. Allowed to the owner and to users.
+#[utoipa::path(put, path = "/v1/memories/{id}", tag = "memories", request_body = UpdateIn,
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "The new version", body = UpdatedOut),
+        (status = 400, description = "Malformed id or text, or the memory is not active", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The lifecycle write gate refused the new text", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn update_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiJson(u): ApiJson<UpdateIn>) -> Result<Json<UpdatedOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::update(e, &c.actor, &id, u.content)).await?))
+}
+
+/// Every version of a memory the caller may see, oldest first.
+#[utoipa::path(get, path = "/v1/memories/{id}/history", tag = "memories",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "The versions, oldest first", body = HistoryOut),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn memory_history(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<HistoryOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::history(e, &c.actor, &id)).await?))
+}
+
+/// Mem0-compatible update (see `PUT /v1/memories/{id}`).
+#[utoipa::path(put, path = "/memories/{id}", tag = "mem0", request_body = AliasUpdateIn,
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "The new version", body = UpdatedOut),
+        (status = 400, description = "Malformed id or text, or the memory is not active", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The lifecycle write gate refused the new text", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn alias_update(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiJson(u): ApiJson<AliasUpdateIn>) -> Result<Json<UpdatedOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::update(e, &c.actor, &id, u.text)).await?))
+}
+
+/// Mem0-compatible history (see `GET /v1/memories/{id}/history`).
+#[utoipa::path(get, path = "/memories/{id}/history", tag = "mem0",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "The versions, oldest first", body = HistoryOut),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn alias_history(st: State<AppState>, c: Caller, id: ApiPath) -> Result<Json<HistoryOut>, ApiError> {
+    memory_history(st, c, id).await
+}
+
 /// Erase a memory (delete its text, metadata and embedding) and every memory whose every
 /// supporting path runs through it; one with another live source survives. Tombstones keep ids
 /// and lineage; the erasure is logged by id. Allowed to the memory's owner and to users.
@@ -544,18 +621,20 @@ async fn audit_checkpoint(State(st): State<AppState>, _c: AnyCaller) -> Result<R
     Ok(created(st.run(ops::checkpoint).await?))
 }
 
-/// Inclusion proof of one log entry in the current tree.
+/// Inclusion proof of one log entry in the current tree, with the entry itself. An API key sees
+/// only its own tenant's entries (another tenant's is a 404, like an index past the end); the
+/// admin token sees every entry.
 #[utoipa::path(get, path = "/v1/audit/proof/{index}", tag = "audit",
     params(("index" = u64, Path, description = "Entry index")),
     responses(
         (status = 200, description = "Proof, verified by the server", body = ProofOut),
         (status = 400, description = "Bad index", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such entry", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such entry visible to the caller", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn audit_proof(State(st): State<AppState>, _c: AnyCaller, ApiPath(index): ApiPath) -> Result<Json<ProofOut>, ApiError> {
+async fn audit_proof(State(st): State<AppState>, AnyCaller(tenant): AnyCaller, ApiPath(index): ApiPath) -> Result<Json<ProofOut>, ApiError> {
     let index: u64 = index.parse().map_err(|_| ApiError::invalid("index must be a non-negative integer"))?;
-    Ok(Json(st.run(move |e| ops::proof(e, index)).await?))
+    Ok(Json(st.run(move |e| ops::proof(e, tenant.as_ref(), index)).await?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -842,12 +921,13 @@ impl utoipa::Modify for SecurityAddon {
 #[openapi(
     info(title = "memwarden", description = "Governed memory for LLM agents. Every request authenticates as a principal (API key); the principal, never the body, fixes tenant, identity and origin. Errors are RFC 9457 problem details with a stable `code`. The MCP endpoint (streamable HTTP) is at `/mcp`."),
     paths(
-        add_memories, list_memories, get_memory, erase_memory, revoke_memory, search, derive, tool_calls, feedback,
+        add_memories, list_memories, get_memory, update_memory, memory_history, erase_memory, revoke_memory, promote_memory,
+        search, derive, tool_calls, feedback,
         memory_lineage, lineage_export,
         attestations, grants, decide,
         audit_verify, audit_checkpoint, audit_proof,
         me, admin_register, admin_list_principals, admin_mint_key, admin_list_keys, admin_revoke_key,
-        alias_add, alias_list, alias_get, alias_delete, alias_search,
+        alias_add, alias_list, alias_get, alias_update, alias_delete, alias_history, alias_search,
         healthz, readyz, metrics_text, openapi_json,
     ),
     components(schemas(Problem, AddMemory, AddMany, ParentIn)),
@@ -870,8 +950,10 @@ pub struct ApiDoc;
 pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router {
     let authed = Router::new()
         .route("/v1/memories", post(add_memories).get(list_memories))
-        .route("/v1/memories/{id}", get(get_memory).delete(erase_memory))
+        .route("/v1/memories/{id}", get(get_memory).put(update_memory).delete(erase_memory))
         .route("/v1/memories/{id}/revoke", post(revoke_memory))
+        .route("/v1/memories/{id}/promote", post(promote_memory))
+        .route("/v1/memories/{id}/history", get(memory_history))
         .route("/v1/memories/{id}/lineage", get(memory_lineage))
         .route("/v1/lineage/export", get(lineage_export))
         .route("/v1/search", post(search))
@@ -889,7 +971,8 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/v1/admin/keys", post(admin_mint_key).get(admin_list_keys))
         .route("/v1/admin/keys/{key_id}", axum::routing::delete(admin_revoke_key))
         .route("/memories", post(alias_add).get(alias_list))
-        .route("/memories/{id}", get(alias_get).delete(alias_delete))
+        .route("/memories/{id}", get(alias_get).put(alias_update).delete(alias_delete))
+        .route("/memories/{id}/history", get(alias_history))
         .route("/search", post(alias_search))
         .route_service("/mcp", mcp)
         .route_layer(middleware::from_fn_with_state(state.clone(), auth_mw));

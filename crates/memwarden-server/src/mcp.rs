@@ -32,6 +32,16 @@ pub struct GetMemoryArgs {
     pub memory_id: String,
 }
 
+/// Arguments of `update_memory`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMemoryArgs {
+    /// The memory id (32 hex digits).
+    pub memory_id: String,
+    /// The new text.
+    pub text: String,
+}
+
 /// The MCP server: memwarden's engine as MCP tools.
 #[derive(Clone)]
 pub struct MemwardenMcp {
@@ -117,6 +127,20 @@ impl MemwardenMcp {
     #[tool(description = "Read one memory by id (a memory outside the caller's scope reads as not found).")]
     async fn get_memory(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
         self.call(&ctx, move |e, a| ops::get(e, a, &g.memory_id)).await
+    }
+
+    /// Update a memory (a new version).
+    #[tool(description = "Replace a memory's text (its owner, or a user). The new text is stored as a new \
+        version derived from the old one (never more trusted than it); the old version is kept in the memory's \
+        history and no longer returned. Returns the new version.")]
+    async fn update_memory(&self, Parameters(u): Parameters<UpdateMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::update(e, a, &u.memory_id, u.text)).await
+    }
+
+    /// A memory's versions.
+    #[tool(description = "Every version of a memory the caller may read, oldest first.")]
+    async fn memory_history(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::history(e, a, &g.memory_id)).await
     }
 
     /// Erase a memory.

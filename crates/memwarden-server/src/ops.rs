@@ -60,6 +60,7 @@ pub fn memory_out(i: &MemoryItem) -> MemoryOut {
         session: i.session().map(str::to_owned),
         task: i.task().map(str::to_owned),
         metadata: i.metadata().clone(),
+        superseded_by: i.superseded_by().map(|s| s.to_string()),
     }
 }
 
@@ -143,6 +144,30 @@ pub fn revoke(engine: &Engine, actor: &Actor, id: &str, r: RevokeIn) -> Result<M
     let id = parse_id(id)?;
     let receipt = engine.revoke(actor, &id, &r.reason)?;
     Ok(MemoryRevokedOut { id: id.to_string(), log_index: receipt.log_index })
+}
+
+/// Promote a memory (widen its readers; its owner only).
+pub fn promote(engine: &Engine, actor: &Actor, id: &str, p: PromoteIn) -> Result<WriteOut, ApiError> {
+    let id = parse_id(id)?;
+    let readers = match p.readers {
+        None => Readers::All,
+        Some(v) => Readers::Only(v.iter().map(|r| PrincipalId::new(r)).collect::<Result<_, _>>()?),
+    };
+    let (item, receipt) = engine.promote(actor, &id, readers)?;
+    Ok(WriteOut { item: memory_out(&item), log_index: receipt.log_index })
+}
+
+/// Update a memory: a new version (the old one is superseded).
+pub fn update(engine: &Engine, actor: &Actor, id: &str, content: String) -> Result<UpdatedOut, ApiError> {
+    let id = parse_id(id)?;
+    let (item, receipt) = engine.update(actor, &id, content)?;
+    Ok(UpdatedOut { memory: memory_out(&item), previous_id: id.to_string(), log_index: receipt.log_index })
+}
+
+/// Every version of a memory the caller may see.
+pub fn history(engine: &Engine, actor: &Actor, id: &str) -> Result<HistoryOut, ApiError> {
+    let id = parse_id(id)?;
+    Ok(HistoryOut { versions: engine.history(actor, &id)?.iter().map(memory_out).collect() })
 }
 
 /// Report a task outcome for the memories it used (lifecycle layer).
@@ -331,17 +356,39 @@ pub fn checkpoint(engine: &Engine) -> Result<CheckpointOut, ApiError> {
 }
 
 /// Inclusion proof of entry `index` in the current tree, verified before it is returned.
-pub fn proof(engine: &Engine, index: u64) -> Result<ProofOut, ApiError> {
+/// `tenant` (an API key's tenant; `None` for the admin token) may only see its own tenant's
+/// entries: another tenant's entry, or one that names no tenant (genesis, checkpoints), is
+/// answered as not found, exactly like an index past the end.
+pub fn proof(engine: &Engine, tenant: Option<&TenantId>, index: u64) -> Result<ProofOut, ApiError> {
     let store = engine.store();
     let (size, root, _) = store.log_root();
+    let missing = || ApiError::not_found(format!("no log entry {index} visible to the caller"));
     if index >= size {
-        return Err(ApiError::not_found(format!("no log entry {index} (the log has {size})")));
+        return Err(missing());
+    }
+    let entries = store.log_entries(index, index + 1).map_err(ApiError::internal)?;
+    let bytes = entries.first().ok_or_else(missing)?;
+    let entry = memwarden_log::Entry::decode(bytes).map_err(|e| ApiError::internal(format!("log entry {index}: {e}")))?;
+    let body: serde_json::Value = serde_json::from_slice(&entry.body).unwrap_or(serde_json::Value::Null);
+    if let Some(t) = tenant {
+        let owner = body.get("tenant").and_then(serde_json::Value::as_str).or_else(|| body.pointer("/principal/tenant").and_then(serde_json::Value::as_str));
+        if owner != Some(t.as_str()) {
+            return Err(missing());
+        }
     }
     let path = store.inclusion_proof(index, size).map_err(ApiError::internal)?;
-    let entry = store.log_entries(index, index + 1).map_err(ApiError::internal)?;
-    let leaf = entry.first().map(|e| memwarden_log::leaf_hash(e)).ok_or_else(|| ApiError::not_found(format!("no log entry {index}")))?;
+    let leaf = memwarden_log::leaf_hash(bytes);
     let verified = memwarden_log::verify_inclusion(&leaf, index, size, &path, &root).is_ok();
-    Ok(ProofOut { index, size, root: hex::encode(root), leaf: hex::encode(leaf), proof: path.iter().map(hex::encode).collect(), verified })
+    Ok(ProofOut {
+        index,
+        size,
+        root: hex::encode(root),
+        leaf: hex::encode(leaf),
+        proof: path.iter().map(hex::encode).collect(),
+        verified,
+        kind: name(&entry.kind),
+        body,
+    })
 }
 
 /// Register a principal (admin).

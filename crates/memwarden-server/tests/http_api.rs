@@ -47,6 +47,72 @@ fn tenants_never_see_each_others_memories() {
     let hits = s.post("/v1/search", Some(&a), &json!({"namespace": "shared", "query": "acme secret vault code 4711"})).json();
     assert_eq!(hits["results"][0]["id"], secret["id"]);
     assert_eq!(hits["results"][0]["memory"], secret["content"]);
+
+    // History, lineage, update and promote: B gets the same 404.
+    for path in [format!("/v1/memories/{id}/history"), format!("/memories/{id}/history"), format!("/v1/memories/{id}/lineage")] {
+        s.get(&path, Some(&b)).problem(404, "not_found");
+    }
+    s.put(&format!("/v1/memories/{id}"), Some(&b), &json!({"content": "globex was here"})).problem(404, "not_found");
+    s.post(&format!("/v1/memories/{id}/promote"), Some(&b), &json!({})).problem(404, "not_found");
+    assert_eq!(s.get(&format!("/v1/memories/{id}/history"), Some(&a)).json()["versions"][0]["id"], secret["id"]);
+
+    // Audit proofs: each key sees only its own tenant's log entries; the admin token sees all.
+    let size = s.get("/v1/audit/verify", Some(&a)).json()["entries"].as_u64().unwrap();
+    let (mut seen_a, mut seen_b) = (0, 0);
+    for index in 0..size {
+        let pa = s.get(&format!("/v1/audit/proof/{index}"), Some(&a));
+        let pb = s.get(&format!("/v1/audit/proof/{index}"), Some(&b));
+        let admin = s.get(&format!("/v1/audit/proof/{index}"), Some(ADMIN));
+        assert_eq!(admin.status, 200, "{}", admin.text);
+        assert!(admin.json()["verified"].as_bool().unwrap());
+        assert!(!(pa.status == 200 && pb.status == 200), "entry {index} visible to both tenants");
+        if pa.status == 200 {
+            assert_eq!(pa.json()["body"]["tenant"], "acme");
+            seen_a += 1;
+        } else {
+            pa.problem(404, "not_found");
+        }
+        if pb.status == 200 {
+            assert_eq!(pb.json()["body"]["tenant"], "globex");
+            seen_b += 1;
+        }
+    }
+    assert!(seen_a > 0 && seen_b > 0, "{seen_a} {seen_b}");
+}
+
+#[test]
+fn updates_are_versions_with_a_history_and_promotion_shares() {
+    let s = TestServer::start();
+    let owner = s.principal_key("acme", "owner", "agent");
+    let peer = s.principal_key("acme", "peer", "agent");
+    let r = s.post("/v1/memories", Some(&owner), &json!({"namespace": "ops", "content": "standup is at 9:30", "readers": []}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let v1 = r.json()["item"]["id"].as_str().unwrap().to_owned();
+    s.get(&format!("/v1/memories/{v1}"), Some(&peer)).problem(404, "not_found");
+    // Update through the Mem0 path; the old version is superseded, kept in the history.
+    let r = s.put(&format!("/memories/{v1}"), Some(&owner), &json!({"text": "standup is at 10:00"}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let v2 = r.json()["memory"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(r.json()["previous_id"], v1.as_str());
+    s.get(&format!("/v1/memories/{v1}"), Some(&owner)).problem(404, "not_found");
+    let h = s.get(&format!("/memories/{v1}/history"), Some(&owner)).json();
+    let versions = h["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 2);
+    assert_eq!((versions[0]["status"].as_str(), versions[0]["superseded_by"].as_str()), (Some("superseded"), Some(v2.as_str())));
+    assert_eq!(versions[1]["content"], "standup is at 10:00");
+    s.put(&format!("/v1/memories/{v1}"), Some(&owner), &json!({"content": "stale"})).problem(404, "not_found");
+    s.put(&format!("/v1/memories/{v2}"), Some(&owner), &json!({"content": ""})).problem(400, "invalid_input");
+    s.put(&format!("/v1/memories/{v2}"), Some(&owner), &json!({"content": "x", "origin": "user"})).problem(400, "invalid_input");
+    // Promote to the peer only, then to everyone; only the owner may.
+    s.post(&format!("/v1/memories/{v2}/promote"), Some(&peer), &json!({})).problem(404, "not_found");
+    let r = s.post(&format!("/v1/memories/{v2}/promote"), Some(&owner), &json!({"readers": ["peer"]}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(s.get(&format!("/v1/memories/{v2}"), Some(&peer)).json()["content"], "standup is at 10:00");
+    s.post(&format!("/v1/memories/{v2}/promote"), Some(&peer), &json!({})).problem(403, "forbidden");
+    s.post(&format!("/v1/memories/{v2}/promote"), Some(&owner), &json!({"readers": ["peer"]})).problem(400, "invalid_input");
+    let r = s.post(&format!("/v1/memories/{v2}/promote"), Some(&owner), &json!({}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.json()["item"]["readers"].is_null());
 }
 
 #[test]

@@ -77,6 +77,22 @@ pub enum Mutation {
     /// unchanged, so reads still verify against the log), the vector index stops admitting it,
     /// and the revocation is logged.
     Revocation(AdmittedRevocation),
+    /// Widen an item's readers (a promotion the authority gate admitted, after the lifecycle
+    /// promotion gate if on): the stored record takes the new scope (identity and label
+    /// unchanged), the vector index admits the new readers, and the promotion is logged.
+    Promotion(AdmittedPromotion),
+    /// An update: the new version is stored as [`Mutation::Item`] would (its log entry is the
+    /// receipt) and, in the same step, the old version takes the superseded status (identity
+    /// unchanged), leaves the index, and the supersession is logged.
+    Update {
+        /// The admitted update.
+        update: AdmittedUpdate,
+        /// The new version's embedding.
+        embedding: Option<Vec<f32>>,
+    },
+    /// Hold an item back (a gate blocked its promotion): its status falls to quarantined, the
+    /// vector index stops admitting it, and the hold is logged.
+    Hold(AdmittedHold),
     /// Record a lineage-layer event (`read_by` edges, a revocation's propagation, an action-gate
     /// decision) for the tenant's provenance graph, which is rebuilt from items and these rows
     /// at start. The event is opaque to the store (the lineage layer's JSON, ids and scores

@@ -461,6 +461,105 @@ fn embedding_bytes(e: &[f32], dims: Option<usize>) -> Result<Vec<u8>, CommitErro
     Ok(e.iter().flat_map(|x| x.to_le_bytes()).collect())
 }
 
+/// Insert an admitted item (its row, vector, edges) and log its write entry.
+fn insert_item(conn: &Connection, now_ms: u64, write: &AdmittedWrite, embedding: &Option<Vec<f32>>, p: &mut Pending) -> Result<(u64, Hash), CommitError> {
+    let item = write.item();
+    let emb = embedding.as_deref().map(|e| embedding_bytes(e, p.dims)).transpose()?;
+    let digest = item.identity_digest();
+    let next = p.len;
+    let r = conn
+        .prepare_cached(
+            "INSERT INTO items(id, tenant, namespace, record, digest, log_index, embedding, created_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                item.id().as_bytes().as_slice(),
+                item.tenant().as_str(),
+                item.namespace().as_str(),
+                to_json(item).unwrap_or_default(),
+                digest.as_slice(),
+                next as i64,
+                emb,
+                i64::try_from(item.created_ms()).unwrap_or(i64::MAX)
+            ])
+        });
+    match r {
+        Err(e) if is_constraint(&e) => return Err(CommitError::ItemExists(item.id().to_string())),
+        Err(e) => return Err(sql(e)),
+        Ok(_) => {}
+    }
+    if let Some(e) = embedding {
+        conn.prepare_cached("INSERT INTO vectors(id, tenant, namespace) VALUES(?1, ?2, ?3)")
+            .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), item.tenant().as_str(), item.namespace().as_str()]))
+            .map_err(sql)?;
+        let seq = u64::try_from(conn.last_insert_rowid()).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+        if p.dims.is_none() {
+            conn.prepare_cached("INSERT INTO meta(key, value) VALUES('vector_dims', ?1)")
+                .and_then(|mut s| s.execute(params![e.len() as i64]))
+                .map_err(sql)?;
+            p.dims = Some(e.len());
+        }
+        p.vectors.push(NewVector {
+            seq,
+            id: item.id(),
+            tenant: item.tenant().clone(),
+            namespace: item.namespace().clone(),
+            embedding: e.clone(),
+            scope: item.scope().clone(),
+            status: item.status(),
+        });
+    }
+    for parent in item.parents() {
+        conn.prepare_cached("INSERT OR IGNORE INTO edges(child, parent, kind) VALUES(?1, ?2, ?3)")
+            .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), parent.id.as_bytes().as_slice(), parent.kind.as_str()]))
+            .map_err(sql)?;
+    }
+    let kind = match item.route() {
+        Route::Summary => EntryKind::Derive,
+        Route::ToolObservation => EntryKind::ToolCall,
+        _ => EntryKind::Write,
+    };
+    p.push(
+        conn,
+        now_ms,
+        kind,
+        &json!({
+            "tenant": item.tenant(), "id": item.id(), "namespace": item.namespace(), "writer": item.writer(),
+            "origin": item.origin(), "label": item.label(), "route": item.route(), "parents": item.parents(),
+            "status": item.status(), "digest": hex::encode(digest),
+        }),
+    )
+}
+
+/// Store an item's changed status or scope (identity unchanged) and queue the index catalog's
+/// matching change, applied once the transaction commits.
+fn update_access(conn: &Connection, p: &mut Pending, item: &MemoryItem) -> Result<(), CommitError> {
+    let record = to_json(item)?;
+    let changed = conn
+        .prepare_cached("UPDATE items SET record = ?1 WHERE id = ?2 AND tenant = ?3")
+        .and_then(|mut s| s.execute(params![record, item.id().as_bytes().as_slice(), item.tenant().as_str()]))
+        .map_err(sql)?;
+    if changed != 1 {
+        return Err(CommitError::ItemMissing(item.id().to_string()));
+    }
+    let seq: Option<i64> = conn
+        .prepare_cached("SELECT seq FROM vectors WHERE id = ?1")
+        .and_then(|mut s| s.query_row(params![item.id().as_bytes().as_slice()], |r| r.get(0)).optional())
+        .map_err(sql)?;
+    if let Some(seq) = seq {
+        let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+        p.access.push(AccessChange {
+            seq,
+            tenant: item.tenant().clone(),
+            namespace: item.namespace().clone(),
+            scope: item.scope().clone(),
+            status: item.status(),
+            erased: false,
+        });
+    }
+    Ok(())
+}
+
 fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Result<Receipt, CommitError> {
     let (log_index, leaf) = match m {
         Mutation::Principal(pr) => {
@@ -475,73 +574,19 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
             }
             p.push(conn, now_ms, EntryKind::Principal, &json!({"tenant": pr.tenant, "principal": pr}))?
         }
-        Mutation::Item { write, embedding } => {
-            let item = write.item();
-            let emb = embedding.as_deref().map(|e| embedding_bytes(e, p.dims)).transpose()?;
-            let digest = item.identity_digest();
-            let next = p.len;
-            let r = conn
-                .prepare_cached(
-                    "INSERT INTO items(id, tenant, namespace, record, digest, log_index, embedding, created_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        item.id().as_bytes().as_slice(),
-                        item.tenant().as_str(),
-                        item.namespace().as_str(),
-                        to_json(item).unwrap_or_default(),
-                        digest.as_slice(),
-                        next as i64,
-                        emb,
-                        i64::try_from(item.created_ms()).unwrap_or(i64::MAX)
-                    ])
-                });
-            match r {
-                Err(e) if is_constraint(&e) => return Err(CommitError::ItemExists(item.id().to_string())),
-                Err(e) => return Err(sql(e)),
-                Ok(_) => {}
-            }
-            if let Some(e) = embedding {
-                conn.prepare_cached("INSERT INTO vectors(id, tenant, namespace) VALUES(?1, ?2, ?3)")
-                    .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), item.tenant().as_str(), item.namespace().as_str()]))
-                    .map_err(sql)?;
-                let seq = u64::try_from(conn.last_insert_rowid()).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
-                if p.dims.is_none() {
-                    conn.prepare_cached("INSERT INTO meta(key, value) VALUES('vector_dims', ?1)")
-                        .and_then(|mut s| s.execute(params![e.len() as i64]))
-                        .map_err(sql)?;
-                    p.dims = Some(e.len());
-                }
-                p.vectors.push(NewVector {
-                    seq,
-                    id: item.id(),
-                    tenant: item.tenant().clone(),
-                    namespace: item.namespace().clone(),
-                    embedding: e.clone(),
-                    scope: item.scope().clone(),
-                    status: item.status(),
-                });
-            }
-            for parent in item.parents() {
-                conn.prepare_cached("INSERT OR IGNORE INTO edges(child, parent, kind) VALUES(?1, ?2, ?3)")
-                    .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), parent.id.as_bytes().as_slice(), parent.kind.as_str()]))
-                    .map_err(sql)?;
-            }
-            let kind = match item.route() {
-                Route::Summary => EntryKind::Derive,
-                Route::ToolObservation => EntryKind::ToolCall,
-                _ => EntryKind::Write,
-            };
+        Mutation::Item { write, embedding } => insert_item(conn, now_ms, write, embedding, p)?,
+        Mutation::Update { update, embedding } => {
+            let r = insert_item(conn, now_ms, update.write(), embedding, p)?;
+            let old = update.superseded();
+            update_access(conn, p, old)?;
             p.push(
                 conn,
                 now_ms,
-                kind,
-                &json!({
-                    "tenant": item.tenant(), "id": item.id(), "namespace": item.namespace(), "writer": item.writer(),
-                    "origin": item.origin(), "label": item.label(), "route": item.route(), "parents": item.parents(),
-                    "status": item.status(), "digest": hex::encode(digest),
-                }),
-            )?
+                EntryKind::Revocation,
+                &json!({"tenant": old.tenant(), "id": old.id(), "superseded_by": old.superseded_by(), "status": old.status(),
+                        "digest": hex::encode(old.identity_digest())}),
+            )?;
+            r
         }
         Mutation::Attestation(a) => {
             let a = a.attestation();
@@ -593,33 +638,34 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
         }
         Mutation::Revocation(r) => {
             let item = r.item();
-            let changed = conn
-                .prepare_cached("UPDATE items SET record = ?1 WHERE id = ?2 AND tenant = ?3")
-                .and_then(|mut s| s.execute(params![to_json(item).unwrap_or_default(), item.id().as_bytes().as_slice(), item.tenant().as_str()]))
-                .map_err(sql)?;
-            if changed != 1 {
-                return Err(CommitError::ItemMissing(item.id().to_string()));
-            }
-            let seq: Option<i64> = conn
-                .prepare_cached("SELECT seq FROM vectors WHERE id = ?1")
-                .and_then(|mut s| s.query_row(params![item.id().as_bytes().as_slice()], |r| r.get(0)).optional())
-                .map_err(sql)?;
-            if let Some(seq) = seq {
-                let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
-                p.access.push(AccessChange {
-                    seq,
-                    tenant: item.tenant().clone(),
-                    namespace: item.namespace().clone(),
-                    scope: item.scope().clone(),
-                    status: item.status(),
-                    erased: false,
-                });
-            }
+            update_access(conn, p, item)?;
             p.push(
                 conn,
                 now_ms,
                 EntryKind::Revocation,
                 &json!({"tenant": item.tenant(), "id": item.id(), "by": r.by(), "reason": r.reason(), "status": item.status(),
+                        "digest": hex::encode(item.identity_digest())}),
+            )?
+        }
+        Mutation::Promotion(pr) => {
+            let item = pr.item();
+            update_access(conn, p, item)?;
+            p.push(
+                conn,
+                now_ms,
+                EntryKind::Promotion,
+                &json!({"tenant": item.tenant(), "id": item.id(), "by": pr.by(), "from": pr.from(), "readers": item.scope().readers,
+                        "digest": hex::encode(item.identity_digest())}),
+            )?
+        }
+        Mutation::Hold(h) => {
+            let item = h.item();
+            update_access(conn, p, item)?;
+            p.push(
+                conn,
+                now_ms,
+                EntryKind::Decision,
+                &json!({"tenant": item.tenant(), "id": item.id(), "hold": {"by": h.by(), "reason": h.reason()}, "status": item.status(),
                         "digest": hex::encode(item.identity_digest())}),
             )?
         }

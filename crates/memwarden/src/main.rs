@@ -6,7 +6,7 @@ use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::item::CONTENT_BYTES_MAX;
 use memwarden_core::prelude::*;
 use memwarden_engine::keys::{GrantSpec, generate_key, load_user_key, mint_grant, save_user_key};
-use memwarden_engine::{Actor, Engine, EngineConfig, EngineError};
+use memwarden_engine::{Actor, Engine, EngineConfig, EngineError, Preset};
 use memwarden_store::SqliteStore;
 use serde_json::json;
 use std::io::Read;
@@ -36,6 +36,10 @@ struct Cli {
     /// Directory of the local model (default: $MEMWARDEN_MODEL_DIR, then ./models/all-MiniLM-L6-v2).
     #[arg(long, global = true, env = "MEMWARDEN_MODEL_DIR")]
     model_dir: Option<PathBuf>,
+    /// Defense layers for the embedded store: full (authority, lineage and lifecycle composed),
+    /// or none, lifecycle, authority, lineage (ablations).
+    #[arg(long, global = true, env = "MEMWARDEN_PRESET", default_value = "full")]
+    preset: String,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -135,6 +139,38 @@ enum Cmd {
         /// Why (recorded in the verdict log).
         #[arg(long, default_value = "")]
         reason: String,
+        /// The id.
+        id: String,
+    },
+    /// Promote a memory (its owner): widen who may read it, to everyone in the namespace or to
+    /// named readers, within what its ancestry admits. The lifecycle promotion gate may refuse
+    /// and quarantine it. Prints JSON.
+    Promote {
+        /// Promoting principal (the owner).
+        #[arg(long = "as")]
+        actor: String,
+        /// Readers to add (repeatable); none: everyone in the namespace.
+        #[arg(long = "reader")]
+        readers: Vec<String>,
+        /// The id.
+        id: String,
+    },
+    /// Update a memory (its owner or a user): the text becomes a new version derived from the
+    /// old one, which is superseded (kept in its history). Prints the new version.
+    Update {
+        /// Updating principal.
+        #[arg(long = "as")]
+        actor: String,
+        /// The id.
+        id: String,
+        /// The new text.
+        text: String,
+    },
+    /// Every version of a memory the principal may see, oldest first.
+    History {
+        /// Reading principal.
+        #[arg(long = "as")]
+        actor: String,
         /// The id.
         id: String,
     },
@@ -543,7 +579,8 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     };
     // Opening a large store loads (or, after damage, rebuilds) its vector indexes: show it.
     let bar = ProgressBar::new(10_000);
-    let engine = std::sync::Arc::new(Engine::open_with_progress(&cli.data, EngineConfig { embedder, ..EngineConfig::default() }, &|stage, done, total| {
+    let config = EngineConfig::for_preset(Preset::parse(&cli.preset)?)?;
+    let engine = std::sync::Arc::new(Engine::open_with_progress(&cli.data, EngineConfig { embedder, ..config }, &|stage, done, total| {
         bar.update(stage, done as u64, total as u64)
     })?);
     let session = parse::<SessionId>("session", &cli.session)?;
@@ -687,6 +724,23 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Revoke { actor: a, reason, id } => {
             let receipt = engine.revoke(&actor(&a)?, &parse("id", &id)?, &reason)?;
             print_json(&json!({"revoked": id, "log_index": receipt.log_index}));
+        }
+        Cmd::Promote { actor: a, readers, id } => {
+            let readers = if readers.is_empty() {
+                Readers::All
+            } else {
+                Readers::Only(readers.iter().map(|r| parse::<PrincipalId>("reader", r)).collect::<Result<_, _>>()?)
+            };
+            let (item, receipt) = engine.promote(&actor(&a)?, &parse("id", &id)?, readers)?;
+            print_json(&json!({"promoted": item_json(&item), "log_index": receipt.log_index}));
+        }
+        Cmd::Update { actor: a, id, text } => {
+            let (item, receipt) = engine.update(&actor(&a)?, &parse("id", &id)?, text)?;
+            print_json(&json!({"memory": item_json(&item), "previous_id": id, "log_index": receipt.log_index}));
+        }
+        Cmd::History { actor: a, id } => {
+            let versions = engine.history(&actor(&a)?, &parse("id", &id)?)?;
+            print_json(&json!(versions.iter().map(item_json).collect::<Vec<_>>()));
         }
         Cmd::Lineage { actor: a, id } => {
             let view = engine.lineage_of(&actor(&a)?, &parse("id", &id)?)?;

@@ -21,7 +21,7 @@ use crate::action::{Acceptance, ActionRequest, Decision, PushedValue, Rule, Verd
 use crate::ids::{ItemId, Namespace, PrincipalId, TenantId};
 use crate::item::{
     EdgeKind, GuardState, MemoryItem, ParentRef, Readers, Route, Scope, Status, Visibility, WriteRequest, CONTENT_BYTES_MAX,
-    METADATA_ENTRIES_MAX, METADATA_FIELD_BYTES_MAX, PARENTS_MAX, READERS_MAX, TAG_BYTES_MAX,
+    METADATA_ENTRIES_MAX, METADATA_FIELD_BYTES_MAX, PARENTS_MAX, READERS_MAX, SUPERSEDES_KEY, TAG_BYTES_MAX,
 };
 use crate::label::{Integrity, Label, Origin};
 use crate::normalize::{NormError, NormValue, ValueKind};
@@ -52,11 +52,21 @@ pub struct AuthorityConfig {
     pub origin_binding: bool,
     /// Ablation switch: when false, attestations never elevate (grants still do).
     pub elevation: bool,
+    /// Preset switch: when false the authority layer records but does not defend. Labels are
+    /// still bound from the origin and propagated (provenance the other layers read), but no
+    /// session floor is imposed and the action rule accepts every value (`NoUntrustedPush`):
+    /// the presets without the authority layer (`none`, `lifecycle`, `lineage`).
+    #[serde(default = "enforce_default")]
+    pub enforce: bool,
+}
+
+fn enforce_default() -> bool {
+    true
 }
 
 impl Default for AuthorityConfig {
     fn default() -> Self {
-        Self { k: 2, independence: Independence::DomainAware, origin_binding: true, elevation: true }
+        Self { k: 2, independence: Independence::DomainAware, origin_binding: true, elevation: true, enforce: true }
     }
 }
 
@@ -122,6 +132,17 @@ pub enum WriteError {
     /// A tool call names a principal that is not a tool.
     #[error("{0} is not a tool")]
     NotATool(PrincipalId),
+    /// A metadata key only the engine sets (an update's [`SUPERSEDES_KEY`]).
+    #[error("metadata key {0} is reserved")]
+    ReservedMetadata(&'static str),
+    /// The writer's kind may not declare this route (see [`route_allowed`]).
+    #[error("a {kind} may not write with route {route}")]
+    RouteNotAllowed {
+        /// The writer's kind.
+        kind: &'static str,
+        /// The declared route.
+        route: &'static str,
+    },
 }
 
 /// A write the authority gate admitted. Only this module constructs it; the store requires it.
@@ -198,6 +219,148 @@ pub enum RevokeError {
     /// The reason is longer than [`REASON_BYTES_MAX`].
     #[error("the reason exceeds {REASON_BYTES_MAX} bytes")]
     ReasonTooLong,
+}
+
+/// A promotion the gate admitted: the item with its readers widened (identity, label, route
+/// and ancestry unchanged), who asked and the readers it had before. Only this module
+/// constructs it; the store requires it to widen an item's scope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmittedPromotion {
+    item: MemoryItem,
+    by: PrincipalId,
+    from: Readers,
+}
+
+impl AdmittedPromotion {
+    /// The item as it is after the promotion.
+    pub fn item(&self) -> &MemoryItem {
+        &self.item
+    }
+    /// Who promoted it (its owner).
+    pub fn by(&self) -> &PrincipalId {
+        &self.by
+    }
+    /// The readers before the promotion.
+    pub fn from(&self) -> &Readers {
+        &self.from
+    }
+}
+
+/// Why a promotion was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromoteError {
+    /// Only the item's owner may widen who reads it.
+    #[error("only the memory's owner may promote it")]
+    NotOwner,
+    /// The principal and the item belong to different tenants.
+    #[error("the memory belongs to another tenant")]
+    OtherTenant,
+    /// Revoked, quarantined or blocked memories are never promoted.
+    #[error("the memory is not active")]
+    NotActive,
+    /// The new readers do not include every current reader, or add nobody.
+    #[error("a promotion must keep every current reader and add at least one")]
+    NotAWidening,
+    /// An ancestor does not admit every new reader: scope cannot widen past what the ancestry
+    /// allows (promote the ancestors first).
+    #[error("the memory's ancestry does not admit the new readers; promote its parents first")]
+    ExceedsAncestry,
+    /// The resolved parents do not match the item's (an engine bug; refuse).
+    #[error("internal error: resolved parents do not match the memory")]
+    ParentMismatch,
+    /// Too many readers.
+    #[error("{count} readers; the limit is {READERS_MAX}")]
+    TooManyReaders {
+        /// Count.
+        count: usize,
+    },
+}
+
+/// A hold a gate decided (the lifecycle promotion gate blocking a promotion): the item's status
+/// falls to quarantined (never rises), so no read returns it; identity and label unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmittedHold {
+    item: MemoryItem,
+    by: PrincipalId,
+    reason: String,
+}
+
+impl AdmittedHold {
+    /// The item as it is after the hold.
+    pub fn item(&self) -> &MemoryItem {
+        &self.item
+    }
+    /// The principal whose request the gate held.
+    pub fn by(&self) -> &PrincipalId {
+        &self.by
+    }
+    /// The gate's reason (a rule name; never memory text).
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+/// An update the gate admitted: the new version (a write derived from the old one, carrying
+/// [`SUPERSEDES_KEY`]) and the old version as it is afterwards (status superseded, pointing at
+/// the new one). Only this module constructs it; the store commits both in one step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmittedUpdate {
+    write: AdmittedWrite,
+    superseded: MemoryItem,
+}
+
+impl AdmittedUpdate {
+    /// The new version's write.
+    pub fn write(&self) -> &AdmittedWrite {
+        &self.write
+    }
+    /// The new version's write, for the lifecycle write gate (which may only narrow it).
+    pub fn write_mut(&mut self) -> &mut AdmittedWrite {
+        &mut self.write
+    }
+    /// The old version after the update.
+    pub fn superseded(&self) -> &MemoryItem {
+        &self.superseded
+    }
+}
+
+/// Why an update was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpdateError {
+    /// Only the memory's owner or a user of its tenant may update it.
+    #[error("only the memory's owner or a user may update it")]
+    NotAllowed,
+    /// Only an active memory has a next version (an older version is updated through its latest).
+    #[error("the memory is not active (superseded, revoked or held back)")]
+    NotActive,
+    /// The new version was refused as a write.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+/// Whether `inner` ⊆ `outer`.
+fn readers_within(inner: &Readers, outer: &Readers) -> bool {
+    match (inner, outer) {
+        (_, Readers::All) => true,
+        (Readers::All, Readers::Only(_)) => false,
+        (Readers::Only(a), Readers::Only(b)) => a.is_subset(b),
+    }
+}
+
+/// Which routes each kind of principal may declare for its own write. Observations come from
+/// tools and sources, never from an agent claiming it saw something; `shared_promotion` is set by
+/// no write (promotion widens an item in place); imports are a user's. The route drives the
+/// lifecycle layer's guard state, so a writer cannot pick the one that trusts it most.
+pub fn route_allowed(kind: PrincipalKind, route: Route) -> bool {
+    use Route as R;
+    match kind {
+        PrincipalKind::User => !matches!(route, R::SharedPromotion),
+        PrincipalKind::Agent => {
+            matches!(route, R::Dialogue | R::Direct | R::MemoryHandoff | R::CrossAgent | R::PostTaskExperience | R::Summary)
+        }
+        PrincipalKind::Tool => matches!(route, R::ToolObservation | R::EnvironmentObservation | R::ExternalObservation),
+        PrincipalKind::Source => matches!(route, R::ExternalObservation | R::EnvironmentObservation),
+    }
 }
 
 /// A tool argument as the caller passes it.
@@ -424,6 +587,140 @@ impl Authority {
         Ok(AdmittedRevocation { item: revoked, by: principal.id.clone(), reason: reason.to_owned() })
     }
 
+    /// Admit widening `item`'s readers to `readers` (private → shared, or to more named
+    /// readers), asked by `principal`. `parents` are the item's parents as stored now, in the
+    /// item's parent order; a parent that no longer exists (erased) must be passed as absent,
+    /// which admits nobody. Allowed only to the owner, only for an active item, only as a
+    /// strict widening, and only within what every parent admits (the ancestry ceiling). The
+    /// label, route and ancestry travel unchanged.
+    pub fn admit_promotion(
+        &self,
+        principal: &Principal,
+        item: &MemoryItem,
+        readers: Readers,
+        parents: &[Option<&MemoryItem>],
+    ) -> Result<AdmittedPromotion, PromoteError> {
+        if principal.tenant != item.tenant {
+            return Err(PromoteError::OtherTenant);
+        }
+        if principal.id != item.scope.owner {
+            return Err(PromoteError::NotOwner);
+        }
+        // A superseded version is widened only with its latest (the engine walks the chain).
+        if !matches!(item.status, Status::Active | Status::Superseded) || item.scope.visibility == Visibility::Revoked {
+            return Err(PromoteError::NotActive);
+        }
+        if parents.len() != item.parents.len() {
+            return Err(PromoteError::ParentMismatch);
+        }
+        let readers = match readers {
+            Readers::All => Readers::All,
+            Readers::Only(mut s) => {
+                s.insert(item.scope.owner.clone());
+                if s.len() > READERS_MAX {
+                    return Err(PromoteError::TooManyReaders { count: s.len() });
+                }
+                Readers::Only(s)
+            }
+        };
+        if !readers_within(&item.scope.readers, &readers) || readers == item.scope.readers {
+            return Err(PromoteError::NotAWidening);
+        }
+        let mut ceiling = Readers::All;
+        for (p, r) in parents.iter().zip(&item.parents) {
+            match p {
+                Some(p) if p.id == r.id && p.tenant == item.tenant => {
+                    let admitted = if matches!(p.status, Status::Active | Status::Superseded) && p.scope.visibility != Visibility::Revoked {
+                        let mut own = p.scope.readers.clone();
+                        if let Readers::Only(s) = &mut own {
+                            s.insert(p.scope.owner.clone());
+                        }
+                        own
+                    } else {
+                        Readers::Only(BTreeSet::new())
+                    };
+                    ceiling = ceiling.intersect(&admitted);
+                }
+                Some(_) => return Err(PromoteError::ParentMismatch),
+                None => ceiling = Readers::Only(BTreeSet::new()),
+            }
+        }
+        if !readers_within(&readers, &ceiling) {
+            return Err(PromoteError::ExceedsAncestry);
+        }
+        let mut promoted = item.clone();
+        let from = std::mem::replace(&mut promoted.scope.readers, readers);
+        promoted.scope.visibility = if promoted.scope.readers == Readers::All { Visibility::Shared } else { Visibility::Private };
+        debug_assert_eq!(promoted.identity_digest(), item.identity_digest(), "promotion must not touch the identity");
+        debug_assert!(promoted.label() == item.label(), "promotion never changes a label");
+        Ok(AdmittedPromotion { item: promoted, by: principal.id.clone(), from })
+    }
+
+    /// Admit an update of `old` by `principal` (in a session that was handed `observed`): the
+    /// new text becomes a new version derived from the old one (label at most the old one's
+    /// and the writer's, scope within the old one's, same namespace and route when the writer
+    /// may use it), and the old version is superseded. Nothing is overwritten.
+    #[allow(clippy::too_many_arguments)]
+    pub fn admit_update(
+        &self,
+        principal: &Principal,
+        old: &MemoryItem,
+        content: String,
+        observed: &Observed,
+        id: ItemId,
+        now_ms: u64,
+    ) -> Result<AdmittedUpdate, UpdateError> {
+        if principal.tenant != old.tenant || !old.readable_by(&principal.id) {
+            return Err(UpdateError::NotAllowed);
+        }
+        if principal.id != old.scope.owner && principal.kind != PrincipalKind::User {
+            return Err(UpdateError::NotAllowed);
+        }
+        if old.status != Status::Active {
+            return Err(UpdateError::NotActive);
+        }
+        let route = if route_allowed(principal.kind, old.route) { old.route } else { Route::Direct };
+        let mut req = WriteRequest::new(old.namespace.clone(), content, route);
+        req.parents = vec![ParentRef { id: old.id, kind: EdgeKind::DerivedFrom }];
+        let mut readers = match &old.scope.readers {
+            Readers::All => None,
+            Readers::Only(s) => Some(s.clone()),
+        };
+        if let Some(r) = &mut readers {
+            r.insert(old.scope.owner.clone());
+        }
+        req.readers = readers;
+        req.metadata = old.metadata.clone();
+        req.metadata.insert(SUPERSEDES_KEY.to_owned(), old.id.to_string());
+        req.task = old.task.clone();
+        let write = self.admit(principal, principal.origin(), self.bind(principal.origin()), &old.tenant, req, &[old], observed, id, now_ms)?;
+        let mut superseded = old.clone();
+        superseded.status = Status::Superseded;
+        superseded.superseded_by = Some(id);
+        debug_assert_eq!(superseded.identity_digest(), old.identity_digest(), "superseding must not touch the identity");
+        debug_assert!(write.item().label() <= old.label(), "a label never rises through an update");
+        Ok(AdmittedUpdate { write, superseded })
+    }
+
+    /// Hold `item` back on a gate's decision (`reason` names the rule): its status falls to
+    /// quarantined. A hold only narrows, so any gate may ask for one.
+    pub fn admit_hold(&self, item: &MemoryItem, by: &PrincipalId, reason: &str) -> AdmittedHold {
+        let mut held = item.clone();
+        if held.status == Status::Active {
+            held.status = Status::Quarantined;
+        }
+        let mut reason = reason.to_owned();
+        if reason.len() > REASON_BYTES_MAX {
+            let mut end = REASON_BYTES_MAX;
+            while !reason.is_char_boundary(end) {
+                end -= 1;
+            }
+            reason.truncate(end);
+        }
+        debug_assert!(!held.status.retrievable());
+        AdmittedHold { item: held, by: by.clone(), reason }
+    }
+
     /// M1 + M2: admit a write by `principal`. `parents` are the resolved items of
     /// `req.parents`, in the same order (the engine resolves them, the gate checks them).
     pub fn admit_write(
@@ -435,7 +732,7 @@ impl Authority {
         id: ItemId,
         now_ms: u64,
     ) -> Result<AdmittedWrite, WriteError> {
-        self.admit(principal, principal.origin(), self.bind(principal.origin()), tenant, req, parents, &Observed::clean(), id, now_ms)
+        self.admit_write_observed(principal, tenant, req, parents, &Observed::clean(), id, now_ms)
     }
 
     /// M1 + M2 for a write of a session that was handed `observed`: as [`Authority::admit_write`],
@@ -453,12 +750,15 @@ impl Authority {
         id: ItemId,
         now_ms: u64,
     ) -> Result<AdmittedWrite, WriteError> {
+        if req.metadata.contains_key(SUPERSEDES_KEY) {
+            return Err(WriteError::ReservedMetadata(SUPERSEDES_KEY));
+        }
         self.admit(principal, principal.origin(), self.bind(principal.origin()), tenant, req, parents, observed, id, now_ms)
     }
 
     /// The floor a session's observations impose (none when labels are not bound, the ablation).
     fn floor(&self, observed: &Observed) -> Integrity {
-        if self.config.origin_binding { observed.floor() } else { Integrity::Trusted }
+        if self.config.origin_binding && self.config.enforce { observed.floor() } else { Integrity::Trusted }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -478,6 +778,9 @@ impl Authority {
             return Err(WriteError::WrongTenant(writer.id.clone(), tenant.clone()));
         }
         check_write_limits(&req)?;
+        if !route_allowed(writer.kind, req.route) {
+            return Err(WriteError::RouteNotAllowed { kind: writer.kind.as_str(), route: req.route.as_str() });
+        }
         if parents.len() != req.parents.len() {
             return Err(WriteError::ParentMismatch);
         }
@@ -536,6 +839,7 @@ impl Authority {
             session: req.session,
             task: req.task,
             metadata: req.metadata,
+            superseded_by: None,
             folded: Default::default(),
         };
         Ok(AdmittedWrite { item })
@@ -747,6 +1051,10 @@ impl Authority {
                         pushers.push(w);
                     }
                 }
+            }
+            if !self.config.enforce {
+                // The layer is off: nothing counts as pushing (labels stay recorded).
+                continue;
             }
             if !pushers.is_empty() || session_push {
                 let pv = PushedValue { key: av.key.clone(), value: v.canonical.clone(), pushed_by: pushers.iter().map(|p| p.id).collect(), accepted: None };

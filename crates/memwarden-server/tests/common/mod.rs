@@ -134,6 +134,14 @@ impl TestServer {
         Self::finish(rq.call())
     }
 
+    pub fn put(&self, path: &str, key: Option<&str>, body: &Value) -> Resp {
+        let mut rq = self.agent.put(format!("{}{path}", self.base)).header("Content-Type", "application/json");
+        if let Some(k) = key {
+            rq = rq.header("Authorization", format!("Bearer {k}"));
+        }
+        Self::finish(rq.send(body.to_string().as_bytes()))
+    }
+
     pub fn post(&self, path: &str, key: Option<&str>, body: &Value) -> Resp {
         self.post_raw(path, key, body.to_string().as_bytes())
     }
