@@ -34,7 +34,7 @@ pub mod prelude {
     pub use crate::authority::grant::{Grant, GrantRefusal, GrantRequest, SignedGrant};
     pub use crate::authority::{
         AdmittedAttestation, AdmittedHold, AdmittedPromotion, AdmittedRevocation, AdmittedWrite, Attestation, Authority, AuthorityConfig, DecisionContext, DecisionOutcome, Elevation,
-        AdmittedUpdate, GrantUse, Independence, PromoteError, RevokeError, ToolArg, UpdateError, WriteError, route_allowed,
+        AdmittedUpdate, GrantUse, Independence, PromoteError, RevokeError, ToolArg, UpdateError, WriteError, default_route, route_allowed,
     };
     pub use crate::ids::{Domain, IdError, ItemId, Namespace, PrincipalId, SessionId, TenantId};
     pub use crate::session::Observed;

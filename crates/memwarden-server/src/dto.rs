@@ -124,9 +124,11 @@ pub struct AddMemory {
     pub namespace: String,
     /// The text.
     pub content: String,
-    /// How it entered (default `direct`).
+    /// How it entered. Default: the door's own for the key's principal (`external_observation`
+    /// for a source, `tool_observation` for a tool, `direct` for a user or agent); a route the
+    /// principal's kind may not declare is refused.
     #[serde(default)]
-    pub route: RouteName,
+    pub route: Option<RouteName>,
     /// Declared inputs: the label is met with each parent's.
     #[serde(default)]
     pub parents: Vec<ParentIn>,

@@ -750,7 +750,7 @@ fn lenient_add(body: &serde_json::Value) -> Result<Vec<AddMemory>, ApiError> {
     let metadata: BTreeMap<String, String> =
         obj.get("metadata").and_then(|m| m.as_object()).map(|m| m.iter().map(|(k, v)| (k.clone(), lenient_string(v))).collect()).unwrap_or_default();
     let session = obj.get("session").or_else(|| obj.get("run_id")).and_then(|v| v.as_str()).map(str::to_owned);
-    let base = |content: String, route: RouteName| AddMemory {
+    let base = |content: String, route: Option<RouteName>| AddMemory {
         namespace: namespace.clone(),
         content,
         route,
@@ -773,10 +773,10 @@ fn lenient_add(body: &serde_json::Value) -> Result<Vec<AddMemory>, ApiError> {
                 .collect(),
             _ => return Err(ApiError::invalid("messages must be a string or an array of {role, content}")),
         };
-        return Ok(msgs.into_iter().map(|c| base(c, RouteName::Dialogue)).collect());
+        return Ok(msgs.into_iter().map(|c| base(c, Some(RouteName::Dialogue))).collect());
     }
     let content = obj.get("content").or_else(|| obj.get("memory")).and_then(|v| v.as_str()).ok_or_else(|| ApiError::invalid("content (or messages) is required"))?;
-    let route = obj.get("route").and_then(|r| serde_json::from_value::<RouteName>(r.clone()).ok()).unwrap_or_default();
+    let route = obj.get("route").and_then(|r| serde_json::from_value::<RouteName>(r.clone()).ok());
     Ok(vec![base(content.to_owned(), route)])
 }
 

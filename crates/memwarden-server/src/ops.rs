@@ -78,8 +78,12 @@ pub fn principal_out(p: &Principal) -> PrincipalOut {
     }
 }
 
-fn write_request(m: AddMemory) -> Result<WriteRequest, ApiError> {
-    let mut req = WriteRequest::new(namespace(&m.namespace)?, m.content, conv(m.route, "route")?);
+fn write_request(actor: &Actor, m: AddMemory) -> Result<WriteRequest, ApiError> {
+    let route = match m.route {
+        Some(r) => conv(r, "route")?,
+        None => default_route(actor.principal().kind),
+    };
+    let mut req = WriteRequest::new(namespace(&m.namespace)?, m.content, route);
     req.parents = m
         .parents
         .iter()
@@ -96,7 +100,7 @@ fn write_request(m: AddMemory) -> Result<WriteRequest, ApiError> {
 
 /// Add one memory as `actor`.
 pub fn add(engine: &Engine, actor: &Actor, m: AddMemory) -> Result<WriteOut, ApiError> {
-    let (item, r) = engine.add(actor, write_request(m)?)?;
+    let (item, r) = engine.add(actor, write_request(actor, m)?)?;
     Ok(WriteOut { item: memory_out(&item), log_index: r.log_index })
 }
 
@@ -110,7 +114,7 @@ pub fn add_many(engine: &Engine, actor: &Actor, ms: Vec<AddMemory>, batch_max: u
     let mut reqs = Vec::with_capacity(n);
     let mut slots = Vec::with_capacity(n);
     for (i, m) in ms.into_iter().enumerate() {
-        match write_request(m) {
+        match write_request(actor, m) {
             Ok(r) => {
                 reqs.push(r);
                 slots.push(i);

@@ -101,7 +101,7 @@ fn updates_are_versions_with_a_history_and_promotion_shares() {
     assert_eq!((versions[0]["status"].as_str(), versions[0]["superseded_by"].as_str()), (Some("superseded"), Some(v2.as_str())));
     assert_eq!(versions[1]["content"], "standup is at 10:00");
     s.put(&format!("/v1/memories/{v1}"), Some(&owner), &json!({"content": "stale"})).problem(404, "not_found");
-    s.put(&format!("/v1/memories/{v2}"), Some(&owner), &json!({"content": ""})).problem(400, "invalid_input");
+    s.put(&format!("/v1/memories/{v2}"), Some(&owner), &json!({"content": ""})).problem(422, "write_refused");
     s.put(&format!("/v1/memories/{v2}"), Some(&owner), &json!({"content": "x", "origin": "user"})).problem(400, "invalid_input");
     // Promote to the peer only, then to everyone; only the owner may.
     s.post(&format!("/v1/memories/{v2}/promote"), Some(&peer), &json!({})).problem(404, "not_found");

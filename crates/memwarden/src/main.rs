@@ -324,9 +324,10 @@ struct AddArgs {
     /// Declared parent memory ids.
     #[arg(long = "parent")]
     parents: Vec<String>,
-    /// Route (dialogue, direct, external_observation, ...).
-    #[arg(long, default_value = "direct")]
-    route: String,
+    /// Route (dialogue, direct, external_observation, ...). Default: the door's own for the
+    /// writer's kind (external_observation for a source, tool_observation for a tool, direct).
+    #[arg(long)]
+    route: Option<String>,
     /// Restrict readers to these principals (the writer is always included).
     #[arg(long = "reader")]
     readers: Vec<String>,
@@ -640,7 +641,11 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Add(a) => {
             let who = actor(&a.actor)?;
-            let mut req = WriteRequest::new(parse("namespace", &a.ns)?, text_arg(&a.text)?, parse::<Route>("route", &a.route)?);
+            let route = match &a.route {
+                Some(r) => parse::<Route>("route", r)?,
+                None => default_route(who.principal().kind),
+            };
+            let mut req = WriteRequest::new(parse("namespace", &a.ns)?, text_arg(&a.text)?, route);
             req.parents = ids(&a.parents)?.into_iter().map(|id| ParentRef { id, kind: EdgeKind::DerivedFrom }).collect();
             if !a.readers.is_empty() {
                 req.readers = Some(a.readers.iter().map(|r| parse::<PrincipalId>("reader", r)).collect::<Result<_, _>>()?);

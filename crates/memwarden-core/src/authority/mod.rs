@@ -347,6 +347,17 @@ fn readers_within(inner: &Readers, outer: &Readers) -> bool {
     }
 }
 
+/// The route a write takes when its writer declares none: the door's own. A source's text is an
+/// external observation, a tool's an observation of its own, a user's or an agent's an explicit
+/// write.
+pub fn default_route(kind: PrincipalKind) -> Route {
+    match kind {
+        PrincipalKind::Source => Route::ExternalObservation,
+        PrincipalKind::Tool => Route::ToolObservation,
+        PrincipalKind::User | PrincipalKind::Agent => Route::Direct,
+    }
+}
+
 /// Which routes each kind of principal may declare for its own write. Observations come from
 /// tools and sources, never from an agent claiming it saw something; `shared_promotion` is set by
 /// no write (promotion widens an item in place); imports are a user's. The route drives the
