@@ -158,6 +158,10 @@ pub struct EngineConfig {
     /// note, or allows, setting the guard state. Off (`None`) by default until the rest of the
     /// lifecycle layer (retrieval and promotion gates, broker, feedback) is wired in.
     pub lifecycle: Option<Arc<memwarden_lifecycle::RiskScorer>>,
+    /// Most query embeddings kept for reuse (0: none). Agents re-issue the same queries (a task's
+    /// question, a retried step); a hit skips the model, which is most of a search's time on a
+    /// CPU. At most [`QUERY_CACHE_ENTRIES_MAX`].
+    pub query_cache_entries: usize,
 }
 
 impl Default for EngineConfig {
@@ -169,7 +173,53 @@ impl Default for EngineConfig {
             clock: Arc::new(system_ms),
             lineage: Some(LineageConfig::default()),
             lifecycle: None,
+            query_cache_entries: DEFAULT_QUERY_CACHE_ENTRIES,
         }
+    }
+}
+
+/// Query embeddings kept by default (about 1.5 MiB at 384 dimensions).
+pub const DEFAULT_QUERY_CACHE_ENTRIES: usize = 1024;
+/// Largest query-embedding cache.
+pub const QUERY_CACHE_ENTRIES_MAX: usize = 1 << 20;
+
+/// A bounded map from query text to its embedding; the oldest entry goes first when full.
+/// `None` is cached too (a query with no direction).
+#[derive(Default)]
+struct QueryCache {
+    capacity: usize,
+    map: HashMap<String, Option<Vec<f32>>>,
+    order: std::collections::VecDeque<String>,
+    hits: u64,
+    misses: u64,
+}
+
+impl QueryCache {
+    fn new(capacity: usize) -> Self {
+        Self { capacity: capacity.min(QUERY_CACHE_ENTRIES_MAX), ..Self::default() }
+    }
+
+    fn get(&mut self, q: &str) -> Option<Option<Vec<f32>>> {
+        let found = self.map.get(q).cloned();
+        if found.is_some() { self.hits += 1 } else { self.misses += 1 }
+        found
+    }
+
+    fn put(&mut self, q: &str, v: Option<Vec<f32>>) {
+        if self.capacity == 0 || self.map.contains_key(q) {
+            return;
+        }
+        while self.map.len() >= self.capacity {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.map.remove(&old);
+                }
+                None => break,
+            }
+        }
+        self.map.insert(q.to_owned(), v);
+        self.order.push_back(q.to_owned());
+        debug_assert!(self.map.len() <= self.capacity && self.map.len() == self.order.len());
     }
 }
 
@@ -315,6 +365,8 @@ pub struct Engine {
     lineage: Option<lineage::Lineage>,
     /// The lifecycle write gate, if on.
     lifecycle: Option<Arc<memwarden_lifecycle::RiskScorer>>,
+    /// Recent query embeddings.
+    query_cache: Mutex<QueryCache>,
 }
 
 /// The session every `authenticate` call without a session name acts in.
@@ -370,6 +422,7 @@ impl Engine {
             sessions: Mutex::new(HashMap::new()),
             lineage,
             lifecycle: config.lifecycle,
+            query_cache: Mutex::new(QueryCache::new(config.query_cache_entries)),
         })
     }
 
@@ -572,6 +625,23 @@ impl Engine {
         }
     }
 
+    /// A query's embedding, from the cache when the same text was embedded recently.
+    fn embed_query(&self, query: &str) -> Result<Option<Vec<f32>>, EngineError> {
+        let lock = || self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(v) = lock().get(query) {
+            return Ok(v);
+        }
+        let v = self.embed_one(query)?;
+        lock().put(query, v.clone());
+        Ok(v)
+    }
+
+    /// Query-embedding cache counters: (hits, misses).
+    pub fn query_cache_stats(&self) -> (u64, u64) {
+        let c = self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (c.hits, c.misses)
+    }
+
     fn prepare_write(&self, actor: &Actor, req: WriteRequest, now: u64) -> Result<AdmittedWrite, EngineError> {
         if req.parents.len() > memwarden_core::item::PARENTS_MAX {
             return Err(WriteError::TooManyParents { count: req.parents.len() }.into());
@@ -695,7 +765,7 @@ impl Engine {
         self.lifecycle_write_gate(actor, update.write_mut(), now)?;
         let embedding = self.embed_one(update.write().item().content())?;
         let item = update.write().item().clone();
-        let receipt = one(self.store.commit(now, vec![Mutation::Update { update, embedding }])?)?;
+        let receipt = one(self.store.commit(now, vec![Mutation::Update { update: Box::new(update), embedding }])?)?;
         self.lineage_items(actor.tenant(), &[&item]);
         Ok((item, receipt))
     }
@@ -1120,7 +1190,7 @@ impl Engine {
             return Err(EngineError::NoEmbedder);
         }
         // A query without direction (no token the embedder knows) is similar to nothing.
-        let Some(q) = self.embed_one(query)? else {
+        let Some(q) = self.embed_query(query)? else {
             return Ok(Vec::new());
         };
         let Some(l) = &self.lineage else {
@@ -1424,5 +1494,27 @@ impl Engine {
     /// Sign a checkpoint now.
     pub fn checkpoint(&self) -> Result<SignedCheckpoint, EngineError> {
         Ok(self.store.checkpoint(self.now_ms())?)
+    }
+}
+
+#[cfg(test)]
+mod query_cache_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::QueryCache;
+
+    #[test]
+    fn bounded_oldest_first_and_counts() {
+        let mut c = QueryCache::new(2);
+        assert_eq!(c.get("a"), None);
+        c.put("a", Some(vec![1.0]));
+        c.put("b", None);
+        c.put("c", Some(vec![3.0]));
+        assert_eq!(c.get("a"), None, "the oldest entry went first");
+        assert_eq!(c.get("b"), Some(None));
+        assert_eq!(c.get("c"), Some(Some(vec![3.0])));
+        assert_eq!((c.hits, c.misses), (2, 2));
+        let mut off = QueryCache::new(0);
+        off.put("a", None);
+        assert_eq!(off.get("a"), None);
     }
 }

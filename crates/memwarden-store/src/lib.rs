@@ -85,8 +85,8 @@ pub enum Mutation {
     /// receipt) and, in the same step, the old version takes the superseded status (identity
     /// unchanged), leaves the index, and the supersession is logged.
     Update {
-        /// The admitted update.
-        update: AdmittedUpdate,
+        /// The admitted update (boxed: two items).
+        update: Box<AdmittedUpdate>,
         /// The new version's embedding.
         embedding: Option<Vec<f32>>,
     },

@@ -208,7 +208,7 @@ impl World {
         // The authority layer alone: MEM-INV-Bench measures Algorithm 1 (the lineage layer has
         // its own benchmark, and `full` composes both there).
         let config =
-            |authority: AuthorityConfig| EngineConfig { authority, store: StoreConfig::default(), embedder: None, clock: Arc::clone(&clock), lineage: None, lifecycle: None };
+            |authority: AuthorityConfig| EngineConfig { authority, store: StoreConfig::default(), embedder: None, clock: Arc::clone(&clock), lineage: None, lifecycle: None, query_cache_entries: 0 };
         let eng = Engine::open(&path, config(AuthorityConfig::default()))?;
         let store = Arc::clone(eng.store());
         let eng_noelev = Engine::with_store(Arc::clone(&store), config(AuthorityConfig { elevation: false, ..AuthorityConfig::default() }))?;
