@@ -22,7 +22,7 @@ from mcp.client.stdio import stdio_client
 
 EXPECTED_TOOLS = {
     "add_memory", "search_memories", "get_memory", "list_memories", "propose_action", "attest",
-    "get_lineage", "delete_memory",
+    "get_lineage", "delete_memory", "update_memory", "memory_history",
 }
 
 
@@ -97,6 +97,18 @@ async def exercise(session, checks):
     checks.check(not is_error(res) and scratch["id"] in structured(res)["erased"], f"delete_memory: {res}")
     res = await session.call_tool("get_memory", {"memory_id": scratch["id"]})
     checks.check(is_error(res) and structured(res)["code"] == "not_found", "an erased memory is still readable")
+    # Update: a new version; the old one is superseded and kept in the history.
+    res = await session.call_tool("add_memory", {"namespace": "notes", "content": "The standup is at 9:30."})
+    v1 = structured(res)["item"]
+    res = await session.call_tool("update_memory", {"memory_id": v1["id"], "text": "The standup is at 10:00."})
+    checks.check(not is_error(res) and structured(res)["previous_id"] == v1["id"], f"update_memory: {res}")
+    v2 = structured(res)["memory"]
+    res = await session.call_tool("memory_history", {"memory_id": v2["id"]})
+    versions = [] if is_error(res) else structured(res)["versions"]
+    checks.check(
+        [v["id"] for v in versions] == [v1["id"], v2["id"]] and versions[0]["status"] == "superseded",
+        f"memory_history: {res}",
+    )
 
     res = await session.call_tool("list_memories", {"namespace": "mail"})
     mail = structured(res)["results"]
