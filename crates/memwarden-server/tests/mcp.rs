@@ -20,6 +20,8 @@ fn skip() -> bool {
     if python_has("mcp") {
         return false;
     }
+    // scripts/test.sh installs the SDK and sets MEMWARDEN_REQUIRE_PYTHON: there a skip is a failure.
+    assert!(std::env::var_os("MEMWARDEN_REQUIRE_PYTHON").is_none(), "python3 with the `mcp` package is required here");
     eprintln!("\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
     eprintln!("!!! SKIPPED: MCP client test needs the Python `mcp` package:");
     eprintln!("!!!   pip install -r crates/memwarden-server/tests/requirements.txt");
