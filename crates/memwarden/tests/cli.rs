@@ -181,3 +181,25 @@ fn serve_holds_the_directory_and_shuts_down_without_losing_acknowledged_writes()
     assert!(listed.to_string().contains("acknowledged over http"), "{listed}");
     assert_eq!(mw(data, &["audit", "verify"]).status.code(), Some(0));
 }
+
+#[test]
+fn update_history_and_promote_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    setup(data);
+    ok(data, &["principal", "add", "--id", "peer", "--kind", "agent"]);
+    let v1 = ok(data, &["add", "--as", "agent", "--ns", "ops", "--reader", "agent", "standup at 9:30"])["item"]["id"].as_str().unwrap().to_owned();
+    check_error(data, &["get", "--as", "peer", &v1], "not found");
+    let up = ok(data, &["update", "--as", "agent", &v1, "standup at 10:00"]);
+    let v2 = up["memory"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(up["previous_id"], v1.as_str());
+    let h = ok(data, &["history", "--as", "agent", &v1]);
+    let ids: Vec<&str> = h.as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![v1.as_str(), v2.as_str()]);
+    check_error(data, &["update", "--as", "agent", &v1, "stale"], "not found");
+    check_error(data, &["promote", "--as", "peer", &v2], "not found");
+    ok(data, &["promote", "--as", "agent", "--reader", "peer", &v2]);
+    assert_eq!(ok(data, &["get", "--as", "peer", &v2])["content"], "standup at 10:00");
+    check_error(data, &["add", "--as", "inbox", "--route", "dialogue", "hello"], "may not write with route dialogue");
+    check_error(data, &["--preset", "paranoid", "list", "--as", "agent"], "unknown preset");
+}
