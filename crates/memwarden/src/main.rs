@@ -13,6 +13,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+mod remote;
+
 #[derive(Parser)]
 #[command(name = "memwarden", version, about = "Memory for LLM agents that stays safe when what it stores was planted by an attacker")]
 struct Cli {
@@ -40,6 +42,20 @@ struct Cli {
     /// or none, lifecycle, authority, lineage (ablations).
     #[arg(long, global = true, env = "MEMWARDEN_PRESET", default_value = "full")]
     preset: String,
+    /// Remote mode: send the memory operations (add, get, list, search, update, history, promote,
+    /// revoke, erase, lineage, export-lineage, derive, tool-call, attest, decide, feedback, audit)
+    /// to a running `memwarden serve` at this URL (`http://host:port`) instead of opening --data.
+    /// The API key decides who acts and in which tenant: `--as` is not needed, and when given it
+    /// must name the key's principal.
+    #[arg(long, global = true, env = "MEMWARDEN_SERVER")]
+    server: Option<String>,
+    /// API key for --server (better: MEMWARDEN_API_KEY or --key-file; a command line is visible
+    /// to other users of the machine).
+    #[arg(long, global = true, env = "MEMWARDEN_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// File holding the API key for --server (overrides --api-key and MEMWARDEN_API_KEY).
+    #[arg(long, global = true)]
+    key_file: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -63,7 +79,7 @@ enum Cmd {
     Derive {
         /// Acting principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// Namespace.
         #[arg(long, default_value = "default")]
         ns: String,
@@ -77,7 +93,7 @@ enum Cmd {
     ToolCall {
         /// Calling principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// The tool principal.
         #[arg(long)]
         tool: String,
@@ -97,7 +113,7 @@ enum Cmd {
     Attest {
         /// Attesting principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// Key.
         #[arg(long)]
         key: String,
@@ -127,7 +143,7 @@ enum Cmd {
     Get {
         /// Reading principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// The id.
         id: String,
     },
@@ -135,7 +151,7 @@ enum Cmd {
     Revoke {
         /// Revoking principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// Why (recorded in the verdict log).
         #[arg(long, default_value = "")]
         reason: String,
@@ -148,7 +164,7 @@ enum Cmd {
     Promote {
         /// Promoting principal (the owner).
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// Readers to add (repeatable); none: everyone in the namespace.
         #[arg(long = "reader")]
         readers: Vec<String>,
@@ -160,7 +176,7 @@ enum Cmd {
     Update {
         /// Updating principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// The id.
         id: String,
         /// The new text.
@@ -170,7 +186,7 @@ enum Cmd {
     History {
         /// Reading principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// The id.
         id: String,
     },
@@ -179,7 +195,7 @@ enum Cmd {
     Erase {
         /// Erasing principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// The id.
         id: String,
     },
@@ -188,7 +204,7 @@ enum Cmd {
     Lineage {
         /// Reading principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// The id.
         id: String,
     },
@@ -197,7 +213,7 @@ enum Cmd {
     ExportLineage {
         /// Exporting user.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// W3C PROV-JSON instead of memwarden's own audit-trail JSON.
         #[arg(long)]
         prov: bool,
@@ -206,7 +222,7 @@ enum Cmd {
     Search {
         /// Searching principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// Namespace.
         #[arg(long, default_value = "default")]
         ns: String,
@@ -220,13 +236,26 @@ enum Cmd {
     List {
         /// Reading principal.
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// Namespace.
         #[arg(long, default_value = "default")]
         ns: String,
         /// At most this many.
         #[arg(long, default_value_t = 100)]
         limit: usize,
+    },
+    /// Report a task's outcome for the memories it used (lifecycle layer): their utility, trust
+    /// and hazard move, and so does their writers' reputation. Prints JSON.
+    Feedback {
+        /// Reporting principal.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// A memory the task used (repeatable; at least one).
+        #[arg(long = "used", required = true)]
+        used: Vec<String>,
+        /// The task's outcome: success or failure.
+        #[arg(long, value_parser = ["success", "failure"])]
+        outcome: String,
     },
     /// The verdict log.
     #[command(subcommand)]
@@ -317,7 +346,7 @@ enum GrantCmd {
 struct AddArgs {
     /// Writing principal.
     #[arg(long = "as")]
-    actor: String,
+    actor: Option<String>,
     /// Namespace.
     #[arg(long, default_value = "default")]
     ns: String,
@@ -342,7 +371,7 @@ struct AddArgs {
 struct DecideArgs {
     /// Proposing principal.
     #[arg(long = "as")]
-    actor: String,
+    actor: Option<String>,
     /// Tool the action calls.
     #[arg(long)]
     tool: String,
@@ -536,15 +565,48 @@ fn parse_value(s: &str) -> Result<(String, String, ValueKind, Vec<ItemId>), Engi
     Ok((key.to_owned(), value.to_owned(), kind, srcs))
 }
 
+/// Print JSON on stdout. A closed pipe (`memwarden ... | head`) ends the output quietly instead
+/// of panicking as `println!` would.
 fn print_json(v: &serde_json::Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
 fn item_json(i: &MemoryItem) -> serde_json::Value {
     serde_json::to_value(i).unwrap_or_default()
 }
 
+/// A command's `--as`: optional on the commands that also run against a server (where the API
+/// key decides who acts), required in local mode.
+trait AsArg {
+    /// The named principal, or the error saying `--as` is missing.
+    fn principal(&self) -> Result<&str, EngineError>;
+}
+
+impl AsArg for String {
+    fn principal(&self) -> Result<&str, EngineError> {
+        Ok(self)
+    }
+}
+
+impl AsArg for PrincipalId {
+    fn principal(&self) -> Result<&str, EngineError> {
+        Ok(self.as_str())
+    }
+}
+
+impl AsArg for Option<String> {
+    fn principal(&self) -> Result<&str, EngineError> {
+        self.as_deref().ok_or_else(|| fail("--as <principal> is required on a local data directory (with --server, the API key decides who acts)"))
+    }
+}
+
 fn run(cli: Cli) -> Result<ExitCode, EngineError> {
+    // Remote mode: everything but the data-free commands goes to the server (or is refused there).
+    if cli.server.is_some() && !matches!(cli.cmd, Cmd::Demo { .. } | Cmd::Check(_) | Cmd::Bench(_)) {
+        return Ok(remote::run(&cli));
+    }
     if let Cmd::Demo { dir } = &cli.cmd {
         return demo(dir);
     }
@@ -585,7 +647,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         bar.update(stage, done as u64, total as u64)
     })?);
     let session = parse::<SessionId>("session", &cli.session)?;
-    let actor = |id: &str| -> Result<Actor, EngineError> { engine.authenticate_session(&tenant, &parse::<PrincipalId>("principal", id)?, session.clone()) };
+    let actor = |id: &dyn AsArg| -> Result<Actor, EngineError> { engine.authenticate_session(&tenant, &parse::<PrincipalId>("principal", id.principal()?)?, session.clone()) };
     match cli.cmd {
         Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Check(_) | Cmd::Audit(AuditCmd::Verify) => {}
         Cmd::Serve(args) => {
@@ -675,7 +737,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Grant(GrantCmd::Mint { user, tool, key, value, kind, amount, ttl_secs, out }) => {
             let user = parse::<PrincipalId>("user", &user)?;
-            actor(user.as_str())?;
+            actor(&user)?;
             let sk = load_user_key(&cli.data, &tenant, &user)?;
             let spec = GrantSpec { tool: &tool, key: &key, value: &value, kind: parse("kind", &kind)?, amount: amount.as_deref(), ttl_ms: ttl_secs.saturating_mul(1000) };
             let g = mint_grant(&sk, &tenant, &user, &spec, engine.now_ms())?;
@@ -756,6 +818,14 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let out = if prov { engine.prov_json(&who)? } else { serde_json::to_value(engine.audit_trail(&who)?).map_err(fail)? };
             print_json(&out);
         }
+        Cmd::Feedback { actor: a, used, outcome } => {
+            let mut used = ids(&used)?;
+            let (records, receipt) = engine.feedback(&actor(&a)?, &used, outcome == "success")?;
+            used.sort();
+            used.dedup();
+            let updated: Vec<_> = used.iter().zip(&records).map(|(id, r)| json!({"id": id, "record": r})).collect();
+            print_json(&json!({"updated": updated, "log_index": receipt.log_index}));
+        }
         Cmd::List { actor: a, ns, limit } => {
             let items = engine.list(&actor(&a)?, &parse("namespace", &ns)?, limit)?;
             print_json(&json!(items.iter().map(item_json).collect::<Vec<_>>()));
@@ -766,7 +836,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             if engine.store().principal(&tenant, &id)?.is_none() {
                 engine.register_principal(Principal { id: id.clone(), tenant: tenant.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None })?;
             }
-            let who = actor(id.as_str())?;
+            let who = actor(&id)?;
             let ns = parse::<Namespace>("namespace", "crash")?;
             let mut stdout = std::io::stdout().lock();
             for n in 0u64.. {
