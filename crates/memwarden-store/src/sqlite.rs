@@ -531,6 +531,20 @@ fn insert_item(conn: &Connection, now_ms: u64, write: &AdmittedWrite, embedding:
     )
 }
 
+/// [`update_access`], then log the change: `fields` plus the item's tenant, id, status and
+/// identity digest.
+fn access_changed(conn: &Connection, p: &mut Pending, now_ms: u64, kind: EntryKind, item: &MemoryItem, fields: serde_json::Value) -> Result<(u64, Hash), CommitError> {
+    update_access(conn, p, item)?;
+    let mut body = fields;
+    if let Some(o) = body.as_object_mut() {
+        o.insert("tenant".into(), json!(item.tenant()));
+        o.insert("id".into(), json!(item.id()));
+        o.insert("status".into(), json!(item.status()));
+        o.insert("digest".into(), json!(hex::encode(item.identity_digest())));
+    }
+    p.push(conn, now_ms, kind, &body)
+}
+
 /// Store an item's changed status or scope (identity unchanged) and queue the index catalog's
 /// matching change, applied once the transaction commits.
 fn update_access(conn: &Connection, p: &mut Pending, item: &MemoryItem) -> Result<(), CommitError> {
@@ -578,14 +592,7 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
         Mutation::Update { update, embedding } => {
             let r = insert_item(conn, now_ms, update.write(), embedding, p)?;
             let old = update.superseded();
-            update_access(conn, p, old)?;
-            p.push(
-                conn,
-                now_ms,
-                EntryKind::Revocation,
-                &json!({"tenant": old.tenant(), "id": old.id(), "superseded_by": old.superseded_by(), "status": old.status(),
-                        "digest": hex::encode(old.identity_digest())}),
-            )?;
+            access_changed(conn, p, now_ms, EntryKind::Revocation, old, json!({"superseded_by": old.superseded_by()}))?;
             r
         }
         Mutation::Attestation(a) => {
@@ -637,37 +644,18 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
             )?
         }
         Mutation::Revocation(r) => {
-            let item = r.item();
-            update_access(conn, p, item)?;
-            p.push(
-                conn,
-                now_ms,
-                EntryKind::Revocation,
-                &json!({"tenant": item.tenant(), "id": item.id(), "by": r.by(), "reason": r.reason(), "status": item.status(),
-                        "digest": hex::encode(item.identity_digest())}),
-            )?
+            access_changed(conn, p, now_ms, EntryKind::Revocation, r.item(), json!({"by": r.by(), "reason": r.reason()}))?
         }
-        Mutation::Promotion(pr) => {
-            let item = pr.item();
-            update_access(conn, p, item)?;
-            p.push(
-                conn,
-                now_ms,
-                EntryKind::Promotion,
-                &json!({"tenant": item.tenant(), "id": item.id(), "by": pr.by(), "from": pr.from(), "readers": item.scope().readers,
-                        "digest": hex::encode(item.identity_digest())}),
-            )?
-        }
+        Mutation::Promotion(pr) => access_changed(
+            conn,
+            p,
+            now_ms,
+            EntryKind::Promotion,
+            pr.item(),
+            json!({"by": pr.by(), "from": pr.from(), "readers": pr.item().scope().readers}),
+        )?,
         Mutation::Hold(h) => {
-            let item = h.item();
-            update_access(conn, p, item)?;
-            p.push(
-                conn,
-                now_ms,
-                EntryKind::Decision,
-                &json!({"tenant": item.tenant(), "id": item.id(), "hold": {"by": h.by(), "reason": h.reason()}, "status": item.status(),
-                        "digest": hex::encode(item.identity_digest())}),
-            )?
+            access_changed(conn, p, now_ms, EntryKind::Decision, h.item(), json!({"hold": {"by": h.by(), "reason": h.reason()}}))?
         }
         Mutation::Erasure { tenant, ids, event } => {
             if ids.is_empty() || ids.len() > crate::ERASE_IDS_MAX {
