@@ -75,6 +75,22 @@ enum Cmd {
     Principal(PrincipalCmd),
     /// Add a memory as a principal.
     Add(AddArgs),
+    /// Import memories from a JSON Lines file as a principal: each line a string, or an object
+    /// `{"content": ..., "metadata": {...}}`. Written in batches with a progress bar; a line
+    /// the gates refuse is reported (with its line number) and the rest go on. Prints a summary.
+    Import {
+        /// Writing principal (local data directory; with --server the key decides).
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// Namespace.
+        #[arg(long, default_value = "default")]
+        ns: String,
+        /// Route for every line (default: the writer's door; a user may say imported_memory).
+        #[arg(long)]
+        route: Option<String>,
+        /// The JSON Lines file.
+        file: PathBuf,
+    },
     /// Derive (summarise) a memory from parents.
     Derive {
         /// Acting principal.
@@ -719,6 +735,36 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let (item, r) = engine.add(&who, req)?;
             print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
         }
+        Cmd::Import { actor: a, ns, route, file } => {
+            let who = actor(&a)?;
+            let route = match &route {
+                Some(r) => parse::<Route>("route", r)?,
+                None => default_route(who.principal().kind),
+            };
+            let ns = parse::<Namespace>("namespace", &ns)?;
+            let lines = read_import(&file)?;
+            let total = lines.len() as u64;
+            let bar = ProgressBar::new(0);
+            let (mut imported, mut refused) = (0usize, Vec::new());
+            for chunk in lines.chunks(IMPORT_BATCH_COUNT) {
+                let reqs: Vec<WriteRequest> = chunk
+                    .iter()
+                    .map(|(_, content, meta)| {
+                        let mut w = WriteRequest::new(ns.clone(), content.clone(), route);
+                        w.metadata = meta.clone();
+                        w
+                    })
+                    .collect();
+                for ((line, _, _), r) in chunk.iter().zip(engine.add_many(&who, reqs)?) {
+                    match r {
+                        Ok(_) => imported += 1,
+                        Err(e) => refused.push(json!({"line": line, "error": e.to_string()})),
+                    }
+                }
+                bar.update("importing", (imported + refused.len()) as u64, total);
+            }
+            print_json(&json!({"imported": imported, "refused": refused}));
+        }
         Cmd::Derive { actor: a, ns, parents, text } => {
             let (item, r) = engine.derive(&actor(&a)?, parse("namespace", &ns)?, &ids(&parents)?, text_arg(&text)?)?;
             print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
@@ -891,6 +937,49 @@ fn bench_retrieval(n: &[usize], quick: bool, cache_dir: Option<&Path>, out: &Pat
     write_retrieval(&report, out).map_err(fail)?;
     println!("wrote {} and {}", out.join("retrieval.md").display(), out.join("retrieval.json").display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Memories per batch when importing (one group commit, one batched embedding each).
+const IMPORT_BATCH_COUNT: usize = 100;
+/// Largest import file.
+const IMPORT_FILE_BYTES_MAX: u64 = 1 << 30;
+
+/// One line of an import file: (line number from 1, text, metadata).
+type ImportLine = (usize, String, std::collections::BTreeMap<String, String>);
+
+/// An import file's lines: (line number from 1, text, metadata). Blank lines are skipped; a line
+/// that is neither a JSON string nor an object with a string `content` is an error naming it.
+fn read_import(path: &Path) -> Result<Vec<ImportLine>, EngineError> {
+    let meta = std::fs::metadata(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    if meta.len() > IMPORT_FILE_BYTES_MAX {
+        return Err(fail(format!("{}: {} bytes; the limit is {IMPORT_FILE_BYTES_MAX}", path.display(), meta.len())));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = || fail(format!("{}:{}: expected a JSON string or {{\"content\": ..., \"metadata\": {{...}}}}", path.display(), i + 1));
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|_| bad())?;
+        let (content, metadata) = match v {
+            serde_json::Value::String(s) => (s, Default::default()),
+            serde_json::Value::Object(o) => {
+                let content = o.get("content").and_then(|c| c.as_str()).ok_or_else(bad)?.to_owned();
+                let metadata = match o.get("metadata") {
+                    None => Default::default(),
+                    Some(serde_json::Value::Object(m)) => {
+                        m.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect()
+                    }
+                    Some(_) => return Err(bad()),
+                };
+                (content, metadata)
+            }
+            _ => return Err(bad()),
+        };
+        out.push((i + 1, content, metadata));
+    }
+    Ok(out)
 }
 
 /// A one-line progress bar on stderr, redrawn every 5% or on a new stage.

@@ -193,6 +193,9 @@ fn api_key(cli: &Cli) -> Result<String, RemoteError> {
     cli.api_key.clone().ok_or_else(|| RemoteError::input("--server needs an API key: --key-file PATH, MEMWARDEN_API_KEY or --api-key"))
 }
 
+/// Memories per request when importing (the server's default batch limit).
+const REMOTE_IMPORT_BATCH_COUNT: usize = 100;
+
 /// The local-only command a remote invocation names, if it is one.
 fn local_only(cmd: &Cmd) -> Option<&'static str> {
     match cmd {
@@ -208,6 +211,7 @@ fn local_only(cmd: &Cmd) -> Option<&'static str> {
         Cmd::Key(_) => Some("key"),
         Cmd::CrashWriter { .. } => Some("crash-writer"),
         Cmd::Add(_)
+        | Cmd::Import { .. }
         | Cmd::Derive { .. }
         | Cmd::ToolCall { .. }
         | Cmd::Attest { .. }
@@ -231,6 +235,7 @@ fn local_only(cmd: &Cmd) -> Option<&'static str> {
 fn claimed_actor(cmd: &Cmd) -> Option<&str> {
     match cmd {
         Cmd::Add(AddArgs { actor, .. })
+        | Cmd::Import { actor, .. }
         | Cmd::Decide(DecideArgs { actor, .. })
         | Cmd::Derive { actor, .. }
         | Cmd::ToolCall { actor, .. }
@@ -324,6 +329,36 @@ fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
     let memory = |id: &str, rest: &str| format!("/v1/memories/{}{rest}", enc(id));
     let out = match &cli.cmd {
         Cmd::Add(a) => r.post("/v1/memories", &add_body(a)?)?,
+        Cmd::Import { ns, route, file, .. } => {
+            let lines = crate::read_import(file).map_err(from_engine)?;
+            let total = lines.len() as u64;
+            let bar = crate::ProgressBar::new(0);
+            let (mut imported, mut refused, mut done) = (0usize, Vec::new(), 0u64);
+            for chunk in lines.chunks(REMOTE_IMPORT_BATCH_COUNT) {
+                let memories: Vec<Value> = chunk
+                    .iter()
+                    .map(|(_, content, meta)| {
+                        let mut m = json!({"namespace": ns, "content": content, "metadata": meta});
+                        if let Some(rt) = route {
+                            m["route"] = json!(rt);
+                        }
+                        m
+                    })
+                    .collect();
+                let out = r.post("/v1/memories", &json!({"memories": memories}))?;
+                let results = out["results"].as_array().cloned().unwrap_or_default();
+                for ((line, _, _), res) in chunk.iter().zip(results) {
+                    if res["ok"].as_bool() == Some(true) {
+                        imported += 1;
+                    } else {
+                        refused.push(json!({"line": line, "error": res["error"]["detail"]}));
+                    }
+                }
+                done += chunk.len() as u64;
+                bar.update("importing", done, total);
+            }
+            json!({"imported": imported, "refused": refused})
+        }
         Cmd::Derive { ns, parents, text, .. } => r.post("/v1/derive", &json!({"namespace": ns, "parents": parents, "content": text_arg(text).map_err(from_engine)?}))?,
         Cmd::ToolCall { tool, ns, args, inputs, output, .. } => r.post(
             "/v1/tool-calls",

@@ -282,3 +282,38 @@ fn remote_errors_are_one_line_and_tenants_stay_apart() {
     let out = mw().arg("--data").arg(&local).args(["--embedder", "none", "list"]).output().unwrap();
     assert_one_line_error(&out, "invalid input: ", "--as <principal> is required");
 }
+
+#[test]
+fn import_a_jsonl_file_remotely_and_locally() {
+    let s = Server::start();
+    let assistant = s.principal_key("acme", "assistant", "agent");
+    let file = s.dir.path().join("notes.jsonl");
+    let lines = [
+        json!("The VPN certificate expires in March.").to_string(),
+        String::new(),
+        json!({"content": "Backups run at 02:00.", "metadata": {"team": "ops", "n": 3}}).to_string(),
+        json!({"content": "AKIAIOSFODNN7EXAMPLE is the deploy key."}).to_string(),
+    ];
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let file_arg = file.to_str().unwrap();
+    let out = s.ok(&assistant, &["import", "--ns", "ops", file_arg]);
+    // The server here runs the default preset (full): the lifecycle write gate refuses the
+    // credential line and the rest are stored.
+    assert_eq!(out["imported"], 2, "{out}");
+    assert_eq!(out["refused"][0]["line"], 4, "{out}");
+    let listed = s.ok(&assistant, &["list", "--ns", "ops"]);
+    let texts: Vec<&str> = listed["results"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert!(texts.contains(&"Backups run at 02:00.") && !texts.iter().any(|t| t.contains("AKIA")), "{texts:?}");
+    // A malformed line is one error naming the line, before anything is sent.
+    std::fs::write(&file, "\"ok\"\n{\"text\": 1}\n").unwrap();
+    assert_one_line_error(&s.cli(&assistant, &["import", "--ns", "ops", file_arg]), "", ":2: expected a JSON string");
+    // Locally, into a data directory.
+    let data = s.dir.path().join("local");
+    let local = |args: &[&str]| mw().arg("--data").arg(&data).args(["--embedder", "hash"]).args(args).output().unwrap();
+    assert!(local(&["principal", "add", "--id", "ana", "--kind", "agent"]).status.success());
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let out = local(&["import", "--as", "ana", "--ns", "ops", file_arg]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["imported"].as_u64(), v["refused"][0]["line"].as_u64()), (Some(2), Some(4)), "{v}");
+}
