@@ -25,6 +25,15 @@ pub const MAX_CONCURRENT_OPS: usize = 256;
 pub const EXACT_FALLBACK_MIN_ELIGIBLE_COUNT: usize = 4096;
 /// See [`EXACT_FALLBACK_MIN_ELIGIBLE_COUNT`].
 pub const EXACT_FALLBACK_ELIGIBLE_PERCENT: usize = 2;
+/// A [`crate::ClassedIndex`] access class gets its own HNSW graph once it holds this many
+/// vectors; smaller classes are scanned exactly from a contiguous block. This is the floor of
+/// [`crate::exact_threshold`], not its 2%-of-N part: with one graph per class a walk no longer
+/// costs more as the filter gets selective, so the break-even between a scan and a walk is an
+/// absolute size (a 4,096-row block is ~6 MiB of f32 at 384 dims, scanned in well under a
+/// millisecond), not a fraction of the namespace.
+pub const CLASS_GRAPH_MIN_COUNT: usize = EXACT_FALLBACK_MIN_ELIGIBLE_COUNT;
+/// Most access classes one [`crate::ClassedIndex`] may hold.
+pub const MAX_CLASSES_COUNT: usize = 1_000_000;
 
 /// How an [`crate::AnnIndex`] is built and searched. Every field is range-checked by
 /// [`IndexConfig::validate`].

@@ -43,6 +43,12 @@ pub enum IndexError {
         /// The limit.
         max: usize,
     },
+    /// A [`crate::ClassedIndex`] already holds [`crate::MAX_CLASSES_COUNT`] classes.
+    #[error("the index already holds the most access classes allowed ({max})")]
+    TooManyClasses {
+        /// The limit.
+        max: usize,
+    },
     /// The caller's permission filter panicked; nothing is returned rather than guessing.
     #[error("the permission filter panicked; the guarded search returned nothing")]
     FilterPanicked,

@@ -47,6 +47,15 @@ pub enum SearchPath {
     /// Exact scan of the eligible items after the filtered HNSW search returned fewer than `k`
     /// hits (either fewer than `k` items are eligible, or the graph walk missed some).
     ExactAfterShortAnn,
+    /// [`crate::ClassedIndex`]: at least one eligible access class was searched by an
+    /// unfiltered walk of its own graph (every other eligible class from its block).
+    ClassedAnn,
+    /// [`crate::ClassedIndex`]: every eligible access class was scanned exactly from its
+    /// contiguous vector block (or no class was eligible).
+    ClassedExact,
+    /// [`crate::ClassedIndex`]: a class graph's walk came back short (keys excluded after the
+    /// walk, or removed nodes), so that class's keys were scored exactly.
+    ClassedExactAfterShortAnn,
 }
 
 /// What [`AnnIndex::search_guarded`] returns.
@@ -291,20 +300,10 @@ impl AnnIndex {
 
     /// Checks a vector and returns it L2-normalised.
     fn prepare(&self, vector: &[f32]) -> Result<Vec<f32>, IndexError> {
-        if vector.len() != self.cfg.dims {
-            return Err(IndexError::WrongDims { expected: self.cfg.dims, got: vector.len() });
-        }
-        if let Some(position) = vector.iter().position(|x| !x.is_finite()) {
-            return Err(IndexError::NonFinite { position });
-        }
-        let norm = vector.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
-        if norm == 0.0 || !norm.is_finite() {
-            return Err(IndexError::ZeroVector);
-        }
-        Ok(vector.iter().map(|&x| (f64::from(x) / norm) as f32).collect())
+        normalized(self.cfg.dims, vector)
     }
 
-    fn check_k(k: usize) -> Result<(), IndexError> {
+    pub(crate) fn check_k(k: usize) -> Result<(), IndexError> {
         check("k", k, 0, MAX_K)
     }
 
@@ -478,6 +477,20 @@ impl AnnIndex {
         Ok(to_neighbors(&matches.keys, &matches.distances, k))
     }
 
+    /// Unfiltered walk with an already normalised query, returning up to `count` candidates
+    /// (best first) rather than `k`: the caller post-checks them and needs spares.
+    pub(crate) fn search_prepared(&self, q: &[f32], count: usize) -> Result<Vec<Neighbor>, IndexError> {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let matches = {
+            let inner = read(&self.inner);
+            let _permit = self.permits.acquire();
+            inner.search(q, count).map_err(IndexError::backend)?
+        };
+        Ok(to_neighbors(&matches.keys, &matches.distances, count))
+    }
+
     /// Guarded search: the `k` nearest keys among those `filter` admits, best first.
     ///
     /// - Eligibility is decided by `filter` before ranking: an ineligible key never enters the
@@ -631,7 +644,7 @@ impl AnnIndex {
     ///
     /// The filter runs inside one `catch_unwind` for the whole scan (not one per key: this
     /// loop is the hot path of selective guarded searches); a panic fails the search.
-    fn exact_scan(&self, q: &[f32], k: usize, filter: &dyn Fn(u64) -> bool) -> Result<Vec<Neighbor>, IndexError> {
+    pub(crate) fn exact_scan(&self, q: &[f32], k: usize, filter: &dyn Fn(u64) -> bool) -> Result<Vec<Neighbor>, IndexError> {
         let table = read(&self.table);
         let inner = read(&self.inner);
         let scan = || -> Result<Vec<Neighbor>, IndexError> {
@@ -650,6 +663,21 @@ impl AnnIndex {
         };
         catch_unwind(AssertUnwindSafe(scan)).unwrap_or(Err(IndexError::FilterPanicked))
     }
+}
+
+/// Checks a vector against `dims` and returns it L2-normalised (so inner product is cosine).
+pub(crate) fn normalized(dims: usize, vector: &[f32]) -> Result<Vec<f32>, IndexError> {
+    if vector.len() != dims {
+        return Err(IndexError::WrongDims { expected: dims, got: vector.len() });
+    }
+    if let Some(position) = vector.iter().position(|x| !x.is_finite()) {
+        return Err(IndexError::NonFinite { position });
+    }
+    let norm = vector.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+    if norm == 0.0 || !norm.is_finite() {
+        return Err(IndexError::ZeroVector);
+    }
+    Ok(vector.iter().map(|&x| (f64::from(x) / norm) as f32).collect())
 }
 
 /// Below this many eligible keys, guarded search uses the exact path up front.
@@ -724,6 +752,12 @@ pub(crate) struct TopK {
 impl TopK {
     pub(crate) fn new(k: usize) -> Self {
         Self { k, heap: BinaryHeap::with_capacity(k + 1) }
+    }
+
+    /// Whether `push(score, key)` would keep the hit (lets a scan skip a costlier check for
+    /// rows that cannot enter the top `k` anyway).
+    pub(crate) fn would_accept(&self, score: f32, key: u64) -> bool {
+        self.heap.len() < self.k || self.heap.peek().is_some_and(|w| Ranked(score, key) > w.0)
     }
 
     pub(crate) fn push(&mut self, score: f32, key: u64) {

@@ -9,6 +9,11 @@
 //!   (never a score penalty); the result holds `min(k, eligible)` hits and never an ineligible
 //!   one. Selective filters use an exact scan of the eligible items ([`SearchPath`] says which
 //!   path ran).
+//! - [`ClassedIndex`]: a namespace partitioned by **access class** (the caller's reader sets):
+//!   a graph per large class, a contiguous exactly-scanned block per small one. A guarded
+//!   search names the classes the reader may read, walks each of their graphs unfiltered and
+//!   merges the per-class top-k, so selectivity no longer makes a walk visit ineligible
+//!   nodes. This is what the store searches.
 //! - [`AnnIndex::exact_search`]: brute force, the oracle for recall.
 //! - [`bench`]: the retrieval benchmark behind `memwarden bench retrieval`.
 //!
@@ -43,15 +48,18 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod bench;
+mod classed;
 mod config;
 mod error;
 mod index;
 mod persist;
 
+pub use classed::{ClassId, ClassInfo, ClassedIndex, ClassedResult, MIGRATE_PER_CHANGE_COUNT, PARKED_CLASS};
 pub use config::{
-    EXACT_FALLBACK_ELIGIBLE_PERCENT, EXACT_FALLBACK_MIN_ELIGIBLE_COUNT, IndexConfig, MAX_CONCURRENT_OPS,
-    MAX_CONNECTIVITY, MAX_DIMS, MAX_EXPANSION, MAX_K, MAX_VECTORS_COUNT, MIN_CONNECTIVITY,
+    CLASS_GRAPH_MIN_COUNT, EXACT_FALLBACK_ELIGIBLE_PERCENT, EXACT_FALLBACK_MIN_ELIGIBLE_COUNT, IndexConfig,
+    MAX_CLASSES_COUNT, MAX_CONCURRENT_OPS, MAX_CONNECTIVITY, MAX_DIMS, MAX_EXPANSION, MAX_K, MAX_VECTORS_COUNT,
+    MIN_CONNECTIVITY,
 };
 pub use error::IndexError;
 pub use index::{AnnIndex, GuardedResult, Neighbor, RESERVED_KEY, SearchPath, exact_threshold};
-pub use persist::FORMAT_VERSION;
+pub use persist::{CLASSED_FORMAT_VERSION, FORMAT_VERSION};

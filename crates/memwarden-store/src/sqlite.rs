@@ -26,10 +26,10 @@ pub struct StoreConfig {
     pub checkpoint_every: u64,
     /// Most mutations grouped into one transaction.
     pub group_commit_max: usize,
-    /// Guarded search scores the reader's eligible items exactly (instead of walking the HNSW
-    /// graph with the filter) when fewer than this many are eligible. `None`:
-    /// [`memwarden_index::exact_threshold`] of the partition's size. Tests set 0 to force the
-    /// graph path on small stores.
+    /// An access class of a namespace's vector index gets its own HNSW graph once it holds
+    /// this many vectors; smaller classes are scored exactly from a contiguous block. `None`:
+    /// [`memwarden_index::CLASS_GRAPH_MIN_COUNT`]. Tests set 0 to force the graph path on
+    /// small stores.
     pub vector_exact_below: Option<usize>,
 }
 
@@ -241,7 +241,7 @@ impl SqliteStore {
             tx.commit()?;
             log.append(&genesis).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         }
-        let vectors = Vectors::open(dir, &writer, progress)?;
+        let vectors = Vectors::open(dir, &writer, config.vector_exact_below, progress)?;
         let reader = open_conn(&db, true)?;
         let shared = Arc::new(Shared {
             vectors,
@@ -1136,7 +1136,7 @@ impl Store for SqliteStore {
             return Err(StoreError::BadQuery(format!("the query must be a finite, non-zero {dims}-dimensional vector (got {} dimensions)", query.len())));
         }
         let exact = || self.search_exact(tenant, namespace, query, k, &|i: &MemoryItem| i.readable_by(reader));
-        let Some(found) = self.shared.vectors.search(tenant, namespace, query, k, reader, self.shared.config.vector_exact_below)? else {
+        let Some(found) = self.shared.vectors.search(tenant, namespace, query, k, reader)? else {
             return exact();
         };
         let conn = lock(&self.shared.reader);

@@ -1,27 +1,38 @@
-//! The vector side of the embedded store: one HNSW index ([`AnnIndex`]) per (tenant,
-//! namespace) partition, kept in step with the `vectors` table, and an in-memory eligibility
-//! catalog so the permission filter can run on index keys *during* the graph walk.
+//! The vector side of the embedded store: one [`ClassedIndex`] per (tenant, namespace)
+//! partition, kept in step with the `vectors` table, and an in-memory catalog that splits the
+//! partition's keys into **access classes** — one for the items everyone may read, one per
+//! distinct reader set (the owner included), and the parked class for items nobody may read
+//! (quarantined, blocked, revoked). A guarded search names the classes the reader may read;
+//! the index walks each of their graphs (or scans each small class's block) *unfiltered* and
+//! merges the per-class top-k, so a selective permission never makes a walk wade through
+//! ineligible nodes.
 //!
 //! Invariants:
-//! - The SQLite `vectors` table is the source of truth; index files are a cache. A vector is
-//!   added to its index after its transaction commits and before the commit is acknowledged,
-//!   so a caller that wrote an item finds it in its next search.
+//! - The SQLite `vectors` table is the truth; index files are a cache. A vector is added to
+//!   its index after its transaction commits and before the commit is acknowledged, so a
+//!   caller that wrote an item finds it in its next search.
 //! - Keys are `vectors.seq` (AUTOINCREMENT, never reused). An index file records the highest
-//!   seq it holds (its watermark); opening replays every row above it and removes keys whose
-//!   rows are gone, or rebuilds from the table when the file is missing, damaged or does not
-//!   match. A crash between a commit and a save therefore loses nothing.
+//!   seq it holds (its watermark); opening replays every row above it, removes keys whose rows
+//!   are gone, moves keys whose access changed since the save into their current class, or
+//!   rebuilds from the table when the file is missing, damaged or does not match. A crash
+//!   between a commit and a save therefore loses nothing, and a class in a stale file never
+//!   outlives the reopen.
 //! - A partition never spans tenants, so a query cannot even reach another tenant's vectors.
-//! - The catalog only admits a key once the key's vector is in the index, and it is the filter,
-//!   not a score: ineligible keys never enter a result. The store re-checks every hit against the
-//!   item it reads back ([`MemoryItem::readable_by`]).
+//! - A key's class and its catalog entry change together under the partition's catalog lock,
+//!   which every search holds shared: a status or scope change moves the key out of its old
+//!   class before it enters the new one (a narrowing always applies before any widening could),
+//!   and erasure removes it from the index altogether. Class membership is the filter, not a
+//!   score: a key outside the reader's classes is never ranked. The catalog re-checks every hit
+//!   (`excluded`), and the store re-checks every hit against the item it reads back
+//!   ([`MemoryItem::readable_by`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use memwarden_core::prelude::*;
-use memwarden_index::{AnnIndex, IndexConfig, SearchPath, exact_threshold};
+use memwarden_index::{CLASS_GRAPH_MIN_COUNT, ClassId, ClassedIndex, IndexConfig, PARKED_CLASS, SearchPath};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -30,11 +41,18 @@ use crate::StoreError;
 
 /// Directory (under the data directory) holding one index file per partition.
 pub(crate) const INDEX_DIR: &str = "index";
-/// A partition's index is saved after this many inserts since its last save (and always at a
-/// clean close). Bounds what a crash makes the next open replay.
+/// Extension of a partition's index file ([`ClassedIndex`] format).
+const INDEX_EXTENSION: &str = "classes";
+/// Extension of the single-graph index files of earlier builds (deleted at open: a cache this
+/// build does not read).
+const LEGACY_INDEX_EXTENSION: &str = "usearch";
+/// A partition's index is saved after this many changes (inserts, moves, removals) since its
+/// last save (and always at a clean close). Bounds what a crash makes the next open replay.
 pub const SAVE_AFTER_ADDS_COUNT: usize = 50_000;
 /// Progress is reported every this many rows while loading or rebuilding.
 const PROGRESS_EVERY_COUNT: usize = 10_000;
+/// The class of items every principal of the namespace may read.
+const SHARED_CLASS: ClassId = 1;
 
 /// Progress callback: (stage, done, total).
 pub type Progress<'a> = &'a dyn Fn(&str, usize, usize);
@@ -65,75 +83,158 @@ pub(crate) struct AccessChange {
     pub(crate) erased: bool,
 }
 
-/// Who may read which key of a partition: exactly the keys whose item is retrievable, split
-/// into those everyone in the namespace may read and those only listed principals may read.
-#[derive(Debug, Default)]
-struct Eligibility {
-    ids: HashMap<u64, ItemId>,
-    shared: HashSet<u64>,
-    by_reader: HashMap<PrincipalId, HashSet<u64>>,
+/// Who may read an item: nobody (not retrievable, or revoked), everyone in the namespace, or
+/// exactly a set of principals (its readers plus its owner).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Access {
+    Nobody,
+    Everyone,
+    Only(BTreeSet<PrincipalId>),
 }
 
-impl Eligibility {
-    fn insert(&mut self, key: u64, id: ItemId, scope: &Scope, status: Status) {
-        self.ids.insert(key, id);
+impl Access {
+    fn of(scope: &Scope, status: Status) -> Self {
         if !status.retrievable() || scope.visibility == Visibility::Revoked {
-            return;
+            return Self::Nobody;
         }
         match &scope.readers {
-            Readers::All => {
-                self.shared.insert(key);
+            Readers::All => Self::Everyone,
+            Readers::Only(set) => Self::Only(set.iter().chain(std::iter::once(&scope.owner)).cloned().collect()),
+        }
+    }
+
+    /// The class id: fixed for nobody and everyone, a digest of the reader set otherwise (so it
+    /// is the same after a reopen and in a saved file). A digest landing on a fixed id or
+    /// colliding with another set is refused by the catalog, never merged.
+    fn class(&self) -> ClassId {
+        match self {
+            Self::Nobody => PARKED_CLASS,
+            Self::Everyone => SHARED_CLASS,
+            Self::Only(set) => {
+                let mut h = Sha256::new();
+                h.update(b"memwarden/access-class/v1\0");
+                for p in set {
+                    h.update(p.as_str().as_bytes());
+                    h.update([0u8]);
+                }
+                let d = h.finalize();
+                u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
             }
-            Readers::Only(set) => {
-                for p in set.iter().chain(std::iter::once(&scope.owner)) {
-                    self.by_reader.entry(p.clone()).or_default().insert(key);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ClassEntry {
+    access: Access,
+    count: usize,
+}
+
+/// Who may read which key of a partition: every key's item and access class (the parked class
+/// for items nobody may read), each class's reader set and size, and per principal the
+/// private classes naming it.
+#[derive(Debug, Default)]
+struct Catalog {
+    ids: HashMap<u64, ItemId>,
+    class_of: HashMap<u64, ClassId>,
+    classes: HashMap<ClassId, ClassEntry>,
+    by_reader: HashMap<PrincipalId, BTreeSet<ClassId>>,
+}
+
+impl Catalog {
+    /// The class `access` maps to, refusing an id already taken by another reader set.
+    fn class_for(&self, access: &Access) -> Result<ClassId, StoreError> {
+        let class = access.class();
+        let fixed = matches!(access, Access::Nobody | Access::Everyone);
+        if !fixed && (class == PARKED_CLASS || class == SHARED_CLASS) {
+            return Err(StoreError::Index(format!("access class digest {class} is reserved")));
+        }
+        match self.classes.get(&class) {
+            Some(e) if e.access != *access => Err(StoreError::Index(format!("access class id {class} names two reader sets"))),
+            _ => Ok(class),
+        }
+    }
+
+    /// Records `key` (not yet catalogued) in `class` (from [`Catalog::class_for`]).
+    fn insert(&mut self, key: u64, id: ItemId, access: Access, class: ClassId) {
+        debug_assert!(!self.class_of.contains_key(&key), "key {key} is already catalogued");
+        debug_assert_eq!(access.class(), class);
+        let entry = self.classes.entry(class).or_insert_with(|| ClassEntry { access: access.clone(), count: 0 });
+        if entry.count == 0
+            && let Access::Only(set) = &access
+        {
+            for p in set {
+                self.by_reader.entry(p.clone()).or_default().insert(class);
+            }
+        }
+        entry.count += 1;
+        self.ids.insert(key, id);
+        self.class_of.insert(key, class);
+    }
+
+    /// Takes `key` out of its class (the class disappears with its last key); returns the
+    /// item id.
+    fn leave(&mut self, key: u64) -> Option<ItemId> {
+        let class = self.class_of.remove(&key)?;
+        if let Some(entry) = self.classes.get_mut(&class) {
+            entry.count -= 1;
+            if entry.count == 0
+                && let Some(entry) = self.classes.remove(&class)
+                && let Access::Only(set) = entry.access
+            {
+                for p in set {
+                    if let Some(classes) = self.by_reader.get_mut(&p) {
+                        classes.remove(&class);
+                        if classes.is_empty() {
+                            self.by_reader.remove(&p);
+                        }
+                    }
                 }
             }
         }
+        self.ids.remove(&key)
     }
 
-    /// Replaces a key's access (status or scope changed). The key leaves every reader set first,
-    /// so a narrowing takes effect before any widening could.
-    fn update(&mut self, key: u64, scope: &Scope, status: Status) {
-        let Some(id) = self.ids.get(&key).copied() else {
-            return;
-        };
-        self.shared.remove(&key);
-        self.by_reader.retain(|_, keys| {
-            keys.remove(&key);
-            !keys.is_empty()
-        });
-        self.insert(key, id, scope, status);
-    }
-
-    /// Forgets a key (its row was erased).
-    fn remove(&mut self, key: u64) {
-        self.ids.remove(&key);
-        self.shared.remove(&key);
-        self.by_reader.retain(|_, keys| {
-            keys.remove(&key);
-            !keys.is_empty()
-        });
-    }
-
-    /// How many keys `reader` may read (exact: the two sets are disjoint).
-    fn eligible_count(&self, reader: &PrincipalId) -> usize {
-        self.shared.len() + self.by_reader.get(reader).map_or(0, HashSet::len)
+    /// The classes `reader` may read (sorted) and how many keys they hold (exact: classes are
+    /// disjoint).
+    fn eligible(&self, reader: &PrincipalId) -> (Vec<ClassId>, usize) {
+        let mut classes: Vec<ClassId> = Vec::new();
+        if self.classes.contains_key(&SHARED_CLASS) {
+            classes.push(SHARED_CLASS);
+        }
+        classes.extend(self.by_reader.get(reader).into_iter().flatten().copied());
+        classes.sort_unstable();
+        classes.dedup();
+        let count = classes.iter().filter_map(|c| self.classes.get(c)).map(|e| e.count).sum();
+        (classes, count)
     }
 }
 
 #[derive(Debug)]
 struct Partition {
-    index: AnnIndex,
-    elig: RwLock<Eligibility>,
+    index: ClassedIndex,
+    catalog: RwLock<Catalog>,
     /// Highest seq added.
     max_seq: AtomicU64,
-    /// Inserts since the last save.
+    /// Changes (inserts, moves, removals) since the last save.
     unsaved: AtomicUsize,
-    /// An insert failed after its row committed: searches use the exact path over the table
-    /// until the next open rebuilds the index.
+    /// An index change failed after its row committed: searches use the exact path over the
+    /// table until the next open rebuilds the index.
     degraded: AtomicBool,
     file: PathBuf,
+}
+
+impl Partition {
+    fn new(index: ClassedIndex, catalog: Catalog, max_seq: u64, unsaved: usize, file: PathBuf) -> Self {
+        Self {
+            index,
+            catalog: RwLock::new(catalog),
+            max_seq: AtomicU64::new(max_seq),
+            unsaved: AtomicUsize::new(unsaved),
+            degraded: AtomicBool::new(false),
+            file,
+        }
+    }
 }
 
 fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
@@ -156,12 +257,25 @@ pub(crate) struct Found {
     pub(crate) hits: Vec<(ItemId, f32)>,
 }
 
+/// Every [`SearchPath`] a partition search can report, in counter order.
+const PATHS: [SearchPath; 7] = [
+    SearchPath::Ann,
+    SearchPath::AnnFiltered,
+    SearchPath::ExactSelective,
+    SearchPath::ExactAfterShortAnn,
+    SearchPath::ClassedAnn,
+    SearchPath::ClassedExact,
+    SearchPath::ClassedExactAfterShortAnn,
+];
+
 /// Every partition of one store.
 #[derive(Debug)]
 pub(crate) struct Vectors {
-    /// Searches answered per [`SearchPath`] (Ann, AnnFiltered, ExactSelective, ExactAfterShortAnn).
-    paths: [AtomicU64; 4],
+    /// Searches answered per [`SearchPath`] (in [`PATHS`] order).
+    paths: [AtomicU64; PATHS.len()],
     dir: PathBuf,
+    /// Classes of at least this many vectors get their own graph.
+    graph_min_count: usize,
     dims: RwLock<Option<usize>>,
     parts: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
 }
@@ -172,7 +286,7 @@ fn file_for(dir: &Path, tenant: &TenantId, namespace: &Namespace) -> PathBuf {
     h.update([0u8]);
     h.update(namespace.as_str().as_bytes());
     let digest = h.finalize();
-    dir.join(format!("{}.usearch", hex::encode(&digest[..16])))
+    dir.join(format!("{}.{INDEX_EXTENSION}", hex::encode(&digest[..16])))
 }
 
 fn index_err(e: memwarden_index::IndexError) -> StoreError {
@@ -189,27 +303,39 @@ fn to_item_id(raw: Vec<u8>) -> Result<ItemId, StoreError> {
 }
 
 fn path_slot(p: SearchPath) -> usize {
-    match p {
-        SearchPath::Ann => 0,
-        SearchPath::AnnFiltered => 1,
-        SearchPath::ExactSelective => 2,
-        SearchPath::ExactAfterShortAnn => 3,
-    }
+    PATHS.iter().position(|q| *q == p).unwrap_or(0)
 }
 
 pub(crate) fn decode_f32(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
+/// Deletes index files of the single-graph format earlier builds wrote (a cache this build
+/// never reads; the partitions are rebuilt or loaded from their new files).
+fn remove_legacy_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == LEGACY_INDEX_EXTENSION) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
 impl Vectors {
     /// Loads every partition for the store whose database `conn` is open: the catalog from the
-    /// tables, each index from its file (replaying rows above its watermark) or rebuilt.
-    pub(crate) fn open(data_dir: &Path, conn: &Connection, progress: Progress<'_>) -> Result<Self, StoreError> {
+    /// tables, each index from its file (brought in step with the catalog) or rebuilt. An
+    /// access class gets its own graph once it holds `graph_min_count` vectors (`None`:
+    /// [`CLASS_GRAPH_MIN_COUNT`]).
+    pub(crate) fn open(data_dir: &Path, conn: &Connection, graph_min_count: Option<usize>, progress: Progress<'_>) -> Result<Self, StoreError> {
         let dir = data_dir.join(INDEX_DIR);
         std::fs::create_dir_all(&dir).map_err(|error| StoreError::Io { path: dir.display().to_string(), error })?;
+        remove_legacy_files(&dir);
         let dims: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key = 'vector_dims'", [], |r| r.get(0)).optional()?;
         let dims = dims.map(|d| usize::try_from(d).map_err(|_| StoreError::Corrupt("vector_dims".into()))).transpose()?;
-        let vectors = Self { paths: Default::default(), dir, dims: RwLock::new(dims), parts: RwLock::new(HashMap::new()) };
+        let graph_min_count = graph_min_count.unwrap_or(CLASS_GRAPH_MIN_COUNT);
+        let vectors =
+            Self { paths: Default::default(), dir, graph_min_count, dims: RwLock::new(dims), parts: RwLock::new(HashMap::new()) };
         let Some(dims) = dims else {
             return Ok(vectors);
         };
@@ -217,7 +343,7 @@ impl Vectors {
         // 1. The catalog, from the tables.
         let total: i64 = conn.query_row("SELECT count(*) FROM vectors", [], |r| r.get(0))?;
         let total = usize::try_from(total).unwrap_or(0);
-        let mut catalogs: HashMap<PartitionKey, (Eligibility, u64)> = HashMap::new();
+        let mut catalogs: HashMap<PartitionKey, (Catalog, u64)> = HashMap::new();
         {
             let mut stmt = conn.prepare("SELECT v.seq, v.id, v.tenant, v.namespace, i.record FROM vectors v JOIN items i ON i.id = v.id ORDER BY v.seq")?;
             let mut rows = stmt.query([])?;
@@ -230,7 +356,9 @@ impl Vectors {
                 let record: String = r.get(4)?;
                 let view: AccessView = serde_json::from_str(&record).map_err(|e| StoreError::Corrupt(format!("item {id}: {e}")))?;
                 let entry = catalogs.entry((tenant, namespace)).or_default();
-                entry.0.insert(seq, id, &view.scope, view.status);
+                let access = Access::of(&view.scope, view.status);
+                let class = entry.0.class_for(&access)?;
+                entry.0.insert(seq, id, access, class);
                 entry.1 = entry.1.max(seq);
                 done += 1;
                 if done.is_multiple_of(PROGRESS_EVERY_COUNT) {
@@ -242,52 +370,64 @@ impl Vectors {
 
         // 2. Each partition's index.
         let cfg = IndexConfig::with_dims(dims);
-        for ((tenant, namespace), (elig, max_seq)) in catalogs {
+        for ((tenant, namespace), (catalog, max_seq)) in catalogs {
             let file = file_for(&vectors.dir, &tenant, &namespace);
-            let index = match Self::load_and_replay(conn, &file, dims, &tenant, &namespace, &elig, max_seq, progress) {
-                Ok(Some(index)) => index,
+            let loaded = Self::load_and_reconcile(conn, &file, dims, graph_min_count, &tenant, &namespace, &catalog, progress);
+            let (index, unsaved) = match loaded {
+                Ok(Some(loaded)) => loaded,
                 // No usable file (missing, damaged, from another dimension, or out of step):
-                // rebuild from the table.
-                Ok(None) | Err(_) => Self::rebuild(conn, cfg, &tenant, &namespace, elig.ids.len(), progress)?,
+                // rebuild from the table, and save it at the next save.
+                Ok(None) | Err(_) => {
+                    let index = Self::rebuild(conn, cfg, graph_min_count, &tenant, &namespace, &catalog, progress)?;
+                    let count = index.len().max(1);
+                    (index, count)
+                }
             };
-            debug_assert_eq!(index.len(), elig.ids.len());
-            let part = Partition {
-                index,
-                elig: RwLock::new(elig),
-                max_seq: AtomicU64::new(max_seq),
-                unsaved: AtomicUsize::new(0),
-                degraded: AtomicBool::new(false),
-                file,
-            };
+            debug_assert_eq!(index.len(), catalog.ids.len());
+            let part = Partition::new(index, catalog, max_seq, unsaved, file);
             write(&vectors.parts).insert((tenant, namespace), Arc::new(part));
         }
         Ok(vectors)
     }
 
-    /// `Ok(None)`: the file is missing or cannot be brought in step; the caller rebuilds.
+    /// Loads a partition's file and brings it in step with `catalog`: keys whose rows are gone
+    /// leave, keys whose access changed since the save move to their current class, rows above
+    /// the watermark are added. Returns the index and how many changes that took; `Ok(None)`:
+    /// the file is missing or cannot be brought in step; the caller rebuilds.
     #[allow(clippy::too_many_arguments)]
-    fn load_and_replay(
+    fn load_and_reconcile(
         conn: &Connection,
         file: &Path,
         dims: usize,
+        graph_min_count: usize,
         tenant: &TenantId,
         namespace: &Namespace,
-        elig: &Eligibility,
-        max_seq: u64,
+        catalog: &Catalog,
         progress: Progress<'_>,
-    ) -> Result<Option<AnnIndex>, StoreError> {
+    ) -> Result<Option<(ClassedIndex, usize)>, StoreError> {
         if !file.exists() {
             return Ok(None);
         }
-        let (index, watermark) = AnnIndex::load(file, dims).map_err(index_err)?;
-        if watermark > max_seq {
+        let max_seq = catalog.ids.keys().copied().max().unwrap_or(0);
+        let (index, watermark) = ClassedIndex::load(file, dims, graph_min_count).map_err(index_err)?;
+        if watermark > max_seq && !catalog.ids.is_empty() {
             // The file knows rows the table does not: the database was restored or rolled back.
             return Ok(None);
         }
-        // Rows erased since the save.
-        for key in index.keys() {
-            if !elig.ids.contains_key(&key) {
-                index.remove(key).map_err(index_err)?;
+        let mut changes = 0usize;
+        for (key, class) in index.key_classes() {
+            match catalog.class_of.get(&key) {
+                // Rows erased since the save.
+                None => {
+                    index.remove(key).map_err(index_err)?;
+                    changes += 1;
+                }
+                // Access changed since the save (revoked, quarantined, narrowed, widened).
+                Some(&now) if now != class => {
+                    index.move_to(key, now).map_err(index_err)?;
+                    changes += 1;
+                }
+                Some(_) => {}
             }
         }
         // Rows committed after the save.
@@ -296,33 +436,52 @@ impl Vectors {
         )?;
         let mut rows = stmt.query(params![tenant.as_str(), namespace.as_str(), i64::try_from(watermark).unwrap_or(i64::MAX)])?;
         let mut replayed = 0usize;
-        let expected = elig.ids.len().saturating_sub(index.len());
+        let expected = catalog.ids.len().saturating_sub(index.len());
         while let Some(r) = rows.next()? {
             let seq = to_u64(r.get(0)?)?;
+            let Some(&class) = catalog.class_of.get(&seq) else {
+                return Ok(None); // a row the catalog did not see: out of step
+            };
             let emb: Vec<u8> = r.get(1)?;
-            index.add(seq, &decode_f32(&emb)).map_err(index_err)?;
+            index.add(seq, class, &decode_f32(&emb)).map_err(index_err)?;
             replayed += 1;
             if replayed.is_multiple_of(PROGRESS_EVERY_COUNT) {
                 progress("replay", replayed, expected.max(replayed));
             }
         }
         progress("replay", replayed, expected.max(replayed));
-        // Every catalogued key must now be indexed, and nothing else.
-        if index.len() != elig.ids.len() || elig.ids.keys().any(|k| !index.contains(*k)) {
+        let label = format!("graphs {tenant}/{namespace}");
+        index.finish_migrations(&|done, total| progress(&label, done, total)).map_err(index_err)?;
+        // Every catalogued key must now be indexed in its class, and nothing else.
+        if index.len() != catalog.ids.len() || catalog.class_of.iter().any(|(&k, &c)| index.class_of(k) != Some(c)) {
             return Ok(None);
         }
-        Ok(Some(index))
+        Ok(Some((index, changes + replayed)))
     }
 
-    fn rebuild(conn: &Connection, cfg: IndexConfig, tenant: &TenantId, namespace: &Namespace, count: usize, progress: Progress<'_>) -> Result<AnnIndex, StoreError> {
+    fn rebuild(
+        conn: &Connection,
+        cfg: IndexConfig,
+        graph_min_count: usize,
+        tenant: &TenantId,
+        namespace: &Namespace,
+        catalog: &Catalog,
+        progress: Progress<'_>,
+    ) -> Result<ClassedIndex, StoreError> {
         let mut stmt = conn.prepare_cached("SELECT v.seq, i.embedding FROM vectors v JOIN items i ON i.id = v.id WHERE v.tenant = ?1 AND v.namespace = ?2 ORDER BY v.seq")?;
         let rows = stmt
             .query_map(params![tenant.as_str(), namespace.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))?
-            .map(|r| r.map_err(StoreError::from).and_then(|(seq, emb)| Ok((to_u64(seq)?, decode_f32(&emb)))))
+            .map(|r| {
+                r.map_err(StoreError::from).and_then(|(seq, emb)| {
+                    let seq = to_u64(seq)?;
+                    let class = *catalog.class_of.get(&seq).ok_or_else(|| StoreError::Corrupt(format!("vector {seq} is not catalogued")))?;
+                    Ok((seq, class, decode_f32(&emb)))
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        debug_assert_eq!(rows.len(), count);
+        debug_assert_eq!(rows.len(), catalog.ids.len());
         let label = format!("rebuild {tenant}/{namespace}");
-        AnnIndex::build(cfg, rows, &|done, total| progress(&label, done, total)).map_err(index_err)
+        ClassedIndex::build(cfg, graph_min_count, rows, &|done, total| progress(&label, done, total)).map_err(index_err)
     }
 
     /// The dimension every stored vector has (fixed by the first one).
@@ -343,53 +502,69 @@ impl Vectors {
         read(&self.parts).get(&(tenant.clone(), namespace.clone())).cloned()
     }
 
-    /// Indexes a committed vector (writer thread only). The key is admitted to the catalog only
-    /// after its vector is in the index.
+    /// Indexes a committed vector in its access class (writer thread only). Index and catalog
+    /// change together under the catalog lock, so no search sees one without the other.
     pub(crate) fn insert(&self, v: NewVector) -> Result<(), StoreError> {
         let dims = self.dims().ok_or_else(|| StoreError::Corrupt("vector dimension unknown".into()))?;
         let part = match self.partition(&v.tenant, &v.namespace) {
             Some(p) => p,
             None => {
-                let index = AnnIndex::new(IndexConfig::with_dims(dims)).map_err(index_err)?;
-                let part = Arc::new(Partition {
-                    index,
-                    elig: RwLock::new(Eligibility::default()),
-                    max_seq: AtomicU64::new(0),
-                    unsaved: AtomicUsize::new(0),
-                    degraded: AtomicBool::new(false),
-                    file: file_for(&self.dir, &v.tenant, &v.namespace),
-                });
+                let index = ClassedIndex::new(IndexConfig::with_dims(dims), self.graph_min_count).map_err(index_err)?;
+                let part = Arc::new(Partition::new(index, Catalog::default(), 0, 0, file_for(&self.dir, &v.tenant, &v.namespace)));
                 write(&self.parts).entry((v.tenant.clone(), v.namespace.clone())).or_insert(part).clone()
             }
         };
-        if let Err(e) = part.index.add(v.seq, &v.embedding) {
-            part.degraded.store(true, Ordering::Release);
-            return Err(index_err(e));
-        }
-        write(&part.elig).insert(v.seq, v.id, &v.scope, v.status);
+        let mut catalog = write(&part.catalog);
+        let access = Access::of(&v.scope, v.status);
+        let added = catalog.class_for(&access).and_then(|class| {
+            part.index.add(v.seq, class, &v.embedding).map_err(index_err)?;
+            Ok(class)
+        });
+        let class = match added {
+            Ok(class) => class,
+            Err(e) => {
+                part.degraded.store(true, Ordering::Release);
+                return Err(e);
+            }
+        };
+        catalog.leave(v.seq); // a replaced key (never for a fresh seq)
+        catalog.insert(v.seq, v.id, access, class);
         part.max_seq.fetch_max(v.seq, Ordering::AcqRel);
         part.unsaved.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
-    /// Applies a committed status/scope change to the catalog (writer thread only). The vector
-    /// stays in the graph as a waypoint; the filter no longer admits it.
+    /// Applies a committed status/scope change (writer thread only): the key moves to the
+    /// class of its new access — out of the old class first, so a narrowing is in force before
+    /// any widening — or, when erased, leaves the index altogether. If the index refuses, the
+    /// catalog has already dropped the key from every reader, and the partition searches the
+    /// table exactly until the next open rebuilds it.
     pub(crate) fn update_access(&self, a: AccessChange) {
-        if let Some(part) = self.partition(&a.tenant, &a.namespace) {
-            if a.erased {
-                // Out of the catalog first (no search admits it), then out of the graph.
-                write(&part.elig).remove(a.seq);
-                if let Err(e) = part.index.remove(a.seq) {
-                    eprintln!("memwarden-store: removing an erased vector failed, searching exactly until reopen: {e}");
-                    part.degraded.store(true, Ordering::Release);
-                }
-            } else {
-                write(&part.elig).update(a.seq, &a.scope, a.status);
-            }
+        let Some(part) = self.partition(&a.tenant, &a.namespace) else {
+            return;
+        };
+        let mut catalog = write(&part.catalog);
+        let Some(id) = catalog.leave(a.seq) else {
+            return;
+        };
+        let outcome = if a.erased {
+            part.index.remove(a.seq).map(|_| ()).map_err(index_err)
+        } else {
+            let access = Access::of(&a.scope, a.status);
+            catalog.class_for(&access).and_then(|class| {
+                part.index.move_to(a.seq, class).map_err(index_err)?;
+                catalog.insert(a.seq, id, access, class);
+                Ok(())
+            })
+        };
+        part.unsaved.fetch_add(1, Ordering::AcqRel);
+        if let Err(e) = outcome {
+            eprintln!("memwarden-store: applying an access change to the vector index failed, searching exactly until reopen: {e}");
+            part.degraded.store(true, Ordering::Release);
         }
     }
 
-    /// Saves partitions with unsaved inserts: all of them (`force`, at close) or those past
+    /// Saves partitions with unsaved changes: all of them (`force`, at close) or those past
     /// [`SAVE_AFTER_ADDS_COUNT`]. Writer thread only, so no insert races the watermark.
     pub(crate) fn save(&self, force: bool) -> Result<(), StoreError> {
         let parts: Vec<Arc<Partition>> = read(&self.parts).values().cloned().collect();
@@ -405,8 +580,9 @@ impl Vectors {
     }
 
     /// Guarded search in one partition: `None` when the partition's index cannot be trusted
-    /// (the caller falls back to an exact scan of the table). The filter admits exactly the
-    /// keys `reader` may read; it decides eligibility before ranking.
+    /// (the caller falls back to an exact scan of the table). Only the access classes `reader`
+    /// may read are searched — each walked (or scanned) on its own, unfiltered — and every
+    /// candidate is checked against the catalog once more (`excluded`) before it is ranked.
     pub(crate) fn search(
         &self,
         tenant: &TenantId,
@@ -414,7 +590,6 @@ impl Vectors {
         query: &[f32],
         k: usize,
         reader: &PrincipalId,
-        exact_below: Option<usize>,
     ) -> Result<Option<Found>, StoreError> {
         let Some(part) = self.partition(tenant, namespace) else {
             return Ok(Some(Found { hits: Vec::new() }));
@@ -422,37 +597,24 @@ impl Vectors {
         if part.degraded.load(Ordering::Acquire) {
             return Ok(None);
         }
-        let elig = read(&part.elig);
-        let own = elig.by_reader.get(reader);
-        let eligible = elig.eligible_count(reader);
-        let threshold = exact_below.unwrap_or_else(|| exact_threshold(part.index.len()));
-        let (neighbors, path) = if eligible < threshold {
-            // Selective: score exactly the keys this reader may read.
-            let mut keys = elig.shared.iter().chain(own.into_iter().flatten()).copied();
-            (part.index.search_among(query, k, &mut keys).map_err(index_err)?, SearchPath::ExactSelective)
-        } else {
-            let admit = |key: u64| elig.shared.contains(&key) || own.is_some_and(|s| s.contains(&key));
-            // The exact-or-graph decision is made here (with the exact count); the index only
-            // falls back to an exact scan if the filtered walk comes back short.
-            let r = part.index.search_filtered_graph(query, k, &admit).map_err(index_err)?;
-            (r.hits, r.path)
-        };
-        let mut hits = Vec::with_capacity(neighbors.len());
-        for n in neighbors {
-            let id = *elig.ids.get(&n.key).ok_or_else(|| StoreError::Corrupt(format!("index key {} has no catalog entry", n.key)))?;
+        let catalog = read(&part.catalog);
+        let (classes, eligible) = catalog.eligible(reader);
+        // A key the catalog no longer places in one of the reader's classes is never ranked.
+        let excluded = |key: u64| catalog.class_of.get(&key).is_none_or(|c| classes.binary_search(c).is_err());
+        let found = part.index.search(query, k, &classes, &excluded).map_err(index_err)?;
+        let mut hits = Vec::with_capacity(found.hits.len());
+        for n in found.hits {
+            let id = *catalog.ids.get(&n.key).ok_or_else(|| StoreError::Corrupt(format!("index key {} has no catalog entry", n.key)))?;
             hits.push((id, n.score));
         }
-        self.paths[path_slot(path)].fetch_add(1, Ordering::Relaxed);
+        self.paths[path_slot(found.path)].fetch_add(1, Ordering::Relaxed);
         debug_assert!(hits.len() == k.min(eligible), "guarded search returned {} of min({k}, {eligible})", hits.len());
         Ok(Some(Found { hits }))
     }
 
     /// Searches answered so far by each path.
     pub(crate) fn path_counts(&self) -> Vec<(SearchPath, u64)> {
-        [SearchPath::Ann, SearchPath::AnnFiltered, SearchPath::ExactSelective, SearchPath::ExactAfterShortAnn]
-            .into_iter()
-            .map(|p| (p, self.paths[path_slot(p)].load(Ordering::Relaxed)))
-            .collect()
+        PATHS.iter().map(|&p| (p, self.paths[path_slot(p)].load(Ordering::Relaxed))).collect()
     }
 
     /// Number of indexed vectors over all partitions.
@@ -477,24 +639,54 @@ mod tests {
         }
     }
 
-    /// Only retrievable items enter the catalog's reader sets, and a scope's owner can always
-    /// read what it wrote; counts are exact.
+    fn put(c: &mut Catalog, key: u64, scope: &Scope, status: Status) {
+        let access = Access::of(scope, status);
+        let class = c.class_for(&access).unwrap();
+        c.insert(key, ItemId::from_bytes([key as u8; 16]), access, class);
+    }
+
+    /// Only retrievable items enter a readable class, a scope's owner can always read what it
+    /// wrote, one reader set is one class whoever wrote it, and counts are exact.
     #[test]
-    fn eligibility_admits_exactly_what_readable_by_admits() {
-        let mut e = Eligibility::default();
-        let id = |n: u8| ItemId::from_bytes([n; 16]);
-        e.insert(1, id(1), &scope("ana", None, Visibility::Shared), Status::Active);
-        e.insert(2, id(2), &scope("ana", Some(&["ben"]), Visibility::Private), Status::Active);
-        e.insert(3, id(3), &scope("ana", None, Visibility::Shared), Status::Quarantined);
-        e.insert(4, id(4), &scope("ana", None, Visibility::Shared), Status::Blocked);
-        e.insert(5, id(5), &scope("ana", None, Visibility::Revoked), Status::Active);
-        e.insert(6, id(6), &scope("ana", Some(&[]), Visibility::Private), Status::Revoked);
-        assert_eq!(e.ids.len(), 6, "every key maps back to its item");
-        assert_eq!(e.eligible_count(&pid("ana")), 2);
-        assert_eq!(e.eligible_count(&pid("ben")), 2);
-        assert_eq!(e.eligible_count(&pid("cai")), 1);
+    fn classes_admit_exactly_what_readable_by_admits() {
+        let mut c = Catalog::default();
+        put(&mut c, 1, &scope("ana", None, Visibility::Shared), Status::Active);
+        put(&mut c, 2, &scope("ana", Some(&["ben"]), Visibility::Private), Status::Active);
+        put(&mut c, 3, &scope("ana", None, Visibility::Shared), Status::Quarantined);
+        put(&mut c, 4, &scope("ana", None, Visibility::Shared), Status::Blocked);
+        put(&mut c, 5, &scope("ana", None, Visibility::Revoked), Status::Active);
+        put(&mut c, 6, &scope("ana", Some(&[]), Visibility::Private), Status::Revoked);
+        put(&mut c, 7, &scope("ben", Some(&["ana"]), Visibility::Private), Status::Active);
+        assert_eq!(c.ids.len(), 7, "every key maps back to its item");
+        assert_eq!(c.class_of[&2], c.class_of[&7], "{{ana, ben}} is one class whoever owns the item");
+        assert_eq!(c.eligible(&pid("ana")).1, 3);
+        assert_eq!(c.eligible(&pid("ben")).1, 3);
+        assert_eq!(c.eligible(&pid("cai")).1, 1);
         for key in 3..=6 {
-            assert!(!e.shared.contains(&key) && e.by_reader.values().all(|s| !s.contains(&key)), "key {key} must never be eligible");
+            assert_eq!(c.class_of[&key], PARKED_CLASS, "key {key} must never be eligible");
         }
+        for reader in ["ana", "ben", "cai"] {
+            assert!(!c.eligible(&pid(reader)).0.contains(&PARKED_CLASS));
+        }
+        // Revoking key 2 moves it out of {ana, ben}; the class lives on with key 7 alone.
+        assert_eq!(c.leave(2), Some(ItemId::from_bytes([2; 16])));
+        put(&mut c, 2, &scope("ana", Some(&["ben"]), Visibility::Revoked), Status::Revoked);
+        assert_eq!(c.eligible(&pid("ben")).1, 2);
+        // Revoking key 7 too: the class disappears from both readers.
+        c.leave(7);
+        assert_eq!(c.eligible(&pid("ben")), (vec![SHARED_CLASS], 1));
+        assert!(c.by_reader.is_empty());
+    }
+
+    #[test]
+    fn class_ids_are_stable_and_distinct() {
+        let a = Access::Only([pid("ana"), pid("ben")].into_iter().collect());
+        let b = Access::Only([pid("ben"), pid("ana")].into_iter().collect());
+        let c = Access::Only([pid("ana")].into_iter().collect());
+        assert_eq!(a.class(), b.class());
+        assert_ne!(a.class(), c.class());
+        assert_eq!(Access::Nobody.class(), PARKED_CLASS);
+        assert_eq!(Access::Everyone.class(), SHARED_CLASS);
+        assert!(a.class() > SHARED_CLASS && c.class() > SHARED_CLASS);
     }
 }

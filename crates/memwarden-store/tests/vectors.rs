@@ -1,6 +1,8 @@
-//! The store's vector indexes: guarded search against a reference model (property test), and
-//! index/store consistency across a clean close, a crash image, a damaged index file, rows
-//! erased while closed, and the schema-1 migration.
+//! The store's vector indexes: guarded search against a reference model (property test, over
+//! many access classes, with revocations moving keys between classes), and index/store
+//! consistency across a clean close, a crash image (rows and revocations after the last save),
+//! a damaged index file, rows erased while closed, a legacy index file, and the schema-1
+//! migration.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use std::collections::BTreeSet;
@@ -12,7 +14,7 @@ use memwarden_store::{CommitError, Mutation, SqliteStore, Store, StoreConfig, St
 use proptest::prelude::*;
 
 const DIMS: usize = 8;
-const PRINCIPALS: [&str; 4] = ["ana", "ben", "cai", "dev"];
+const PRINCIPALS: [&str; 6] = ["ana", "ben", "cai", "dev", "eve", "fay"];
 
 fn tenant() -> TenantId {
     TenantId::new("acme").unwrap()
@@ -39,11 +41,16 @@ struct Spec {
     vector: Vec<f32>,
     /// Held back at write (a lifecycle gate may quarantine or block an admitted write).
     status: Status,
+    /// Revoked by its writer after the write (the property test applies it between two rounds
+    /// of queries).
+    revoke: bool,
 }
 
 impl Spec {
-    fn readable_by(&self, reader: usize) -> bool {
-        self.status == Status::Active && (self.writer == reader || self.readers.as_ref().is_none_or(|r| r.contains(&reader)))
+    fn readable_by(&self, reader: usize, revocations_applied: bool) -> bool {
+        !(revocations_applied && self.revoke)
+            && self.status == Status::Active
+            && (self.writer == reader || self.readers.as_ref().is_none_or(|r| r.contains(&reader)))
     }
 }
 
@@ -108,10 +115,29 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     dot / (na * nb)
 }
 
+/// Revokes (as its writer) every item flagged `revoke`.
+fn revoke_flagged(store: &SqliteStore, specs: &[Spec], ids: &[ItemId]) {
+    let gate = Authority::default();
+    let mut muts = Vec::new();
+    for (s, id) in specs.iter().zip(ids).filter(|(s, _)| s.revoke) {
+        let item = store.item(&tenant(), id).unwrap().unwrap();
+        muts.push(Mutation::Revocation(gate.admit_revocation(&principal(s.writer), &item, "test").unwrap()));
+    }
+    if !muts.is_empty() {
+        for r in store.commit(2, muts).unwrap() {
+            r.unwrap();
+        }
+    }
+}
+
 /// The reference answer: the `k` most similar items `reader` may read.
-fn expected(specs: &[Spec], ids: &[ItemId], query: &[f32], k: usize, reader: usize) -> Vec<ItemId> {
-    let mut scored: Vec<(f32, ItemId)> =
-        specs.iter().zip(ids).filter(|(s, _)| s.readable_by(reader)).map(|(s, id)| (cosine(query, &s.vector), *id)).collect();
+fn expected(specs: &[Spec], ids: &[ItemId], query: &[f32], k: usize, reader: usize, revoked: bool) -> Vec<ItemId> {
+    let mut scored: Vec<(f32, ItemId)> = specs
+        .iter()
+        .zip(ids)
+        .filter(|(s, _)| s.readable_by(reader, revoked))
+        .map(|(s, id)| (cosine(query, &s.vector), *id))
+        .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     scored.into_iter().take(k).map(|(_, id)| id).collect()
 }
@@ -122,48 +148,125 @@ fn search(store: &SqliteStore, query: &[f32], k: usize, reader: usize) -> Vec<(I
 
 fn specs_strategy(max: usize) -> impl Strategy<Value = Vec<Spec>> {
     let status = prop_oneof![6 => Just(Status::Active), 1 => Just(Status::Quarantined), 1 => Just(Status::Blocked)];
-    let spec = (0..PRINCIPALS.len(), prop::option::weighted(0.6, prop::collection::btree_set(0..PRINCIPALS.len(), 0..3)), any::<u64>(), status)
-        .prop_map(|(writer, readers, seed, status)| Spec { writer, readers, vector: vector(seed), status });
+    let readers = prop::option::weighted(0.6, prop::collection::btree_set(0..PRINCIPALS.len(), 0..4));
+    let spec = (0..PRINCIPALS.len(), readers, any::<u64>(), status, prop::bool::weighted(0.15))
+        .prop_map(|(writer, readers, seed, status, revoke)| Spec { writer, readers, vector: vector(seed), status, revoke });
     prop::collection::vec(spec, 1..max)
+}
+
+/// The access classes the reference model's items fall in (reader set with the writer, or
+/// everyone), retrievable items only.
+fn classes_of(specs: &[Spec]) -> BTreeSet<Option<BTreeSet<usize>>> {
+    specs
+        .iter()
+        .filter(|s| s.status == Status::Active)
+        .map(|s| s.readers.as_ref().map(|r| r.iter().copied().chain([s.writer]).collect()))
+        .collect()
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     /// Guarded search never returns an item the reader may not read (other readers' private
-    /// items, quarantined or blocked items), always returns
-    /// min(k, eligible) items, best first — on the exact path (small stores) and on the
-    /// filtered graph path (forced). The exact path must equal the reference ranking.
+    /// items, quarantined, blocked or revoked items), always returns min(k, eligible) items,
+    /// best first — before and after revocations move keys out of their access classes, with
+    /// every class scanned exactly from its block (`exact`), with every class in its own graph
+    /// (`graphs`), and with a low graph threshold where classes are promoted from a block to a
+    /// graph while they grow (`mixed`). The all-blocks mode must equal the reference ranking.
     #[test]
     fn guarded_search_matches_the_reference_model(
         specs in specs_strategy(160),
         queries in prop::collection::vec((any::<u64>(), 1usize..24, 0..PRINCIPALS.len()), 1..6),
-        forced_graph in any::<bool>(),
+        mode in 0..3u8,
     ) {
+        let (threshold, exact) = match mode {
+            0 => (None, true),
+            1 => (Some(0), false),
+            _ => (Some(8), false),
+        };
         let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path(), if forced_graph { Some(0) } else { None });
+        let store = open(dir.path(), threshold);
         register_all(&store);
         let ids = write(&store, &specs, 1);
-        for (seed, k, reader) in queries {
-            let q = vector(seed ^ 0x5555);
-            let got = search(&store, &q, k, reader);
-            let want = expected(&specs, &ids, &q, k, reader);
-            let eligible: BTreeSet<ItemId> = specs.iter().zip(&ids).filter(|(s, _)| s.readable_by(reader)).map(|(_, id)| *id).collect();
-            prop_assert_eq!(got.len(), want.len(), "min(k, eligible) items");
-            for (id, _) in &got {
-                prop_assert!(eligible.contains(id), "{} got {} it may not read", PRINCIPALS[reader], id);
+        let mut empty_answers = 0u64;
+        for revoked in [false, true] {
+            if revoked {
+                revoke_flagged(&store, &specs, &ids);
             }
-            prop_assert!(got.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
-            if !forced_graph {
-                prop_assert_eq!(got.iter().map(|(id, _)| *id).collect::<Vec<_>>(), want);
+            for &(seed, k, reader) in &queries {
+                let q = vector(seed ^ 0x5555);
+                let got = search(&store, &q, k, reader);
+                let want = expected(&specs, &ids, &q, k, reader, revoked);
+                let eligible: BTreeSet<ItemId> =
+                    specs.iter().zip(&ids).filter(|(s, _)| s.readable_by(reader, revoked)).map(|(_, id)| *id).collect();
+                empty_answers += u64::from(eligible.is_empty());
+                prop_assert_eq!(got.len(), want.len(), "min(k, eligible) items");
+                for (id, _) in &got {
+                    prop_assert!(eligible.contains(id), "{} got {} it may not read", PRINCIPALS[reader], id);
+                }
+                prop_assert!(got.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
+                if exact {
+                    prop_assert_eq!(got.iter().map(|(id, _)| *id).collect::<Vec<_>>(), want);
+                }
             }
         }
         let paths = store.search_path_counts();
         let used = |p: SearchPath| paths.iter().find(|(q, _)| *q == p).map_or(0, |(_, n)| *n);
-        if forced_graph {
-            prop_assert_eq!(used(SearchPath::ExactSelective), 0);
-        } else {
-            prop_assert_eq!(used(SearchPath::AnnFiltered) + used(SearchPath::ExactAfterShortAnn), 0);
+        // The store never filters during a walk any more.
+        prop_assert_eq!(used(SearchPath::AnnFiltered) + used(SearchPath::ExactSelective) + used(SearchPath::ExactAfterShortAnn), 0);
+        match mode {
+            0 => prop_assert_eq!(used(SearchPath::ClassedAnn) + used(SearchPath::ClassedExactAfterShortAnn), 0),
+            // Every class has a graph: only a reader with nothing to read gets the (empty) exact answer.
+            1 => prop_assert_eq!(used(SearchPath::ClassedExact), empty_answers),
+            _ => {}
+        }
+        if mode == 1 && classes_of(&specs).len() > 1 {
+            prop_assert!(used(SearchPath::ClassedAnn) + used(SearchPath::ClassedExactAfterShortAnn) > 0);
+        }
+    }
+}
+
+/// Several access classes by construction: everyone, each writer alone, and writer pairs.
+#[test]
+fn several_classes_are_searched_and_merged() {
+    let specs: Vec<Spec> = (0..600u64)
+        .map(|i| {
+            let writer = (i % 6) as usize;
+            let readers = match i % 3 {
+                0 => None,
+                1 => Some(BTreeSet::new()),
+                _ => Some([((i / 3) % 6) as usize].into_iter().collect()),
+            };
+            Spec { writer, readers, vector: vector(i.wrapping_mul(7) + 3), status: Status::Active, revoke: i % 10 == 0 }
+        })
+        .collect();
+    assert!(classes_of(&specs).len() >= 8, "{} classes", classes_of(&specs).len());
+    for threshold in [None, Some(0), Some(40)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), threshold);
+        register_all(&store);
+        let ids = write(&store, &specs, 1);
+        for revoked in [false, true] {
+            if revoked {
+                revoke_flagged(&store, &specs, &ids);
+            }
+            for reader in 0..PRINCIPALS.len() {
+                for seed in 0..6u64 {
+                    let q = vector(9000 + seed);
+                    let got = search(&store, &q, 10, reader);
+                    let want = expected(&specs, &ids, &q, 10, reader, revoked);
+                    assert_eq!(got.len(), want.len());
+                    let eligible: BTreeSet<ItemId> =
+                        specs.iter().zip(&ids).filter(|(s, _)| s.readable_by(reader, revoked)).map(|(_, id)| *id).collect();
+                    assert!(got.iter().all(|(id, _)| eligible.contains(id)), "{threshold:?}: ineligible hit");
+                    if threshold.is_none() {
+                        assert_eq!(got.iter().map(|(id, _)| *id).collect::<Vec<_>>(), want);
+                    } else {
+                        let overlap = got.iter().filter(|(id, _)| want.contains(id)).count();
+                        assert!(overlap >= 8, "{threshold:?}: recall {overlap}/10");
+                    }
+                }
+            }
         }
     }
 }
@@ -173,13 +276,13 @@ fn specs(n: usize, seed: u64) -> Vec<Spec> {
         .map(|i| {
             let i = i as u64;
             let readers = if i.is_multiple_of(3) { Some([((i / 3) % 4) as usize].into_iter().collect()) } else { None };
-            Spec { writer: (i % 4) as usize, readers, vector: vector(seed.wrapping_add(i)), status: Status::Active }
+            Spec { writer: (i % 4) as usize, readers, vector: vector(seed.wrapping_add(i)), status: Status::Active, revoke: false }
         })
         .collect()
 }
 
 fn index_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(dir.join("index")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "usearch")).collect()
+    std::fs::read_dir(dir.join("index")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "classes")).collect()
 }
 
 fn all_answers(store: &SqliteStore, probes: &[Vec<f32>]) -> Vec<Vec<(ItemId, f32)>> {
@@ -252,6 +355,68 @@ fn a_crash_image_replays_the_rows_committed_after_the_last_save() {
         let hits = search(&replayed, &spec.vector, 1, spec.writer);
         assert_eq!(hits[0].0, *id);
     }
+}
+
+/// Revocations committed after the last save are in the table but not in the index file: a
+/// crash image's reopen must move those keys out of their readable class (and a clean close
+/// must have saved the moves).
+#[test]
+fn a_crash_image_moves_keys_revoked_after_the_last_save() {
+    for threshold in [None, Some(0), Some(30)] {
+        let dir = tempfile::tempdir().unwrap();
+        let all = specs(300, 29);
+        let ids = {
+            let store = open(dir.path(), threshold);
+            register_all(&store);
+            write(&store, &all, 1)
+        }; // clean close: every key saved in its readable class
+        let flagged: Vec<Spec> = all.iter().enumerate().map(|(i, s)| Spec { revoke: i % 7 == 0, ..s.clone() }).collect();
+        let store = open(dir.path(), threshold);
+        revoke_flagged(&store, &flagged, &ids);
+        let image = tempfile::tempdir().unwrap();
+        copy_dir(dir.path(), image.path());
+        let _ = std::fs::remove_file(image.path().join("memwarden.db-shm"));
+        drop(store); // clean close: saves the moves
+        for root in [image.path(), dir.path()] {
+            let reopened = open(root, threshold);
+            assert_eq!(reopened.indexed_count(), 300, "{threshold:?}: revoked vectors stay (parked)");
+            for (i, (spec, id)) in flagged.iter().zip(&ids).enumerate() {
+                for reader in 0..PRINCIPALS.len() {
+                    let hits = search(&reopened, &spec.vector, 10, reader);
+                    let eligible = flagged.iter().filter(|s| s.readable_by(reader, true)).count();
+                    assert_eq!(hits.len(), eligible.min(10), "{threshold:?}");
+                    if spec.revoke {
+                        assert!(hits.iter().all(|(h, _)| h != id), "{threshold:?}: revoked item {i} came back after reopen");
+                    }
+                }
+                if !spec.revoke {
+                    let hits = search(&reopened, &spec.vector, 10, spec.writer);
+                    assert!(hits.iter().any(|(h, _)| h == id), "{threshold:?}: item {i} not found by its writer");
+                }
+            }
+        }
+    }
+}
+
+/// Index files of the single-graph layout are a cache this build does not read: deleted at open.
+#[test]
+fn a_legacy_index_file_is_deleted_and_the_index_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = specs(50, 31);
+    {
+        let store = open(dir.path(), None);
+        register_all(&store);
+        write(&store, &specs, 1);
+    }
+    for f in index_files(dir.path()) {
+        std::fs::remove_file(f).unwrap();
+    }
+    let legacy = dir.path().join("index").join("0123456789abcdef0123456789abcdef.usearch");
+    std::fs::write(&legacy, b"MWANNIDX old layout").unwrap();
+    let store = open(dir.path(), None);
+    assert!(!legacy.exists());
+    assert_eq!(store.indexed_count(), 50);
+    assert!(search(&store, &specs[3].vector, 1, specs[3].writer)[0].1 > 0.999);
 }
 
 #[test]
