@@ -442,6 +442,10 @@ impl AuthorityState {
             RecKind::Output => Route::Summary,
             _ => Route::Direct,
         };
+        // An agent that records what it observed writes its own note: the engine's doors let
+        // only tools and sources declare observation routes. The route changes no authority
+        // label (those come from the principal and the parents).
+        let route = if memwarden_core::prelude::route_allowed(principal.kind, route) { route } else { memwarden_core::prelude::default_route(principal.kind) };
         let mut req = WriteRequest::new(self.ns.clone(), rec.text.clone(), route);
         let mut parents: Vec<&MemoryItem> = Vec::new();
         for (p, k) in &rec.parents {
