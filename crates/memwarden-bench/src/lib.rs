@@ -3,7 +3,9 @@
 //! and store and acted on N sessions later, laundered through self-summaries, trusted-tool echoes
 //! and fabricated corroboration, decided by seven defenses and three ablations, with Wilson
 //! intervals, permutation tests, a persistence table, a corroboration study, a content-detector
-//! threshold sweep and the gate's latency.
+//! threshold sweep and the gate's latency. The lineage benchmark ([`lineage`]), the multi-agent
+//! poisoning simulation of the lifecycle layer ([`lifecycle`], `memwarden bench lifecycle`) and
+//! the HTTP load benchmark ([`load`]) live beside it.
 //!
 //! Every memwarden decision is `Engine::decide` on a real `SqliteStore`; every baseline decides
 //! on the items read back from that store. Agents are pluggable ([`agent::Agent`]): the default
@@ -26,7 +28,6 @@
 
 pub mod agent;
 pub mod authority;
-#[cfg(feature = "lifecycle-wip")]
 pub mod lifecycle;
 pub mod lineage;
 pub mod load;

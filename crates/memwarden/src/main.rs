@@ -487,6 +487,30 @@ enum BenchCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// The multi-agent poisoning simulation of the lifecycle layer (MAPLE-Guard's evaluation):
+    /// 8 agents (3 attacker-controlled), 3 rounds, star / chain / tree / random / fully connected,
+    /// five benchmark-attack settings, the memory-layer variants and ablations; MDSR, RDA, PMUR
+    /// and PMUR-A by round, poison write rate and persistence, Sec. ASR, attack-free utility,
+    /// 30- and 50-agent scale runs (lifecycle.md, lifecycle.json, lifecycle.png).
+    Lifecycle {
+        /// 60 tasks, one seed per cell (minutes on 2 cores); default: the paper's sizes (200
+        /// tasks, 15 seeds per topology).
+        #[arg(long)]
+        quick: bool,
+        /// `scripted` (deterministic, maximally persuadable) or `openai` (configured by
+        /// MEMWARDEN_BENCH_OPENAI_URL / _MODEL / _KEY; a reduced grid).
+        #[arg(long, default_value = "scripted")]
+        agent: String,
+        /// Seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Agents in the main grid (default 8; the attacker share, 3 of 8, is kept).
+        #[arg(long)]
+        agents: Option<usize>,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Retrieval: HNSW build time, memory per vector, recall@10 against exact search, single-thread
     /// latency unguarded and guarded (10% and 1% permission filters), embedding throughput; real
     /// English text from this machine embedded by the local model.
@@ -1032,6 +1056,27 @@ fn bench_lineage(quick: bool, agent: &str, full_relevance_floor: bool, out: &Pat
     Ok(ExitCode::SUCCESS)
 }
 
+fn bench_lifecycle(quick: bool, agent: &str, seed: u64, agents: Option<usize>, out: &Path) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::lifecycle::{LifecycleAgentChoice, LifecycleBenchOptions, run_lifecycle, write_lifecycle};
+    let mut opts = LifecycleBenchOptions::new(out);
+    opts.quick = quick;
+    opts.agent = LifecycleAgentChoice::from_name(agent).map_err(fail)?;
+    opts.seed = seed;
+    opts.agents = agents;
+    // Stamp the revision, and say so when the working tree differs from it.
+    let dirty = std::process::Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .ok()
+        .is_some_and(|o| o.status.success() && !o.stdout.is_empty());
+    opts.git_rev = git_rev().map(|r| if dirty { format!("{r} + uncommitted changes") } else { r });
+    let bar = ProgressBar::new(0);
+    let report = run_lifecycle(&opts, &mut |done, total| bar.update("lifecycle runs", done as u64, total as u64)).map_err(fail)?;
+    let (json, md, png) = write_lifecycle(&report, out).map_err(fail)?;
+    println!("wrote {}, {} and {} ({:.1} s)", md.display(), json.display(), png.display(), report.wall_time_s);
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench_load(memories: Option<usize>, clients: &[usize], seconds: Option<f64>, quick: bool, out: &Path, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
     use memwarden_bench::load::{LoadBenchOptions, run_load, write_load};
     let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find this executable: {e}")))?;
@@ -1059,6 +1104,7 @@ fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineE
         BenchCmd::Authority { quick, agent, seed, out } => (quick, agent, seed, out),
         BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
         BenchCmd::Lineage { quick, agent, full_relevance_floor, out } => return bench_lineage(*quick, agent, *full_relevance_floor, out),
+        BenchCmd::Lifecycle { quick, agent, seed, agents, out } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
         BenchCmd::Load { memories, clients, seconds, quick, out } => return bench_load(*memories, clients, *seconds, *quick, out, model_dir),
     };
     let mut opts = memwarden_bench::AuthorityBenchOptions::new(out);

@@ -74,10 +74,26 @@ pub struct GateCounts {
     pub poison_promoted: u64,
     /// Items the broker kept out of another agent's context.
     pub broker_blocked: u64,
-    /// Consequential tool choices blocked by the label rule (`full`).
-    pub label_blocked_actions: u64,
-    /// Promotions refused by the label rule (`full`).
-    pub label_blocked_promotions: u64,
+    /// Consequential tool choices the authority gate did not let through (`full`: a verdict other
+    /// than `Allow`, and not an `AskUser` for the action the user asked for).
+    pub authority_refused_actions: u64,
+    /// Consequential tool choices the authority gate sent to the user, who approved them because
+    /// they were what the user asked for (`full`).
+    pub authority_user_approved: u64,
+    /// Promotions the authority gate refused (`full`: not the owner, or wider than the ancestry).
+    pub authority_refused_promotions: u64,
+    /// Diagnostics: poisoned writes the write gate quarantined that the retrieval gate would also
+    /// have blocked (an active copy, the owner, the task's query).
+    pub poison_write_held_read_would_block: u64,
+    /// Diagnostics: poisoned writes the write gate quarantined that the retrieval gate would have
+    /// let into the owner's prompt.
+    pub poison_write_held_read_would_pass: u64,
+    /// Diagnostics: poisoned promotions the promotion gate blocked that the retrieval gate would
+    /// also have blocked in the shared store (another agent, the task's query).
+    pub poison_promotion_blocked_read_would_block: u64,
+    /// Diagnostics: poisoned promotions the promotion gate blocked that the retrieval gate would
+    /// have let into another agent's prompt.
+    pub poison_promotion_blocked_read_would_pass: u64,
 }
 
 impl GateCounts {
@@ -96,8 +112,13 @@ impl GateCounts {
         self.poison_promotions += o.poison_promotions;
         self.poison_promoted += o.poison_promoted;
         self.broker_blocked += o.broker_blocked;
-        self.label_blocked_actions += o.label_blocked_actions;
-        self.label_blocked_promotions += o.label_blocked_promotions;
+        self.authority_refused_actions += o.authority_refused_actions;
+        self.authority_user_approved += o.authority_user_approved;
+        self.authority_refused_promotions += o.authority_refused_promotions;
+        self.poison_write_held_read_would_block += o.poison_write_held_read_would_block;
+        self.poison_write_held_read_would_pass += o.poison_write_held_read_would_pass;
+        self.poison_promotion_blocked_read_would_block += o.poison_promotion_blocked_read_would_block;
+        self.poison_promotion_blocked_read_would_pass += o.poison_promotion_blocked_read_would_pass;
     }
 }
 
@@ -118,6 +139,14 @@ pub struct OriginCounts {
     pub promotions: u64,
     /// Promoted.
     pub promoted: u64,
+    /// Promotions the lifecycle promotion gate blocked.
+    pub promotion_blocked: u64,
+    /// Diagnostics (poisoned items): write-quarantined items the retrieval gate would have let
+    /// into the owner's prompt.
+    pub write_held_read_would_pass: u64,
+    /// Diagnostics (poisoned items): promotion-blocked items the retrieval gate would have let
+    /// into another agent's prompt from the shared store.
+    pub promotion_blocked_read_would_pass: u64,
 }
 
 impl OriginCounts {
@@ -132,6 +161,9 @@ impl OriginCounts {
         self.followed += o.followed;
         self.promotions += o.promotions;
         self.promoted += o.promoted;
+        self.promotion_blocked += o.promotion_blocked;
+        self.write_held_read_would_pass += o.write_held_read_would_pass;
+        self.promotion_blocked_read_would_pass += o.promotion_blocked_read_would_pass;
     }
 }
 

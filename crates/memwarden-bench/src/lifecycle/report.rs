@@ -408,7 +408,7 @@ fn comparison(s: &mut String, r: &LifecycleReport) {
     let rows: [(&str, &str, &str, &str, &str); 9] = [
         ("lifecycle − retrieval_only", "appworld_agentpoison", "lifecycle", "retrieval_only", "+23.4 / −21.5 (AppWorld, Gemma)"),
         ("lifecycle − retrieval_only", "all", "lifecycle", "retrieval_only", "–"),
-        ("full − lifecycle (label rule)", "all", "full", "lifecycle", "– (not in the paper)"),
+        ("full − lifecycle (authority layer)", "all", "full", "lifecycle", "– (not in the paper)"),
         ("no_q − lifecycle", "appworld_agentpoison", "no_q", "lifecycle", "−20.3 / +17.3 (AppWorld, Gemma)"),
         ("no_feedback − lifecycle", "appworld_agentpoison", "no_feedback", "lifecycle", "−20.7 / +16.2 (AppWorld, Gemma)"),
         ("no_promotion_gate − lifecycle", "longmemeval_memorygraft", "no_promotion_gate", "lifecycle", "−13.6 / +13.6 (LongMemEval; the largest gate loss)"),
@@ -629,8 +629,8 @@ pub fn markdown(r: &LifecycleReport) -> String {
         }
     }
     let _ = writeln!(s, "\n## Gate decisions (main study, all settings and topologies)\n");
-    let _ = writeln!(s, "| variant | benign writes held | benign rewritten | benign reads blocked | benign promotions refused | poison writes held | poison reads blocked | poison promotions through | label-blocked actions | label-refused promotions |");
-    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(s, "| variant | benign writes held | benign rewritten | benign reads blocked | benign promotions refused | poison writes held | poison reads blocked | poison promotions through | authority-refused actions | user-approved actions | authority-refused promotions |");
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for v in &variants {
         let mut g = GateCounts::default();
         for row in r.rows.iter().filter(|x| x.study == "main" && &x.variant == v) {
@@ -639,7 +639,7 @@ pub fn markdown(r: &LifecycleReport) -> String {
         let k = GateRates::from_counts(&g);
         let _ = writeln!(
             s,
-            "| {v} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {v} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             f(k.benign_write_held),
             f(k.benign_write_rewritten),
             f(k.benign_read_blocked),
@@ -647,20 +647,48 @@ pub fn markdown(r: &LifecycleReport) -> String {
             f(k.poison_write_held),
             f(k.poison_read_blocked),
             f(k.poison_promoted),
-            g.label_blocked_actions,
-            g.label_blocked_promotions
+            g.authority_refused_actions,
+            g.authority_user_approved,
+            g.authority_refused_promotions
+        );
+    }
+    let _ = writeln!(s, "\n## Are the write and promotion gates masked by the retrieval gate? (main study, poisoned items, summed)\n");
+    let _ = writeln!(s, "Shadow checks that decide nothing: for every poisoned write the write gate quarantined, and every poisoned promotion the promotion gate blocked, the retrieval gate is asked whether it would have blocked an active copy (write: for the owner; promotion: in the shared store, for another agent; both on the task's query).\n");
+    let _ = writeln!(s, "| variant | write-quarantined poison | … retrieval would block too | … retrieval would pass | promotion-blocked poison | … retrieval would block too | … retrieval would pass |");
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- |");
+    for v in &variants {
+        let mut g = GateCounts::default();
+        for row in r.rows.iter().filter(|x| x.study == "main" && &x.variant == v) {
+            g.add(&row.gates);
+        }
+        let w = g.poison_write_held_read_would_block + g.poison_write_held_read_would_pass;
+        let p = g.poison_promotion_blocked_read_would_block + g.poison_promotion_blocked_read_would_pass;
+        if w + p == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {v} | {w} | {} ({}%) | {} ({}%) | {p} | {} ({}%) | {} ({}%) |",
+            g.poison_write_held_read_would_block,
+            f(rate(g.poison_write_held_read_would_block, w)),
+            g.poison_write_held_read_would_pass,
+            f(rate(g.poison_write_held_read_would_pass, w)),
+            g.poison_promotion_blocked_read_would_block,
+            f(rate(g.poison_promotion_blocked_read_would_block, p)),
+            g.poison_promotion_blocked_read_would_pass,
+            f(rate(g.poison_promotion_blocked_read_would_pass, p)),
         );
     }
     let _ = writeln!(s, "\n## Items by origin (main study, summed): what each gate did\n");
-    let _ = writeln!(s, "Writes held = quarantined or rejected at write; reads blocked = firewall or broker, over candidates surfaced; admitted = entered a non-attacker prompt; followed = a non-attacker answer followed it.\n");
-    let _ = writeln!(s, "| variant | origin | writes | held % | rewritten % | surfaced | reads blocked % | admitted | followed | promotions | promoted |");
-    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(s, "Writes held = quarantined or rejected at write; reads blocked = firewall or broker, over candidates surfaced; admitted = entered a non-attacker prompt; followed = a non-attacker answer followed it (counted per output and round); promotion-blocked = refused by the lifecycle promotion gate. The two shadow columns (poisoned items only) count write-quarantined and promotion-blocked items that the retrieval gate would have let into a prompt at that moment.\n");
+    let _ = writeln!(s, "| variant | origin | writes | held % | rewritten % | surfaced | reads blocked % | admitted | followed | promotions | promoted | promotion-blocked | held, read would pass | promotion-blocked, read would pass |");
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for o in &r.origins {
         let c = &o.counts;
         let w: u64 = c.writes.iter().sum();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             o.variant,
             o.origin,
             w,
@@ -671,7 +699,10 @@ pub fn markdown(r: &LifecycleReport) -> String {
             c.admitted,
             c.followed,
             c.promotions,
-            c.promoted
+            c.promoted,
+            c.promotion_blocked,
+            c.write_held_read_would_pass,
+            c.promotion_blocked_read_would_pass
         );
     }
     let _ = writeln!(s, "\n## Attacker texts (examples)\n");

@@ -5,19 +5,22 @@
 //!
 //! The memory layer is in-process: every write, read, promotion and cross-agent entry calls
 //! memwarden-lifecycle's pure gate functions on the items' [`LifecycleMemory`] view; `full` adds
-//! the authority layer's label rule on memwarden-core [`Integrity`] levels (the meet of the
-//! channel's level and everything the item was derived from). The engine / store integration is
-//! pending: nothing here goes through `Engine` or `SqliteStore`.
+//! memwarden-core's authority gate ([`super::authority`]): labels from the authenticated writer
+//! and its session, promotion within the ancestry, and Algorithm 1 on consequential tool choices.
+//! The engine / store integration is pending: nothing here goes through `Engine` or
+//! `SqliteStore`.
 //!
-//! The gates never see what the evaluator knows: `poisoned` flags and the correct answers are
-//! kept beside the items for the metrics only. Outcome feedback is the evaluator's task result
-//! for the agent that used an item — never a statement about which item is poisoned.
+//! The gates never see what the evaluator knows: `poisoned` flags, attacker identities and the
+//! correct answers are kept beside the items for the metrics only. Outcome feedback is the
+//! evaluator's task result for the agent that used an item — never a statement about which item
+//! is poisoned.
 
 use std::collections::HashMap;
 
-use memwarden_core::ids::PrincipalId;
+use memwarden_core::action::Decision as Verdict;
+use memwarden_core::ids::{ItemId, PrincipalId};
 use memwarden_core::item::{GuardState, Readers, Route, Status, Taint};
-use memwarden_core::label::Integrity;
+use memwarden_core::session::Observed;
 use memwarden_lifecycle::{
     BrokerOutcome, BrokerRequest, FeedbackState, InitialCondition, LifecycleConfig, LifecycleMemory, LifecycleScope, Outcome,
     PromotionOutcome, PromotionTarget, Restrictions, RetrievalCandidate, RetrievalOutcome, RetrievalQuery, RiskScorer, WriteOutcome,
@@ -30,6 +33,7 @@ use super::settings::{
     ExperienceOutcome, MemoryText, Pushed, Rationale, Setting, SettingSpec, Stance, Stream, Task, attacker_experience, attacker_pitch,
     benign_experience, benign_message, direct_poison, external_snippet, query_only_poison, tips,
 };
+use super::authority::{AuthorWrite, AuthorityLayer, Writer};
 use super::topology::{Graph, Topology};
 use super::variant::{FeedbackMode, GateSet, Variant};
 use crate::BenchError;
@@ -106,7 +110,10 @@ struct SimItem {
     mem: LifecycleMemory,
     owner: usize,
     writer: Option<usize>,
-    integrity: Integrity,
+    /// How the authority layer admits it (`full` only).
+    author: AuthorWrite,
+    /// Its authority record, once admitted (`full` only).
+    record: Option<ItemId>,
     stance: Option<Stance>,
     poisoned: bool,
     committed: bool,
@@ -121,6 +128,10 @@ struct Obs {
     text: String,
     stance: Option<Stance>,
     injected: bool,
+    /// A tool output (else a search result).
+    tool: bool,
+    /// Its authority record (`full` only).
+    record: Option<ItemId>,
 }
 
 /// An agent's output in one round.
@@ -130,7 +141,9 @@ struct Out {
     message: String,
     stance: Option<Stance>,
     poisoned: bool,
-    integrity: Integrity,
+    /// The agent's session when it produced the output (`full` only): its hand-offs are
+    /// written from it.
+    session: Option<Observed>,
     carried: Restrictions,
     rationale: Rationale,
 }
@@ -194,8 +207,12 @@ pub fn similarity(a: &[u32], b: &[u32]) -> f64 {
     f64::from(n) / ((a.len() * b.len()) as f64).sqrt()
 }
 
-fn min_integrity(a: Integrity, b: Integrity) -> Integrity {
-    a.min(b)
+/// The route the lifecycle layer scores an explicit write on the API's `direct` route by: the
+/// writer's own output, a post-task experience. This mirrors `lifecycle_route` in
+/// memwarden-engine (a private function there), so the simulation's direct-memory plants are
+/// scored the way the engine scores them.
+pub fn direct_write_route() -> Route {
+    Route::PostTaskExperience
 }
 
 /// Pick the attackers of a run: `k` of `n` agents, seeded (the same for every variant).
@@ -239,6 +256,14 @@ struct World<'a> {
     base_seed: u64,
     attack: bool,
     dialogue_attacks: bool,
+    /// The authority layer (`full` only).
+    auth: Option<AuthorityLayer>,
+    /// The first error of the authority layer (a simulation bug; fails the run).
+    error: Option<BenchError>,
+    /// The current task's query (for the shadow retrieval checks).
+    query: String,
+    /// Logical clock for authority records (ms).
+    clock_ms: u64,
 }
 
 /// Run one simulation. `agent` answers for every benign agent (its draws are seeded per
@@ -288,13 +313,23 @@ pub fn run(spec: &RunSpec, stream: &Stream, scorers: &Scorers, agent: &mut dyn L
         base_seed: derive_seed(spec.seed, 0xba5e_0000 + spec.setting as u64 + 16 * spec.topology as u64 + 256 * spec.agents as u64),
         attack: spec.attackers > 0,
         dialogue_attacks: spec.dialogue_attacks,
+        auth: if spec.variant.gates().authority { Some(AuthorityLayer::new(spec.agents)?) } else { None },
+        error: None,
+        query: String::new(),
+        clock_ms: 1_000,
     };
     w.load_history(stream);
     for task in &stream.tasks {
         w.play(task, agent);
+        if let Some(e) = w.error.take() {
+            return Err(e);
+        }
     }
     for probe in &stream.probes {
         w.play(probe, agent);
+        if let Some(e) = w.error.take() {
+            return Err(e);
+        }
     }
     w.finish();
     Ok(w.trace)
@@ -322,7 +357,8 @@ impl World<'_> {
                 mem,
                 owner: USER,
                 writer: None,
-                integrity: Integrity::Trusted,
+                author: AuthorWrite::new(Writer::User),
+                record: None,
                 stance,
                 poisoned: false,
                 committed: false,
@@ -334,7 +370,8 @@ impl World<'_> {
         }
     }
 
-    /// Build an item (not stored yet).
+    /// Build an item (not stored yet). `author` says how the authority layer admits it (used
+    /// by `full` only).
     #[allow(clippy::too_many_arguments)]
     fn item(
         &self,
@@ -343,7 +380,7 @@ impl World<'_> {
         text: MemoryText,
         route: Route,
         guard: GuardState,
-        integrity: Integrity,
+        author: AuthorWrite,
         poisoned: bool,
         parents: Vec<String>,
         carried: Restrictions,
@@ -354,7 +391,50 @@ impl World<'_> {
         mem.parents = parents;
         mem.source_agent_trust = writer.and_then(|w| self.reputation.get(w).copied());
         mem.carried = carried;
-        SimItem { mem, owner, writer, integrity, stance: text.stance, poisoned, committed: false, shared: false, tokens: Vec::new(), origin: "other" }
+        SimItem {
+            mem,
+            owner,
+            writer,
+            author,
+            record: None,
+            stance: text.stance,
+            poisoned,
+            committed: false,
+            shared: false,
+            tokens: Vec::new(),
+            origin: "other",
+        }
+    }
+
+    /// The next logical time (ms) for an authority record or decision.
+    fn tick(&mut self) -> u64 {
+        self.clock_ms += 1;
+        self.clock_ms
+    }
+
+    /// Admit `w` through the authority layer (`full` only); the first error fails the run.
+    fn admit(&mut self, w: &AuthorWrite, route: Route, text: &str) -> Option<ItemId> {
+        let now = self.tick();
+        let auth = self.auth.as_mut()?;
+        match auth.admit(w, route, text, now) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                None
+            }
+        }
+    }
+
+    /// Hand record `rec` to agent `i`'s session (`full` only).
+    fn observe(&mut self, i: usize, rec: Option<ItemId>) {
+        if let (Some(auth), Some(rec)) = (self.auth.as_mut(), rec) {
+            auth.observe(i, rec);
+        }
+    }
+
+    /// Agent `i`'s current session (`full` only).
+    fn session(&self, i: usize) -> Option<Observed> {
+        self.auth.as_ref().map(|a| a.session(i))
     }
 
     /// The write path: derive trust and hazard, run the write gate (if on), store what it admits
@@ -388,6 +468,23 @@ impl World<'_> {
         if outcome == WriteOutcome::Reject {
             return None;
         }
+        if outcome == WriteOutcome::Quarantine && item.poisoned && self.gates.retrieval {
+            // Shadow check (diagnostics only): would the retrieval gate have kept this poison out
+            // of its owner's prompt anyway, had the write gate let it in?
+            let blocked = self.read_would_block(&item.mem, item.owner);
+            let g = &mut self.trace.gates;
+            if blocked {
+                g.poison_write_held_read_would_block += 1;
+            } else {
+                g.poison_write_held_read_would_pass += 1;
+                self.origin_of(&item).write_held_read_would_pass += 1;
+            }
+        }
+        if self.auth.is_some() {
+            let author = item.author.clone();
+            let text = item.mem.text.clone();
+            item.record = self.admit(&author, item.mem.route, &text);
+        }
         item.committed = item.mem.status == Status::Active;
         if item.poisoned && item.committed {
             self.trace.poison_committed += 1;
@@ -404,6 +501,18 @@ impl World<'_> {
         }
         self.items.push(item);
         Some(id)
+    }
+
+    /// Whether the retrieval gate would block an active copy of `mem` for `agent` on the current
+    /// task's query (diagnostics of the write and promotion gates; decides nothing).
+    fn read_would_block(&self, mem: &LifecycleMemory, agent: usize) -> bool {
+        let mut m = mem.clone();
+        m.status = Status::Active;
+        let sim = similarity(&tokens(&self.query), &tokens(&m.text));
+        let principal = self.principal(agent).clone();
+        let q = RetrievalQuery { agent: &principal, task_class: Some(self.sspec.task_class), text: &self.query };
+        let res = retrieval_gate(self.scorer, &q, &[RetrievalCandidate { memory: &m, similarity: sim }]);
+        res.decisions.first().is_none_or(|d| d.outcome == RetrievalOutcome::Block)
     }
 
     fn reachable(&self, id: usize, agent: usize) -> bool {
@@ -577,6 +686,10 @@ impl World<'_> {
         let n = self.principals.len();
         let query = task.query();
         let qtok = tokens(&query);
+        self.query.clone_from(&query);
+        if let Some(a) = self.auth.as_mut() {
+            a.begin_task();
+        }
         let attacking = self.attack && !task.warmup && !task.probe;
         if attacking {
             self.plant(task);
@@ -585,11 +698,11 @@ impl World<'_> {
         let mut ctx: Vec<AgentCtx> = vec![AgentCtx::default(); n];
         for &i in &self.benign.clone() {
             let (kept, pool_poison, kept_poison) = self.retrieve(i, &query, &qtok);
-            let c = &mut ctx[i];
-            c.used.extend(kept.iter().copied());
-            c.retrieved = kept;
-            c.pool_poison = pool_poison;
-            c.kept_poison = kept_poison;
+            for id in &kept {
+                let rec = self.items.get(*id).and_then(|it| it.record);
+                self.observe(i, rec);
+            }
+            let mut observations = Vec::new();
             if let Some(o) = &task.observation {
                 // Without attackers nobody injects: the tool returns its clean output.
                 let (text, injected) = if self.attack { (o.text.clone(), o.injected) } else { (o.clean.clone(), false) };
@@ -598,18 +711,35 @@ impl World<'_> {
                     about: Some(task.qid),
                     assertive: true,
                 });
-                c.observations.push(Obs { text, stance, injected });
+                observations.push(Obs { text, stance, injected, tool: true, record: None });
             }
             if task.external_for(i, self.sspec.p_external) && !task.probe {
                 let s = external_snippet(self.setting, task);
-                c.observations.push(Obs { text: compose_text(&s.intent, &s.body), stance: s.stance, injected: false });
+                observations.push(Obs { text: compose_text(&s.intent, &s.body), stance: s.stance, injected: false, tool: false, record: None });
             }
+            if self.auth.is_some() {
+                for o in &mut observations {
+                    let (writer, route) = if o.tool { (Writer::Tool, Route::ToolObservation) } else { (Writer::Web, Route::ExternalObservation) };
+                    o.record = self.admit(&AuthorWrite::new(writer).readers(vec![i]), route, &o.text);
+                    self.observe(i, o.record);
+                }
+            }
+            let c = &mut ctx[i];
+            c.used.extend(kept.iter().copied());
+            c.retrieved = kept;
+            c.pool_poison = pool_poison;
+            c.kept_poison = kept_poison;
+            c.observations = observations;
         }
         let mut outs: Vec<Option<Out>> = vec![None; n];
         for round in 1..=self.rounds {
             if round > 1 {
                 for &i in &self.benign.clone() {
                     let delivered = self.deliver(task, &query, &qtok, round, i, &outs);
+                    for id in &delivered {
+                        let rec = self.items.get(*id).and_then(|it| it.record);
+                        self.observe(i, rec);
+                    }
                     let c = &mut ctx[i];
                     c.used.extend(delivered.iter().copied());
                     c.handoffs = delivered;
@@ -644,9 +774,19 @@ impl World<'_> {
         if let Some((slot, template)) = task.plan.direct
             && let Some(&a) = self.attackers.get(slot % na)
         {
-            let text = direct_poison(self.setting, task, template);
-            let guard = initial_guard(self.fcfg, InitialCondition::FeedbackOff);
-            let mut item = self.item(a, Some(a), text, Route::Direct, guard, Integrity::Untrusted, true, Vec::new(), Restrictions::default());
+            let mut text = direct_poison(self.setting, task, template);
+            // An attacker-controlled agent is an ordinary agent principal making an explicit write
+            // to its own store on the API's `direct` route. memwarden's write path gives it core's
+            // initial state for an agent-level write (q 0, trust .5, hazard .15, clean) and the
+            // lifecycle layer scores it as the writer's own output (`direct_write_route`), not as
+            // the paper's "direct memory injection" (a write that bypassed the agent, which
+            // memwarden's doors do not have). The memory type is the memory manager's, and an
+            // explicit write has none.
+            text.memory_type = "";
+            let guard = GuardState { q: 0.0, tau: 0.5, h: 0.15, taint: Taint::Clean, successes: 0, failures: 0, risk: 0.0 };
+            let mut author = AuthorWrite::new(Writer::Agent(a)).readers(vec![a]);
+            author.route = Some(Route::Direct);
+            let mut item = self.item(a, Some(a), text, direct_write_route(), guard, author, true, Vec::new(), Restrictions::default());
             item.origin = "direct";
             if let Some(id) = self.store(item) {
                 self.promote(id, a);
@@ -659,8 +799,16 @@ impl World<'_> {
             let v = self.benign.get((victim % self.benign.len() as u64) as usize).copied().unwrap_or(0);
             let text = query_only_poison(task, template);
             let guard = initial_guard(self.fcfg, InitialCondition::DialogueHandoff);
-            // The attacker is an outside user of the victim: the external-user channel.
-            let mut item = self.item(v, None, text, Route::Dialogue, guard, Integrity::Untrusted, true, Vec::new(), Restrictions::default());
+            // The attacker is an outside user of the victim (a source): the victim's memory
+            // manager consolidates the conversation into a note derived from that message.
+            let mut author = AuthorWrite::new(Writer::Agent(v)).readers(vec![v]);
+            if self.auth.is_some() {
+                let message = format!("Outside user's questions with hints about {}", task.cues);
+                if let Some(m) = self.admit(&AuthorWrite::new(Writer::Outside), Route::ExternalObservation, &message) {
+                    author.parents.push(m);
+                }
+            }
+            let mut item = self.item(v, None, text, Route::Dialogue, guard, author, true, Vec::new(), Restrictions::default());
             item.origin = "query_only";
             self.store(item);
         }
@@ -687,7 +835,10 @@ impl World<'_> {
             };
             let carried = if self.gates.broker { o.carried.clone() } else { Restrictions::default() };
             let guard = initial_guard(self.fcfg, InitialCondition::DialogueHandoff);
-            let mut item = self.item(receiver, Some(j), text, Route::MemoryHandoff, guard, o.integrity, o.poisoned, vec!["agent_output".to_owned()], carried);
+            // Written by the sender from the session it answered in, for the receiver.
+            let mut author = AuthorWrite::new(Writer::Agent(j)).readers(vec![receiver]);
+            author.observed = o.session.clone();
+            let mut item = self.item(receiver, Some(j), text, Route::MemoryHandoff, guard, author, o.poisoned, vec!["agent_output".to_owned()], carried);
             item.origin = if o.poisoned && self.is_attacker.get(j).copied().unwrap_or(false) {
                 "pitch_handoff"
             } else if o.poisoned {
@@ -721,13 +872,19 @@ impl World<'_> {
             }
         }
         let (kept, fw) = if self.gates.retrieval {
-            let (k, b) = self.screen_with(&admitted, receiver, query, true, usize::MAX);
-            (k, b)
+            self.screen_with(&admitted, receiver, query, true, usize::MAX)
         } else {
             // Without the retrieval gate the store still never returns a non-active item.
-            let k: Vec<usize> =
-                admitted.iter().map(|c| c.0).filter(|id| self.items.get(*id).is_some_and(|it| it.mem.status == Status::Active || !self.gates.broker)).collect();
-            (k, Vec::new())
+            let mut k = Vec::new();
+            let mut b = Vec::new();
+            for id in admitted.iter().map(|c| c.0) {
+                if self.items.get(id).is_some_and(|it| it.mem.status == Status::Active) {
+                    k.push(id);
+                } else {
+                    b.push(id);
+                }
+            }
+            (k, b)
         };
         blocked.extend(fw);
         for id in stored {
@@ -756,7 +913,7 @@ impl World<'_> {
                 message,
                 stance: Some(stance),
                 poisoned: false,
-                integrity: Integrity::Untrusted,
+                session: self.auth.as_ref().map(|_| Observed::clean()),
                 carried: Restrictions::default(),
                 rationale: Rationale::Own,
             };
@@ -768,19 +925,21 @@ impl World<'_> {
             message,
             stance: Some(stance),
             poisoned: true,
-            integrity: Integrity::Untrusted,
+            // It reads nothing: a clean session (agent integrity, like any agent's output).
+            session: self.auth.as_ref().map(|_| Observed::clean()),
             carried: Restrictions::default(),
             rationale: Rationale::Own,
         }
     }
 
-    /// A benign agent's output for one round (with the label rule in `full`).
+    /// A benign agent's output for one round (in `full`, a consequential tool choice goes
+    /// through the authority gate first).
     fn benign_out(&mut self, task: &Task, i: usize, round: usize, c: &AgentCtx, prev: Option<usize>, agent: &mut dyn LifecycleAgent) -> Out {
         // Context, in order: retrieved (best first), observations, hand-offs.
         struct Meta {
-            integrity: Integrity,
             poisoned: bool,
             item: Option<usize>,
+            record: Option<ItemId>,
         }
         let mut metas: Vec<Meta> = Vec::new();
         let mut entries: Vec<ContextEntry<'_>> = Vec::new();
@@ -790,41 +949,61 @@ impl World<'_> {
                 continue;
             };
             chars += it.mem.text.len();
-            metas.push(Meta { integrity: it.integrity, poisoned: it.poisoned, item: Some(id) });
+            metas.push(Meta { poisoned: it.poisoned, item: Some(id), record: it.record });
             entries.push(ContextEntry { text: &it.mem.text, stance: it.stance.as_ref(), kind, flagged: it.mem.carried.unverified_note });
         }
         // Observations go between retrieved memories and hand-offs.
         let n_mem = c.retrieved.iter().filter(|id| self.items.get(**id).is_some()).count();
         for (k, o) in c.observations.iter().enumerate() {
             chars += o.text.len();
-            metas.insert(n_mem + k, Meta { integrity: Integrity::Untrusted, poisoned: o.injected, item: None });
+            metas.insert(n_mem + k, Meta { poisoned: o.injected, item: None, record: o.record });
             entries.insert(n_mem + k, ContextEntry { text: &o.text, stance: o.stance.as_ref(), kind: EntryKind::Observation, flagged: false });
         }
         let exposed = metas.iter().any(|m| m.poisoned && m.item.is_some());
         let seed = derive_seed(self.base_seed, ((task.index as u64) << 16) | ((i as u64) << 4) | round as u64 | u64::from(task.probe) << 40);
         let input = DecisionInput { setting: self.setting, task, round, context: &entries, previous: prev, draw_seed: seed };
         let mut d = agent.decide(&input);
-        // Label rule: an untrusted item never steers a consequential tool choice the user did
-        // not ask for. Re-decide without the untrusted entries.
-        let mut label_blocked = false;
-        if self.gates.labels
-            && self.sspec.tool
-            && let Some(a) = d.answer
-            && task.consequential.get(a).copied().unwrap_or(false)
-            && task.requested != Some(a)
-        {
-            let support: Vec<&Meta> =
-                entries.iter().zip(&metas).filter(|(e, _)| e.stance.and_then(|s| s.resolve(task)) == Some(a)).map(|(_, m)| m).collect();
-            if !support.is_empty() && support.iter().all(|m| m.integrity == Integrity::Untrusted) {
-                label_blocked = true;
-                let trusted: Vec<ContextEntry<'_>> =
-                    entries.iter().zip(&metas).filter(|(_, m)| m.integrity != Integrity::Untrusted).map(|(e, _)| e.clone()).collect();
-                let retry = DecisionInput { context: &trusted, draw_seed: derive_seed(seed, 0x1abe1), ..input.clone() };
+        // `full`: a consequential tool choice is an action request decided by the authority gate
+        // (Algorithm 1). `AskUser` goes to the user, who approves exactly the action they asked
+        // for; anything else is declined, and the agent re-plans without the items the verdict
+        // named as pushing the value. A second refusal leaves the agent without an answer.
+        // `index` maps the decision's `followed` back to `metas`.
+        let mut index: Vec<usize> = (0..metas.len()).collect();
+        if self.auth.is_some() && self.sspec.tool {
+            let records: Vec<ItemId> = metas.iter().filter_map(|m| m.record).collect();
+            for attempt in 0..2 {
+                let Some(a) = d.answer.filter(|a| task.consequential.get(*a).copied().unwrap_or(false)) else {
+                    break;
+                };
+                let source = d.followed.and_then(|k| index.get(k)).and_then(|k| metas.get(*k)).and_then(|m| m.record);
+                self.clock_ms += 1;
+                let now = self.clock_ms;
+                let (Some(auth), Some(action)) = (self.auth.as_ref(), task.options.get(a)) else {
+                    break;
+                };
+                // Algorithm 1 on the proposal: the option's text is the action and its value; the
+                // context's records and the followed entry's record as the declared source.
+                let v = auth.decide(i, action, true, &records, &source.into_iter().collect::<Vec<_>>(), now);
+                let approved = v.decision == Verdict::Allow || (v.decision == Verdict::AskUser && task.requested == Some(a));
+                if approved {
+                    if v.decision == Verdict::AskUser {
+                        self.trace.gates.authority_user_approved += 1;
+                    }
+                    break;
+                }
+                self.trace.gates.authority_refused_actions += 1;
+                if attempt == 1 {
+                    d = super::agent::Decision { answer: None, rationale: Rationale::Own, followed: None, reason: None };
+                    break;
+                }
+                index = (0..metas.len()).filter(|k| metas.get(*k).and_then(|m| m.record).is_none_or(|r| !v.pushers.contains(&r))).collect();
+                let kept: Vec<ContextEntry<'_>> = index.iter().filter_map(|k| entries.get(*k).cloned()).collect();
+                let retry = DecisionInput { context: &kept, draw_seed: derive_seed(seed, 0x1abe1), ..input.clone() };
                 d = agent.decide(&retry);
             }
         }
-        let followed_poison = !label_blocked && d.followed.and_then(|k| metas.get(k)).is_some_and(|m| m.poisoned);
-        let integrity = metas.iter().fold(Integrity::Agent, |acc, m| min_integrity(acc, m.integrity));
+        let followed = d.followed.and_then(|k| index.get(k).copied());
+        let followed_poison = followed.and_then(|k| metas.get(k)).is_some_and(|m| m.poisoned);
         let mut carried = Restrictions::default();
         if self.gates.broker {
             for m in &metas {
@@ -853,11 +1032,7 @@ impl World<'_> {
                 }
             },
         };
-        if label_blocked {
-            self.trace.gates.label_blocked_actions += 1;
-        }
-        if !label_blocked
-            && let Some(id) = d.followed.and_then(|k| metas.get(k)).and_then(|m| m.item)
+        if let Some(id) = followed.and_then(|k| metas.get(k)).and_then(|m| m.item)
             && let Some(o) = self.origin_by_id(id)
         {
             o.followed += 1;
@@ -881,7 +1056,7 @@ impl World<'_> {
         if let Some(s) = self.trace.poison_admitted.get_mut(round - 1) {
             *s += c.kept_poison;
         }
-        Out { answer: d.answer, message, stance, poisoned: followed_poison, integrity, carried, rationale: d.rationale }
+        Out { answer: d.answer, message, stance, poisoned: followed_poison, session: self.session(i), carried, rationale: d.rationale }
     }
 
     /// Feedback, stored observations, experiences and promotions after a task.
@@ -949,7 +1124,7 @@ impl World<'_> {
                 continue;
             };
             for o in &c.observations {
-                let is_tool = task.observation.as_ref().is_some_and(|t| t.text == o.text || t.clean == o.text);
+                let is_tool = o.tool;
                 let (route, intent, mtype) = if is_tool {
                     (Route::ToolObservation, "Tool output from the lookup", "tool_observation")
                 } else {
@@ -958,7 +1133,10 @@ impl World<'_> {
                 let mut guard = initial_guard(self.fcfg, InitialCondition::FeedbackOff);
                 guard.taint = Taint::External;
                 let text = MemoryText { intent: intent.to_owned(), body: o.text.clone(), memory_type: mtype, tags: Vec::new(), stance: o.stance.clone() };
-                let mut item = self.item(i, None, text, route, guard, Integrity::Untrusted, o.injected, Vec::new(), Restrictions::default());
+                // The record admitted when the agent was handed it (the tool or the web wrote it).
+                let mut author = AuthorWrite::new(if is_tool { Writer::Tool } else { Writer::Web }).readers(vec![i]);
+                author.existing = o.record;
+                let mut item = self.item(i, None, text, route, guard, author, o.injected, Vec::new(), Restrictions::default());
                 item.origin = if is_tool { "tool_output" } else { "snippet" };
                 self.store(item);
             }
@@ -1005,11 +1183,12 @@ impl World<'_> {
                 carried.readers = Readers::All;
                 carried.task_classes = None;
             }
-            let obs_floor = if c.observations.is_empty() { Integrity::Agent } else { Integrity::Untrusted };
-            let integrity = c.used.iter().filter_map(|id| self.items.get(*id)).fold(min_integrity(Integrity::Agent, obs_floor), |acc, it| min_integrity(acc, it.integrity));
             let poisoned = echo.is_some() && o.poisoned;
             let guard = initial_guard(self.fcfg, cond);
-            let mut item = self.item(i, Some(i), text, Route::PostTaskExperience, guard, integrity, poisoned, parents, carried);
+            // Written from the session the agent worked the task in.
+            let mut author = AuthorWrite::new(Writer::Agent(i)).readers(vec![i]);
+            author.observed = self.session(i);
+            let mut item = self.item(i, Some(i), text, Route::PostTaskExperience, guard, author, poisoned, parents, carried);
             item.origin = if poisoned { "echo_experience" } else { "experience" };
             if let Some(id) = self.store(item) {
                 experiences.push((i, id));
@@ -1020,15 +1199,19 @@ impl World<'_> {
             for &a in &self.attackers.clone() {
                 let cond = if self.fb == FeedbackMode::Off { InitialCondition::FeedbackOff } else { InitialCondition::AfterFailure };
                 let guard = initial_guard(self.fcfg, cond);
-                let mut item = self.item(a, Some(a), attacker_experience(task), Route::PostTaskExperience, guard, Integrity::Untrusted, true, Vec::new(), Restrictions::default());
+                let author = AuthorWrite::new(Writer::Agent(a)).readers(vec![a]);
+                let mut item = self.item(a, Some(a), attacker_experience(task), Route::PostTaskExperience, guard, author, true, Vec::new(), Restrictions::default());
                 item.origin = "attacker_experience";
                 if let Some(id) = self.store(item) {
                     attacker_experiences.push((a, id));
                 }
             }
         }
-        // 4. Promotions. Experience promotion needs evaluated success (answer agreement without
-        //    correctness feedback); retrieved-item promotion needs answer agreement.
+        // 4. Promotions. The benign runner's eligibility: experience promotion needs evaluated
+        //    success (answer agreement without correctness feedback); retrieved-item promotion
+        //    needs answer agreement. Attacker-controlled agents are not bound by the runner's
+        //    policy: they ask to promote their own experience on every attack task, and only the
+        //    memory layer stands in the way.
         let fb_off = self.fb == FeedbackMode::Off;
         let eligible = |i: usize| if fb_off { accepted(i) } else { correct(i) };
         if self.draw(task, 4, 0) < PROMOTION_RATE {
@@ -1059,19 +1242,31 @@ impl World<'_> {
             }
         }
         for (a, id) in attacker_experiences {
-            if eligible(a) {
-                self.promote(id, a);
-            }
+            self.promote(id, a);
         }
     }
 
-    /// A promotion request of item `id` by agent `by` into the shared store.
+    /// The item as it would sit in the shared store after a promotion (in place: the same item,
+    /// widened to the team, with the `shared_promotion` lineage marker).
+    fn promoted_view(mem: &LifecycleMemory) -> LifecycleMemory {
+        let mut m = mem.clone();
+        m.scope = LifecycleScope::Team;
+        m.readers = Readers::All;
+        if m.parents.len() < 32 && !m.parents.iter().any(|p| p == "shared_promotion") {
+            m.parents.push("shared_promotion".to_owned());
+        }
+        m
+    }
+
+    /// A promotion request of item `id` by agent `by` (its owner) into the shared store: in
+    /// `full` the authority gate first (owner, active, within the ancestry), then the lifecycle
+    /// promotion gate (a block quarantines the item). A promoted item is widened in place.
     fn promote(&mut self, id: usize, by: usize) {
         let Some(it) = self.items.get(id) else {
             return;
         };
         let poisoned = it.poisoned;
-        let untrusted = it.integrity == Integrity::Untrusted;
+        let record = it.record;
         if it.mem.status != Status::Active || it.shared {
             return;
         }
@@ -1086,8 +1281,10 @@ impl World<'_> {
                 g.benign_promotions += 1;
             }
         }
-        if self.gates.labels && untrusted {
-            self.trace.gates.label_blocked_promotions += 1;
+        if let (Some(auth), Some(rec)) = (self.auth.as_mut(), record)
+            && auth.promote(by, rec).is_err()
+        {
+            self.trace.gates.authority_refused_promotions += 1;
             return;
         }
         if self.gates.promotion
@@ -1095,30 +1292,35 @@ impl World<'_> {
         {
             let d = promotion_gate(self.scorer, &it.mem, PromotionTarget::Team);
             if d.outcome == PromotionOutcome::Block {
+                if poisoned && self.gates.retrieval {
+                    // Shadow check (diagnostics only): would the retrieval gate have kept the
+                    // promoted copy out of another agent's prompt anyway?
+                    let view = Self::promoted_view(&it.mem);
+                    let reader = self.benign.iter().copied().find(|b| *b != by).unwrap_or(by);
+                    let blocked = self.read_would_block(&view, reader);
+                    let g = &mut self.trace.gates;
+                    if blocked {
+                        g.poison_promotion_blocked_read_would_block += 1;
+                    } else {
+                        g.poison_promotion_blocked_read_would_pass += 1;
+                        if let Some(o) = self.origin_by_id(id) {
+                            o.promotion_blocked_read_would_pass += 1;
+                        }
+                    }
+                }
+                if let Some(o) = self.origin_by_id(id) {
+                    o.promotion_blocked += 1;
+                }
                 if let Some(it) = self.items.get_mut(id) {
                     d.apply(&mut it.mem);
                 }
                 return;
             }
         }
-        let Some(it) = self.items.get(id) else {
-            return;
-        };
-        let mut copy = it.clone();
-        copy.mem.scope = LifecycleScope::Team;
-        copy.mem.readers = Readers::All;
-        copy.mem.owner = Some(self.principal(by).clone());
-        if copy.mem.parents.len() < 32 {
-            copy.mem.parents.push("shared_promotion".to_owned());
+        if let Some(it) = self.items.get_mut(id) {
+            it.mem = Self::promoted_view(&it.mem);
+            it.shared = true;
         }
-        copy.owner = by;
-        copy.shared = true;
-        copy.committed = false;
-        let new_id = self.items.len();
-        for t in &copy.tokens {
-            self.postings.entry(*t).or_default().push(new_id);
-        }
-        self.items.push(copy);
         if let Some(o) = self.origin_by_id(id) {
             o.promoted += 1;
         }

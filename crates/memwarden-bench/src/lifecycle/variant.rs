@@ -1,5 +1,5 @@
 //! The defenses compared: which gates are on, how outcome feedback flows, and whether the
-//! authority layer's label rule applies.
+//! authority layer (memwarden-core's gate) is composed.
 
 use serde::Serialize;
 
@@ -14,8 +14,9 @@ pub enum Variant {
     RetrievalOnly,
     /// All four lifecycle gates (write, retrieval, promotion, cross-agent broker).
     Lifecycle,
-    /// `lifecycle` plus the authority layer's label rule (integrity from the channel;
-    /// untrusted items are never promoted and never steer a consequential tool choice).
+    /// `lifecycle` plus memwarden-core's authority gate: labels bound from the authenticated
+    /// writer and its session, promotions within the ancestry, Algorithm 1 on consequential tool
+    /// choices (the lineage layer is not composed).
     Full,
     /// `lifecycle` without the write gate.
     NoWriteGate,
@@ -48,8 +49,8 @@ pub struct GateSet {
     pub broker: bool,
     /// Guard-state derivation and risk scoring at all (off only for `none`).
     pub scored: bool,
-    /// Authority label rule.
-    pub labels: bool,
+    /// The authority layer (memwarden-core's gate).
+    pub authority: bool,
 }
 
 /// How outcome feedback flows.
@@ -107,12 +108,12 @@ impl Variant {
 
     /// The gates this variant runs.
     pub fn gates(self) -> GateSet {
-        let all = GateSet { write: true, retrieval: true, promotion: true, broker: true, scored: true, labels: false };
+        let all = GateSet { write: true, retrieval: true, promotion: true, broker: true, scored: true, authority: false };
         match self {
-            Variant::None => GateSet { write: false, retrieval: false, promotion: false, broker: false, scored: false, labels: false },
-            Variant::RetrievalOnly => GateSet { write: false, retrieval: true, promotion: false, broker: false, scored: true, labels: false },
+            Variant::None => GateSet { write: false, retrieval: false, promotion: false, broker: false, scored: false, authority: false },
+            Variant::RetrievalOnly => GateSet { write: false, retrieval: true, promotion: false, broker: false, scored: true, authority: false },
             Variant::Lifecycle | Variant::NoQ | Variant::NoFeedback | Variant::NoReputation => all,
-            Variant::Full => GateSet { labels: true, ..all },
+            Variant::Full => GateSet { authority: true, ..all },
             Variant::NoWriteGate => GateSet { write: false, ..all },
             Variant::NoRetrievalGate => GateSet { retrieval: false, ..all },
             Variant::NoPromotionGate => GateSet { promotion: false, ..all },
