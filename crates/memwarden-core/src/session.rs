@@ -156,7 +156,7 @@ mod tests {
     fn item(n: u8, kind: PrincipalKind) -> MemoryItem {
         let tenant = TenantId::new("t").unwrap();
         let p = Principal { id: PrincipalId::new(&format!("p{n}")).unwrap(), tenant: tenant.clone(), kind, domain: None, allow_listed: false, public_key: None };
-        let req = WriteRequest::new(Namespace::new("n").unwrap(), format!("text {n}"), Route::Direct);
+        let req = WriteRequest::new(Namespace::new("n").unwrap(), format!("text {n}"), crate::authority::default_route(kind));
         Authority::default().admit_write(&p, &tenant, req, &[], ItemId::from_bytes([n; 16]), 0).unwrap().item().clone()
     }
 

@@ -234,7 +234,7 @@ fn run(ops: Vec<Op>) {
             Op::Write { writer, value, surface, parents } => {
                 let parents = pick(&parents);
                 let text = format!("please pay {}", SURFACES[value][surface]);
-                let mut req = WriteRequest::new(ns(), text, Route::Direct);
+                let mut req = WriteRequest::new(ns(), text, default_route(real.principals[writer].kind));
                 req.parents = parents.iter().map(|&i| ParentRef { id: real.items[i].id(), kind: EdgeKind::DerivedFrom }).collect();
                 req.metadata.insert("trusted".into(), "true".into()); // a body claim: must be ignored
                 let id = real.id();
