@@ -1,5 +1,6 @@
 //! The local sentence-embedding model: all-MiniLM-L6-v2 run with candle on the CPU.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -137,8 +138,10 @@ impl MiniLmEmbedder {
         let device = Device::Cpu;
         let weights_path = dir.join("model.safetensors");
         let weights = read("model.safetensors")?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DTYPE, &device)
+        let tensors = candle_core::safetensors::load_buffer(&weights, &device)
+            .and_then(prepare_weights)
             .context(|| format!("reading weights {}", weights_path.display()))?;
+        let vb = VarBuilder::from_tensors(tensors, DTYPE, &device);
         let model =
             BertModel::load(vb, &config).context(|| format!("building the model from {}", weights_path.display()))?;
 
@@ -220,6 +223,28 @@ impl MiniLmEmbedder {
         };
         forward().context(|| format!("MiniLM forward pass ({rows} texts, {cols} tokens)"))
     }
+}
+
+/// Converts the weights to the model's dtype and re-lays every linear layer's weight matrix
+/// (`out × in`, row-major in the file) as the transpose of a contiguous `in × out` matrix. The
+/// values and the shape candle sees are unchanged; only the memory order differs. A linear layer
+/// multiplies by `weight.t()`, which is then contiguous, and the matrix-multiply kernel (`gemm`)
+/// reads it in place: with the file's order it repacks the whole weight matrix on every call,
+/// which was half the time of a short query's forward pass (perf, 2026-12-01).
+fn prepare_weights(tensors: HashMap<String, Tensor>) -> candle_core::Result<HashMap<String, Tensor>> {
+    tensors
+        .into_iter()
+        .map(|(name, t)| {
+            let t = t.to_dtype(DTYPE)?;
+            // Embedding tables are looked up by row, not multiplied: keep them row-major.
+            let t = if t.rank() == 2 && name.ends_with(".weight") && !name.contains("embeddings") {
+                t.t()?.contiguous()?.t()?
+            } else {
+                t
+            };
+            Ok((name, t))
+        })
+        .collect()
 }
 
 impl Embedder for MiniLmEmbedder {

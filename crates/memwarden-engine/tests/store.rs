@@ -48,7 +48,7 @@ fn a_changed_item_record_is_detected_on_read() {
         let e = open(dir.path());
         e.register_principal(principal("a", PrincipalKind::Source, None)).unwrap();
         let a = e.authenticate(&tenant(), &pid("a")).unwrap();
-        e.add(&a, WriteRequest::new(Namespace::new("n").unwrap(), "pay ACCT-1", Route::Direct)).unwrap().0.id()
+        e.add(&a, WriteRequest::new(Namespace::new("n").unwrap(), "pay ACCT-1", Route::ExternalObservation)).unwrap().0.id()
     };
     // An attacker with disk access edits the stored text (the log is untouched).
     let conn = rusqlite::Connection::open(dir.path().join("memwarden.db")).unwrap();
@@ -119,7 +119,7 @@ fn a_grant_raced_by_two_decisions_is_consumed_once() {
     e.register_principal(principal("agent", PrincipalKind::Agent, None)).unwrap();
     e.register_principal(principal("inbox", PrincipalKind::Source, None)).unwrap();
     let inbox = e.authenticate(&tenant(), &pid("inbox")).unwrap();
-    let (email, _) = e.add(&inbox, WriteRequest::new(Namespace::new("n").unwrap(), "pay ACCT-9", Route::Direct)).unwrap();
+    let (email, _) = e.add(&inbox, WriteRequest::new(Namespace::new("n").unwrap(), "pay ACCT-9", Route::ExternalObservation)).unwrap();
     for round in 0..10 {
         let spec = GrantSpec { tool: "pay", key: "payee", value: "ACCT-9", kind: ValueKind::Account, amount: None, ttl_ms: 60_000 };
         let grant = mint_grant(&key, &tenant(), &pid("alice"), &spec, e.now_ms()).unwrap();
