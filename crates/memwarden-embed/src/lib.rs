@@ -36,12 +36,10 @@
 
 use sha2::{Digest, Sha256};
 
-mod coalesce;
 mod minilm;
 mod model_dir;
 mod openai;
 
-pub use coalesce::{COALESCE_TEXTS_MAX, CoalescingEmbedder};
 pub use minilm::{DEFAULT_BATCH_SIZE, DEFAULT_MAX_SEQ_LENGTH, MiniLmEmbedder};
 pub use model_dir::{
     DEFAULT_MODEL_SUBDIR, INSTALL_HINT, MODEL_DIR_ENV, REQUIRED_MODEL_FILES, check_model_dir, resolve_model_dir,

@@ -296,13 +296,9 @@ impl ServeConfig {
     }
 
     /// The embedder this configuration names.
-    /// The local model is wrapped in a [`memwarden_embed::CoalescingEmbedder`], so concurrent
-    /// requests share forward passes.
     pub fn build_embedder(&self) -> Result<Option<Arc<dyn Embedder>>, ConfigError> {
         Ok(match &self.embedder {
-            EmbedderChoice::MiniLm { model_dir } => Some(Arc::new(memwarden_embed::CoalescingEmbedder::new(Arc::new(
-                memwarden_embed::LazyMiniLm::new(model_dir.clone()),
-            )))),
+            EmbedderChoice::MiniLm { model_dir } => Some(Arc::new(memwarden_embed::LazyMiniLm::new(model_dir.clone()))),
             EmbedderChoice::Hash => Some(Arc::new(memwarden_embed::HashEmbedder::new(384))),
             EmbedderChoice::None => None,
             EmbedderChoice::OpenAi { url, model, dims, api_key } => {
