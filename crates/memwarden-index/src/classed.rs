@@ -569,9 +569,10 @@ impl ClassedIndex {
     /// Guarded search: the `k` (at most [`crate::MAX_K`]) nearest keys among the members of
     /// `classes` that `excluded` does not refuse, best first.
     ///
-    /// - Each named class is searched on its own: its graph by an unfiltered walk (`ef` =
-    ///   [`ClassedIndex::set_expansion_search`]), its block by an exact scan; the per-class
-    ///   lists are merged. [`PARKED_CLASS`] and unknown classes are skipped.
+    /// - Each named class is searched on its own: its graph by an unfiltered walk (the largest
+    ///   graph among the named classes with `ef` = [`ClassedIndex::set_expansion_search`], a
+    ///   smaller one with `ef · √(its size / the largest's)`, at least `k`), its block by an
+    ///   exact scan; the per-class lists are merged. [`PARKED_CLASS`] and unknown classes are skipped.
     /// - `excluded` (the caller's check for keys that stopped being readable in a way the
     ///   classes do not show yet) runs on candidates after the walk and, in blocks, only on
     ///   rows that would enter the top `k`; it never steers a walk.
@@ -618,6 +619,14 @@ impl ClassedIndex {
         let ef = self.expansion_search.load(Ordering::Relaxed);
         let dims = self.cfg.dims;
         let st = read(&self.state);
+        // The largest graph among the reader's classes is walked with the full `ef`; a smaller
+        // one with `class_ef` (a small graph reaches the same recall with a shorter walk, and a
+        // walk's cost grows with `ef`, hardly with the graph's size).
+        let largest_graph = wanted
+            .iter()
+            .filter_map(|c| st.classes.get(c).and_then(|c| c.graph.as_ref()).map(|g| g.len()))
+            .max()
+            .unwrap_or(0);
         let run = |out: &mut ClassedResult| -> Result<Vec<Neighbor>, IndexError> {
             let mut top = TopK::new(k);
             for &class in &wanted {
@@ -627,7 +636,7 @@ impl ClassedIndex {
                     let mut got = Vec::with_capacity(k);
                     if !exact {
                         out.graphs_walked_count += 1;
-                        for n in g.search_prepared(&q, k.max(ef))? {
+                        for n in g.search_prepared(&q, class_ef(ef, k, g.len(), largest_graph))? {
                             if admit(n.key) {
                                 got.push(n);
                                 if got.len() == k {
@@ -669,3 +678,32 @@ impl ClassedIndex {
         Ok(out)
     }
 }
+
+/// The walk length (`ef`, at least `k`) for a class graph of `len` vectors when the largest graph
+/// the reader may read has `largest` vectors and is walked with `ef`: `ef · √(len / largest)`,
+/// rounded up. A graph 1/16 the size of the largest is walked with a quarter of the `ef`.
+fn class_ef(ef: usize, k: usize, len: usize, largest: usize) -> usize {
+    let scaled = if largest == 0 || len >= largest {
+        ef
+    } else {
+        let ratio = len as f64 / largest as f64;
+        (ef as f64 * ratio.sqrt()).ceil() as usize
+    };
+    scaled.min(ef).max(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::class_ef;
+
+    #[test]
+    fn class_ef_scales_with_the_square_root_of_the_size_ratio_and_never_below_k() {
+        assert_eq!(class_ef(32, 10, 80_000, 80_000), 32);
+        assert_eq!(class_ef(32, 10, 20_000, 80_000), 16);
+        assert_eq!(class_ef(32, 5, 5_000, 80_000), 8);
+        assert_eq!(class_ef(32, 10, 5_000, 80_000), 10);
+        assert_eq!(class_ef(8, 10, 80_000, 80_000), 10);
+        assert_eq!(class_ef(32, 10, 4_096, 0), 32);
+    }
+}
+
