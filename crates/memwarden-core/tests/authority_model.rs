@@ -429,7 +429,11 @@ const ALLOW_ELEVATED_EARLIER: usize = 5;
 #[test]
 fn gate_agrees_with_the_reference_model() {
     let config = ProptestConfig { cases: 10_000, max_shrink_iters: 2_000, failure_persistence: None, ..ProptestConfig::default() };
-    let mut runner = proptest::test_runner::TestRunner::new(config);
+    // A fixed seed: the coverage check below must not depend on the run's luck. With a random
+    // seed the rarest outcome (allowed by an earlier elevation) came out 13 times in one CI run
+    // and at least 20 in others (regression: the flaky coverage failure of 2026-12-01).
+    let rng = proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha);
+    let mut runner = proptest::test_runner::TestRunner::new_with_rng(config, rng);
     let result = runner.run(&prop::collection::vec(op(), 1..28), |ops| {
         run(ops);
         Ok(())
