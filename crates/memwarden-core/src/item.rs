@@ -316,6 +316,28 @@ pub struct MemoryItem {
     pub(crate) superseded_by: Option<ItemId>,
     #[serde(skip)]
     pub(crate) folded: FoldCache,
+    /// The store's version of this record (see [`MemoryItem::version`]); not part of the
+    /// record, its identity or its equality.
+    #[serde(skip)]
+    pub(crate) version: RecordVersion,
+}
+
+/// The store's version of a record as it was read: the log index of the last committed change
+/// to it (0 for a record no store has returned yet). A read-modify-write carries the version it
+/// read, and the store refuses the write if the record changed since (compare-and-set). It is
+/// concurrency control, never authority: a wrong version can only make a write conflict.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RecordVersion(pub(crate) u64);
+
+impl PartialEq for RecordVersion {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl std::fmt::Debug for RecordVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "v{}", self.0)
+    }
 }
 
 /// Lazily computed folded text for value matching; ignored by equality and serialization.
@@ -395,6 +417,7 @@ impl TryFrom<RawItem> for MemoryItem {
             metadata: r.metadata,
             superseded_by: r.superseded_by,
             folded: FoldCache::default(),
+            version: RecordVersion::default(),
         })
     }
 }
@@ -403,6 +426,18 @@ impl MemoryItem {
     /// The text folded for value matching (computed once).
     pub fn folded(&self) -> &FoldedText {
         self.folded.0.get_or_init(|| FoldedText::new(&self.content))
+    }
+    /// The store's version of this record as it was read (the log index of the last committed
+    /// change to it; 0 for a record fresh from a gate). Gate outputs built from a record that
+    /// was read carry its version, and a store commits them only if the record is still at it.
+    pub fn version(&self) -> u64 {
+        self.version.0
+    }
+    /// This record as read at `version` (stores call this when they return a record).
+    #[must_use]
+    pub fn at_version(mut self, version: u64) -> Self {
+        self.version = RecordVersion(version);
+        self
     }
     /// Id.
     pub fn id(&self) -> ItemId {

@@ -852,6 +852,7 @@ impl Authority {
             metadata: req.metadata,
             superseded_by: None,
             folded: Default::default(),
+            version: Default::default(),
         };
         Ok(AdmittedWrite { item })
     }
