@@ -1,7 +1,8 @@
 //! memwarden embedders: the [`Embedder`] trait and its implementations.
 //!
 //! - [`MiniLmEmbedder`]: the real local sentence-embedding model, all-MiniLM-L6-v2 (384
-//!   dimensions, CPU only), run with candle. Its output matches sentence-transformers'
+//!   dimensions, CPU only), run by a hand-written BERT forward pass whose kernels pick AVX-512,
+//!   AVX2+FMA or scalar code at run time. Its output matches sentence-transformers'
 //!   `encode(normalize_embeddings=True)`: inputs truncated at 256 tokens, mean pooling over
 //!   the attention mask, L2 normalisation. Find its files with [`resolve_model_dir`]; install
 //!   them with `scripts/fetch-model.sh`.
@@ -36,11 +37,15 @@
 
 use sha2::{Digest, Sha256};
 
+mod bert;
+mod kernels;
 mod minilm;
 mod model_dir;
 mod openai;
 
-pub use minilm::{DEFAULT_BATCH_SIZE, DEFAULT_MAX_SEQ_LENGTH, MiniLmEmbedder};
+pub use minilm::{
+    DEFAULT_BATCH_SIZE, DEFAULT_MAX_SEQ_LENGTH, MiniLmEmbedder, PARALLEL_TOKENS_MIN, PASS_TOKENS_MAX, THREADS_MAX,
+};
 pub use model_dir::{
     DEFAULT_MODEL_SUBDIR, INSTALL_HINT, MODEL_DIR_ENV, REQUIRED_MODEL_FILES, check_model_dir, resolve_model_dir,
 };

@@ -1,20 +1,27 @@
-//! The local sentence-embedding model: all-MiniLM-L6-v2 run with candle on the CPU.
+//! The local sentence-embedding model: all-MiniLM-L6-v2 on the CPU, with the encoder in
+//! [`crate::bert`] (hand-written forward pass over [`crate::kernels`]).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig, DTYPE};
 use serde::Deserialize;
 use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
+use crate::bert::{Bert, BertConfig, Seq};
 use crate::model_dir::check_model_dir;
 use crate::{Context, EmbedError, Embedder};
 
-/// How many texts [`MiniLmEmbedder`] runs through the model at once, by default.
+/// How many texts [`MiniLmEmbedder`] runs through the model in one pass, at most, by default.
 pub const DEFAULT_BATCH_SIZE: usize = 32;
+
+/// Most tokens in one forward pass (bounds the scratch memory: about 40 KB per token).
+pub const PASS_TOKENS_MAX: usize = 4096;
+
+/// A batch with fewer tokens than this runs on the calling thread alone.
+pub const PARALLEL_TOKENS_MIN: usize = 64;
+
+/// Most threads a batch is split over.
+pub const THREADS_MAX: usize = 64;
 
 /// Token limit (special tokens included) when the model directory has no
 /// `sentence_bert_config.json`; all-MiniLM-L6-v2's own value.
@@ -43,21 +50,23 @@ struct PoolingConfig {
 /// locally on the CPU. Produces the same vectors as sentence-transformers'
 /// `encode(normalize_embeddings=True)`: each text is stripped of surrounding whitespace,
 /// tokenised and truncated at the model's `max_seq_length` (256 tokens for all-MiniLM-L6-v2,
-/// special tokens included), the token vectors are mean-pooled over the attention mask, and the
+/// special tokens included), the token vectors are mean-pooled over the text's tokens, and the
 /// result is L2-normalised (so cosine similarity is a dot product).
 ///
-/// [`Embedder::embed`] sorts its texts by length and runs them in padded batches of
-/// [`DEFAULT_BATCH_SIZE`] (see [`MiniLmEmbedder::with_batch_size`]); results come back in input
-/// order. The embedder is `Send + Sync` and can be shared between threads.
+/// One text runs on the calling thread, with no thread pool involved. Several texts are split
+/// over [`MiniLmEmbedder::threads`] scoped threads (by token count, when there are at least
+/// [`PARALLEL_TOKENS_MIN`] tokens), each running passes of at most
+/// [`MiniLmEmbedder::batch_size`] texts and [`PASS_TOKENS_MAX`] tokens; sequences are never
+/// padded. Results come back in input order. The embedder is `Send + Sync` and can be shared
+/// between threads.
 pub struct MiniLmEmbedder {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
-    device: Device,
     dir: PathBuf,
     dims: usize,
     max_seq_length: usize,
     batch_size: usize,
-    pad_id: u32,
+    threads: usize,
 }
 
 impl fmt::Debug for MiniLmEmbedder {
@@ -67,6 +76,8 @@ impl fmt::Debug for MiniLmEmbedder {
             .field("dims", &self.dims)
             .field("max_seq_length", &self.max_seq_length)
             .field("batch_size", &self.batch_size)
+            .field("threads", &self.threads)
+            .field("kernels", &self.kernels())
             .finish_non_exhaustive()
     }
 }
@@ -119,12 +130,8 @@ impl MiniLmEmbedder {
         let mut tokenizer =
             Tokenizer::from_file(&tokenizer_path).context(|| format!("loading {}", tokenizer_path.display()))?;
         // tokenizer.json ships with fixed padding to 128 and truncation at 128; sentence-transformers
-        // overrides both: truncation at max_seq_length, padding per batch (done here, by hand).
-        let pad_id = tokenizer
-            .get_padding()
-            .map(|p| p.pad_id)
-            .or_else(|| tokenizer.token_to_id("[PAD]"))
-            .unwrap_or_else(|| u32::try_from(config.pad_token_id).unwrap_or(0));
+        // overrides both: truncation at max_seq_length, padding per batch (not needed here: the
+        // encoder runs unpadded sequences).
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
@@ -135,25 +142,20 @@ impl MiniLmEmbedder {
             }))
             .context(|| format!("setting truncation to {max_seq_length} tokens"))?;
 
-        let device = Device::Cpu;
         let weights_path = dir.join("model.safetensors");
         let weights = read("model.safetensors")?;
-        let tensors = candle_core::safetensors::load_buffer(&weights, &device)
-            .and_then(prepare_weights)
-            .context(|| format!("reading weights {}", weights_path.display()))?;
-        let vb = VarBuilder::from_tensors(tensors, DTYPE, &device);
-        let model =
-            BertModel::load(vb, &config).context(|| format!("building the model from {}", weights_path.display()))?;
+        let model = Bert::load(&weights, &config, pulp::Arch::new())
+            .map_err(|e| EmbedError(format!("loading {}: {e}", weights_path.display())))?;
+        let threads = std::thread::available_parallelism().map_or(1, usize::from).min(THREADS_MAX);
 
         Ok(Self {
+            dims: model.hidden(),
             model,
             tokenizer,
-            device,
             dir: dir.to_path_buf(),
-            dims: config.hidden_size,
             max_seq_length,
             batch_size: DEFAULT_BATCH_SIZE,
-            pad_id,
+            threads,
         })
     }
 
@@ -162,11 +164,19 @@ impl MiniLmEmbedder {
         Self::load(&crate::resolve_model_dir(None)?)
     }
 
-    /// The same embedder with at most `batch_size` texts per forward pass (at least 1). Larger
-    /// batches give more throughput but more padding and memory.
+    /// The same embedder with at most `batch_size` texts per forward pass (at least 1).
     #[must_use]
     pub fn with_batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size.max(1);
+        self
+    }
+
+    /// The same embedder splitting batches over at most `threads` threads (1 to
+    /// [`THREADS_MAX`]; 1 = always the calling thread). The default is the machine's available
+    /// parallelism, read once at load.
+    #[must_use]
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.clamp(1, THREADS_MAX);
         self
     }
 
@@ -180,76 +190,101 @@ impl MiniLmEmbedder {
         self.max_seq_length
     }
 
-    /// Texts per forward pass.
+    /// Texts per forward pass, at most.
     pub fn batch_size(&self) -> usize {
         self.batch_size
     }
 
-    /// Number of tokens (special tokens included, after truncation) the model sees for `text`.
-    pub fn token_count(&self, text: &str) -> Result<usize, EmbedError> {
-        Ok(self.tokenizer.encode(text.trim(), true).context(|| "tokenizing".to_string())?.len())
+    /// Threads a batch is split over, at most.
+    pub fn threads(&self) -> usize {
+        self.threads
     }
 
-    /// Runs one padded batch through the model; returns one unit vector per encoding.
-    fn embed_batch(&self, encodings: &[&Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let rows = encodings.len();
-        let cols = encodings.iter().map(|e| e.get_ids().len()).max().unwrap_or(0);
-        if rows == 0 || cols == 0 {
-            return Ok(vec![vec![0.0; self.dims]; rows]);
+    /// The instruction set the kernels run on, detected at load: `"avx512"`, `"avx2+fma"` or
+    /// `"scalar"`.
+    pub fn kernels(&self) -> &'static str {
+        match self.model.arch() {
+            pulp::Arch::Scalar => "scalar",
+            pulp::Arch::V3(_) => "avx2+fma",
+            pulp::Arch::V4(_) => "avx512",
+            _ => "other",
         }
-        let mut ids = vec![self.pad_id; rows * cols];
-        let mut type_ids = vec![0u32; rows * cols];
-        let mut mask = vec![0u32; rows * cols];
-        for (r, e) in encodings.iter().enumerate() {
-            let n = e.get_ids().len();
-            let at = r * cols;
-            ids[at..at + n].copy_from_slice(e.get_ids());
-            type_ids[at..at + n].copy_from_slice(e.get_type_ids());
-            mask[at..at + n].copy_from_slice(e.get_attention_mask());
-        }
-        let forward = || -> candle_core::Result<Vec<Vec<f32>>> {
-            let ids = Tensor::from_vec(ids, (rows, cols), &self.device)?;
-            let type_ids = Tensor::from_vec(type_ids, (rows, cols), &self.device)?;
-            let mask = Tensor::from_vec(mask, (rows, cols), &self.device)?;
-            let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (rows, cols, dims)
-            // Mean pooling over real tokens: sum(hidden * mask) / max(sum(mask), 1e-9).
-            let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?; // (rows, cols, 1)
-            let summed = hidden.broadcast_mul(&mask)?.sum(1)?; // (rows, dims)
-            let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?; // (rows, 1)
-            let mean = summed.broadcast_div(&counts)?;
-            // L2 normalisation as torch.nn.functional.normalize: x / max(||x||, 1e-12).
-            let norms = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12f32, f32::MAX)?;
-            mean.broadcast_div(&norms)?.to_vec2::<f32>()
+    }
+
+    /// Bytes of packed layer weights the forward pass streams per call (embedding tables excluded).
+    pub fn layer_weight_bytes(&self) -> usize {
+        self.model.layer_bytes()
+    }
+
+    /// Number of tokens (special tokens included, after truncation) the model sees for `text`.
+    pub fn token_count(&self, text: &str) -> Result<usize, EmbedError> {
+        Ok(self.encode(text)?.len())
+    }
+
+    fn encode(&self, text: &str) -> Result<Encoding, EmbedError> {
+        // sentence-transformers strips each text before tokenising.
+        self.tokenizer.encode(text.trim(), true).context(|| "tokenizing".to_string())
+    }
+
+    /// Embeds `encodings` on this thread, in passes of at most `batch_size` texts and
+    /// [`PASS_TOKENS_MAX`] tokens.
+    fn embed_encoded(&self, encodings: &[&Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(encodings.len());
+        let mut pass: Vec<Seq<'_>> = Vec::with_capacity(self.batch_size.min(encodings.len()));
+        let mut pass_tokens = 0;
+        let run = |pass: &mut Vec<Seq<'_>>, out: &mut Vec<Vec<f32>>| -> Result<(), EmbedError> {
+            if !pass.is_empty() {
+                let tokens: usize = pass.iter().map(|s| s.ids.len()).sum();
+                let vectors = self
+                    .model
+                    .embed(pass)
+                    .map_err(|e| EmbedError(format!("MiniLM forward pass ({} texts, {tokens} tokens): {e}", pass.len())))?;
+                if vectors.len() != pass.len() {
+                    return Err(EmbedError(format!("MiniLM returned {} vectors for {} texts", vectors.len(), pass.len())));
+                }
+                out.extend(vectors);
+                pass.clear();
+            }
+            Ok(())
         };
-        forward().context(|| format!("MiniLM forward pass ({rows} texts, {cols} tokens)"))
+        for e in encodings {
+            let n = e.get_ids().len();
+            if !pass.is_empty() && (pass.len() >= self.batch_size || pass_tokens + n > PASS_TOKENS_MAX) {
+                run(&mut pass, &mut out)?;
+                pass_tokens = 0;
+            }
+            pass.push(Seq { ids: e.get_ids(), type_ids: e.get_type_ids() });
+            pass_tokens += n;
+        }
+        run(&mut pass, &mut out)?;
+        Ok(out)
     }
 }
 
-/// Converts the weights to the model's dtype and re-lays every linear layer's weight matrix
-/// (`out × in`, row-major in the file) as the transpose of a contiguous `in × out` matrix. The
-/// values and the shape candle sees are unchanged; only the memory order differs. A linear layer
-/// multiplies by `weight.t()`, which is then contiguous, and the matrix-multiply kernel (`gemm`)
-/// reads it in place: with the file's order it repacks the whole weight matrix on every call,
-/// which was half the time of a short query's forward pass (perf, 2026-12-01).
-fn prepare_weights(tensors: HashMap<String, Tensor>) -> candle_core::Result<HashMap<String, Tensor>> {
-    tensors
-        .into_iter()
-        .map(|(name, t)| {
-            let t = t.to_dtype(DTYPE)?;
-            // Embedding tables are looked up by row, not multiplied: keep them row-major.
-            let t = if t.rank() == 2 && name.ends_with(".weight") && !name.contains("embeddings") {
-                t.t()?.contiguous()?.t()?
-            } else {
-                t
-            };
-            Ok((name, t))
-        })
-        .collect()
+/// Splits item indices into `parts` groups of about equal total cost (largest first, each to
+/// the least loaded group). Every index lands in exactly one group; empty groups are dropped.
+fn balance(costs: &[usize], parts: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..costs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(costs[i]));
+    let mut groups: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); parts.max(1)];
+    for i in order {
+        if let Some(g) = groups.iter_mut().min_by_key(|g| g.0) {
+            g.0 += costs[i];
+            g.1.push(i);
+        }
+    }
+    groups.into_iter().map(|g| g.1).filter(|g| !g.is_empty()).collect()
+}
+
+/// Cost of a sequence of `n` tokens: the per-token layers plus attention (grows with `n²`;
+/// about even with the rest at 384 tokens for a 384-wide model).
+fn cost(n: usize) -> usize {
+    n * 384 + n * n
 }
 
 impl Embedder for MiniLmEmbedder {
     fn name(&self) -> &str {
-        "all-MiniLM-L6-v2 (local, candle cpu)"
+        "all-MiniLM-L6-v2 (local, cpu)"
     }
 
     fn dims(&self) -> usize {
@@ -260,21 +295,39 @@ impl Embedder for MiniLmEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        // sentence-transformers strips each text before tokenising.
-        let inputs: Vec<&str> = texts.iter().map(|t| t.trim()).collect();
-        let encodings = self.tokenizer.encode_batch(inputs, true).context(|| "tokenizing".to_string())?;
-        // Longest first, so each batch pads to a similar length (as sentence-transformers does).
-        let mut order: Vec<usize> = (0..encodings.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
-
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(self.batch_size) {
-            let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
-            let vectors = self.embed_batch(&batch)?;
-            if vectors.len() != chunk.len() {
-                return Err(EmbedError(format!("MiniLM returned {} vectors for {} texts", vectors.len(), chunk.len())));
+        let encodings = texts.iter().map(|t| self.encode(t)).collect::<Result<Vec<_>, _>>()?;
+        let tokens: Vec<usize> = encodings.iter().map(|e| e.get_ids().len()).collect();
+        let total: usize = tokens.iter().sum();
+        let threads = self.threads.min(texts.len());
+        if threads <= 1 || total < PARALLEL_TOKENS_MIN {
+            let refs: Vec<&Encoding> = encodings.iter().collect();
+            return self.embed_encoded(&refs);
+        }
+        let costs: Vec<usize> = tokens.iter().map(|&n| cost(n)).collect();
+        let groups = balance(&costs, threads);
+        let results: Vec<Result<Vec<Vec<f32>>, EmbedError>> = std::thread::scope(|s| {
+            let run = |g: &Vec<usize>| {
+                let refs: Vec<&Encoding> = g.iter().map(|&i| &encodings[i]).collect();
+                self.embed_encoded(&refs)
+            };
+            let (first, rest) = groups.split_first().map_or((None, &[][..]), |(f, r)| (Some(f), r));
+            let handles: Vec<_> = rest.iter().map(|g| s.spawn(move || run(g))).collect();
+            let mut results = Vec::with_capacity(groups.len());
+            if let Some(g) = first {
+                results.push(run(g));
             }
-            for (&i, v) in chunk.iter().zip(vectors) {
+            for h in handles {
+                results.push(h.join().unwrap_or_else(|_| Err(EmbedError("an embedding thread panicked".into()))));
+            }
+            results
+        });
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for (g, r) in groups.iter().zip(results) {
+            let vectors = r?;
+            if vectors.len() != g.len() {
+                return Err(EmbedError(format!("MiniLM returned {} vectors for {} texts", vectors.len(), g.len())));
+            }
+            for (&i, v) in g.iter().zip(vectors) {
                 out[i] = v;
             }
         }
@@ -290,6 +343,27 @@ mod tests {
     fn is_send_and_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<MiniLmEmbedder>();
+    }
+
+    #[test]
+    fn balance_places_every_item_once_and_evens_the_load() {
+        fn check(costs: &[usize], parts: usize, max_spread: usize) {
+            let groups = balance(costs, parts);
+            let mut seen: Vec<usize> = groups.iter().flatten().copied().collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..costs.len()).collect::<Vec<_>>(), "{costs:?} into {parts}");
+            assert!(groups.len() <= parts.max(1));
+            let loads: Vec<usize> = groups.iter().map(|g| g.iter().map(|&i| costs[i]).sum()).collect();
+            let spread = loads.iter().max().unwrap_or(&0) - loads.iter().min().unwrap_or(&0);
+            assert!(spread <= max_spread, "{costs:?} into {parts}: loads {loads:?}");
+        }
+        check(&[], 2, 0);
+        check(&[5], 2, 0);
+        check(&[10, 10, 10, 10], 2, 0);
+        check(&[9, 1, 1, 1, 1, 1, 1, 1, 1, 1], 2, 0);
+        check(&[100, 1, 1], 2, 98);
+        check(&[3, 3, 2, 2, 2], 3, 2);
+        check(&[1, 2, 3], 0, 0);
     }
 
     #[test]
