@@ -279,6 +279,13 @@ pub struct OrderedItem {
 pub trait Store: Send + Sync {
     /// Commit mutations; each succeeds or fails on its own, all successes are durable on return.
     fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError>;
+    /// Commit one operation's mutations **atomically**: all of them in one savepoint, all or
+    /// nothing. On any [`CommitError`] nothing of the operation is applied (no row, log entry,
+    /// vector or catalog change) and that error is returned; on success every receipt, in
+    /// mutation order, durable on return. Still group-committed with concurrent callers (one
+    /// transaction, one fsync for the group); another caller's failure never affects this one.
+    /// An empty list commits nothing and returns no receipts.
+    fn commit_atomic(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Result<Vec<Receipt>, CommitError>, StoreError>;
     /// A principal by id.
     fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError>;
     /// Every principal of a tenant.

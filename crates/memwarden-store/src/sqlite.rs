@@ -42,7 +42,9 @@ impl Default for StoreConfig {
 type Reply = mpsc::Sender<Result<Vec<Result<Receipt, CommitError>>, String>>;
 
 enum Job {
-    Commit { now_ms: u64, mutations: Vec<Mutation>, reply: Reply },
+    /// `atomic`: all mutations in one savepoint, all or nothing (the reply then holds every
+    /// receipt, or one error).
+    Commit { now_ms: u64, mutations: Vec<Mutation>, atomic: bool, reply: Reply },
     Checkpoint { now_ms: u64, reply: mpsc::Sender<Result<SignedCheckpoint, String>> },
 }
 
@@ -806,9 +808,9 @@ fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared: &Shared) {
         let mut checkpoints = Vec::new();
         for j in jobs {
             match j {
-                Job::Commit { now_ms, mutations, reply } => {
+                Job::Commit { now_ms, mutations, atomic, reply } => {
                     last_now_ms = last_now_ms.max(now_ms);
-                    commits.push((now_ms, mutations, reply));
+                    commits.push(Group { now_ms, mutations, atomic, reply });
                 }
                 Job::Checkpoint { now_ms, reply } => {
                     last_now_ms = last_now_ms.max(now_ms);
@@ -857,41 +859,87 @@ fn write_checkpoint(conn: &Connection, shared: &Shared, now_ms: u64) -> Result<S
     Ok(cp)
 }
 
-fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<Mutation>, Reply)>) {
+/// One caller's mutations within a group commit.
+struct Group {
+    now_ms: u64,
+    mutations: Vec<Mutation>,
+    atomic: bool,
+    reply: Reply,
+}
+
+/// Where [`Pending`] stood before a savepoint, to roll it back with the savepoint.
+struct Mark {
+    len: u64,
+    head: Hash,
+    entries: usize,
+    vectors: usize,
+    access: usize,
+    dims: Option<usize>,
+}
+
+impl Pending {
+    fn mark(&self) -> Mark {
+        Mark { len: self.len, head: self.head, entries: self.entries.len(), vectors: self.vectors.len(), access: self.access.len(), dims: self.dims }
+    }
+
+    fn rollback(&mut self, m: Mark) {
+        self.len = m.len;
+        self.head = m.head;
+        self.entries.truncate(m.entries);
+        self.vectors.truncate(m.vectors);
+        self.access.truncate(m.access);
+        self.dims = m.dims;
+    }
+}
+
+/// Apply `mutations` inside one savepoint, all or nothing: the first error rolls back every
+/// one of them (rows, log entries, vectors, catalog changes) and is returned.
+fn apply_all(conn: &Connection, now_ms: u64, mutations: &[Mutation], p: &mut Pending) -> Result<Result<Vec<Receipt>, CommitError>, rusqlite::Error> {
+    conn.execute_batch("SAVEPOINT op")?;
+    let mark = p.mark();
+    let mut receipts = Vec::with_capacity(mutations.len());
+    for m in mutations {
+        match apply(conn, now_ms, m, p) {
+            Ok(r) => receipts.push(r),
+            Err(e) => {
+                conn.execute_batch("ROLLBACK TO op; RELEASE op")?;
+                p.rollback(mark);
+                return Ok(Err(e));
+            }
+        }
+    }
+    conn.execute_batch("RELEASE op")?;
+    Ok(Ok(receipts))
+}
+
+fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>) {
     let (len, head) = match shared.log.read() {
         Ok(l) => (l.len(), l.head()),
         Err(_) => return,
     };
     let mut pending = Pending { len, head, entries: Vec::new(), vectors: Vec::new(), access: Vec::new(), dims: shared.vectors.dims() };
+    // Per caller: its receipts in mutation order (for an atomic caller that failed, one error).
     let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
     let outcome = (|| -> Result<(), rusqlite::Error> {
         conn.execute_batch("BEGIN IMMEDIATE")?;
-        for (now_ms, mutations, _) in &commits {
-            let mut rs = Vec::with_capacity(mutations.len());
-            if mutations.len() > BATCH_MUTATIONS_MAX {
-                rs.push(Err(CommitError::BatchTooLarge(mutations.len())));
-                results.push(rs);
+        for g in &commits {
+            if g.mutations.len() > BATCH_MUTATIONS_MAX {
+                results.push(vec![Err(CommitError::BatchTooLarge(g.mutations.len()))]);
                 continue;
             }
-            for m in mutations {
-                conn.execute_batch("SAVEPOINT m")?;
-                let mark = (pending.len, pending.head, pending.entries.len(), pending.vectors.len(), pending.dims, pending.access.len());
-                match apply(conn, *now_ms, m, &mut pending) {
-                    Ok(r) => {
-                        conn.execute_batch("RELEASE m")?;
-                        rs.push(Ok(r));
-                    }
-                    Err(e) => {
-                        conn.execute_batch("ROLLBACK TO m; RELEASE m")?;
-                        pending.len = mark.0;
-                        pending.head = mark.1;
-                        pending.entries.truncate(mark.2);
-                        pending.vectors.truncate(mark.3);
-                        pending.access.truncate(mark.5);
-                        pending.dims = mark.4;
-                        rs.push(Err(e));
-                    }
-                }
+            if g.atomic {
+                results.push(match apply_all(conn, g.now_ms, &g.mutations, &mut pending)? {
+                    Ok(rs) => rs.into_iter().map(Ok).collect(),
+                    Err(e) => vec![Err(e)],
+                });
+                continue;
+            }
+            let mut rs = Vec::with_capacity(g.mutations.len());
+            for m in &g.mutations {
+                rs.push(match apply_all(conn, g.now_ms, std::slice::from_ref(m), &mut pending)? {
+                    Ok(mut r) => r.pop().ok_or_else(|| CommitError::Storage("a mutation left no receipt".into())),
+                    Err(e) => Err(e),
+                });
             }
             results.push(rs);
         }
@@ -925,19 +973,20 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<(u64, Vec<M
             // After an erasure, copy the zeroed pages into the database and empty the WAL, so
             // the erased text survives in no file (best effort: a busy checkpoint is retried by
             // SQLite's automatic checkpoints; the rows are gone from every read either way).
-            let erased = commits.iter().zip(&results).any(|((_, ms, _), rs)| ms.iter().zip(rs).any(|(m, r)| matches!(m, Mutation::Erasure { .. }) && r.is_ok()));
+            // (A failed atomic caller's one error pairs with its first mutation: not counted.)
+            let erased = commits.iter().zip(&results).any(|(g, rs)| g.mutations.iter().zip(rs).any(|(m, r)| matches!(m, Mutation::Erasure { .. }) && r.is_ok()));
             if erased && let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
                 eprintln!("memwarden-store: checkpoint after erasure failed: {e}");
             }
-            for ((_, _, reply), rs) in commits.into_iter().zip(results) {
-                let _ = reply.send(Ok(rs));
+            for (g, rs) in commits.into_iter().zip(results) {
+                let _ = g.reply.send(Ok(rs));
             }
         }
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
             let msg = format!("commit failed: {e}");
-            for (_, _, reply) in commits {
-                let _ = reply.send(Err(msg.clone()));
+            for g in commits {
+                let _ = g.reply.send(Err(msg.clone()));
             }
         }
     }
@@ -963,8 +1012,24 @@ impl Store for SqliteStore {
             return Ok(vec![Err(CommitError::BatchTooLarge(mutations.len()))]);
         }
         let (reply, rx) = mpsc::channel();
-        self.send(Job::Commit { now_ms, mutations, reply })?;
+        self.send(Job::Commit { now_ms, mutations, atomic: false, reply })?;
         rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)
+    }
+
+    fn commit_atomic(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
+        if mutations.len() > BATCH_MUTATIONS_MAX {
+            return Ok(Err(CommitError::BatchTooLarge(mutations.len())));
+        }
+        if mutations.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
+        let n = mutations.len();
+        let (reply, rx) = mpsc::channel();
+        self.send(Job::Commit { now_ms, mutations, atomic: true, reply })?;
+        let rs = rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)?;
+        let out: Result<Vec<Receipt>, CommitError> = rs.into_iter().collect();
+        debug_assert!(out.as_ref().map_or(true, |r| r.len() == n), "an atomic commit answers every mutation");
+        Ok(out)
     }
 
     fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError> {

@@ -29,7 +29,7 @@ fn pid(i: usize) -> PrincipalId {
 }
 
 fn principal(i: usize) -> Principal {
-    Principal { id: pid(i), tenant: tenant(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None }
+    Principal { id: pid(i), tenant: tenant(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None }
 }
 
 /// One memory of the reference model: who wrote it, who else may read it (`None`: everyone),
