@@ -456,6 +456,7 @@ impl AuthorityModel {
                         w.principal(Who::Agent)?,
                         &observed,
                         w.principal(tool)?,
+                        Vouch::CallerReported,
                         &args,
                         &[],
                         &[],
@@ -626,9 +627,12 @@ impl AuthorityModel {
         };
         let lookup = |id: &PrincipalId| w.lookup(id);
         let used = |n: &[u8; 16]| grant_index(n).is_some_and(|g| s.used.contains(&g));
+        let class = ActionClass::of(TOOL, None);
         let dctx = DecisionContext {
             tenant: &w.tenant,
             now_ms: now_ms(s.session),
+            actor: w.principal(Who::Agent)?,
+            class: &class,
             items: &refs,
             attestations: &attestations,
             elevations: &elevations,
@@ -640,9 +644,9 @@ impl AuthorityModel {
         let out = self.authority.decide(&action, &dctx);
         let v = out.verdict();
         let allowed = (v.decision == Decision::Allow).then(|| match v.rule {
-            Rule::NoUntrustedPush => Allowed::NoUntrustedPush,
+            Rule::NoUntrustedPush | Rule::Supported => Allowed::NoUntrustedPush,
             Rule::Elevated if v.pushed.iter().any(|p| matches!(p.accepted, Some(Acceptance::Corroborated { .. }))) => Allowed::Corroborated,
-            Rule::Elevated => Allowed::Granted,
+            Rule::Granted => Allowed::Granted,
             _ => Allowed::Other,
         });
         let consumed = out

@@ -165,7 +165,7 @@ impl World {
                     kind: who.kind(),
                     domain,
                     allow_listed: matches!(who, Who::RegA | Who::RegAMirror | Who::RegB),
-                    public_key: (who == Who::User).then(|| user_key.verifying_key().to_bytes()),
+                    public_key: (who == Who::User).then(|| user_key.verifying_key().to_bytes()), action: None,
                 },
             ));
         }

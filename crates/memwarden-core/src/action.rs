@@ -71,8 +71,9 @@ pub struct ActionRequest {
 }
 
 impl ActionRequest {
-    /// Whether the action is consequential (the authority rule applies).
-    pub fn is_consequential(&self) -> bool {
+    /// Whether the request *claims* to be consequential. Decisions never use this: the system
+    /// classes an action from its tool's registration ([`crate::authority::ActionClass`]).
+    pub fn claims_consequential(&self) -> bool {
         self.kind == ActionKind::Act
     }
 }
@@ -117,12 +118,31 @@ impl Decision {
 pub enum Rule {
     /// Not a consequential action: shown with provenance.
     NotConsequential,
-    /// No untrusted item pushes any value (Algorithm 1 step 3).
+    /// The authority layer is off: values were not checked.
     NoUntrustedPush,
-    /// Every pushed value is corroborated or granted (steps 4-5).
+    /// Every safety-relevant value is positively supported (a user's request or statement, or
+    /// trusted principals of enough independent domains).
+    Supported,
+    /// Every value is supported, and a value that untrusted content pushes is corroborated by
+    /// `k` independent domains (an elevation).
     Elevated,
-    /// A pushed value lacks corroboration and grant (step 6).
+    /// A value that untrusted content pushes lacks `k` independent trusted supports.
     Uncorroborated,
+    /// A value nothing trusted supports (no untrusted item pushes it either).
+    Unsupported,
+    /// A value whose surface can hide what it is (invisible, bidi-control, mixed-script or
+    /// compatibility characters): only a grant for its exact form releases it.
+    SuspiciousValue {
+        /// Which (`invisible_character`, `bidi_control`, `mixed_script`, `compatibility_form`).
+        reason: String,
+    },
+    /// Every value some layer asked about is bound by a user grant this decision consumed.
+    Granted,
+    /// The lifecycle layer decided (its rule name).
+    Lifecycle {
+        /// The rule.
+        gate_rule: String,
+    },
     /// A presented grant was refused.
     GrantRefused {
         /// Stable code (`reused`, `expired`, `value_mismatch`, ...; see `GrantRefusal::code`).
@@ -150,6 +170,27 @@ pub enum Rule {
     },
 }
 
+impl Rule {
+    /// The rule's snake-case name (the `rule` tag of its JSON form).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rule::NotConsequential => "not_consequential",
+            Rule::NoUntrustedPush => "no_untrusted_push",
+            Rule::Supported => "supported",
+            Rule::Elevated => "elevated",
+            Rule::Uncorroborated => "uncorroborated",
+            Rule::Unsupported => "unsupported",
+            Rule::SuspiciousValue { .. } => "suspicious_value",
+            Rule::Granted => "granted",
+            Rule::Lifecycle { .. } => "lifecycle",
+            Rule::GrantRefused { .. } => "grant_refused",
+            Rule::InvalidRequest { .. } => "invalid_request",
+            Rule::Lineage { .. } => "lineage",
+            Rule::DecisionError { .. } => "decision_error",
+        }
+    }
+}
+
 /// How a pushed value was accepted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "by")]
@@ -168,17 +209,41 @@ pub enum Acceptance {
     },
 }
 
-/// One untrusted-pushed value and what happened to it.
+/// One safety-relevant value of an action and what supports or pushes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PushedValue {
     /// The key.
     pub key: String,
-    /// The canonical value.
+    /// The canonical (folded) value.
     pub value: String,
-    /// The untrusted items that push it.
+    /// The untrusted items that push it (empty: none).
     pub pushed_by: Vec<ItemId>,
-    /// How it was accepted, if it was.
+    /// How a pushed value was accepted, if it was.
     pub accepted: Option<Acceptance>,
+    /// The exact (lossless) form that a grant must bind.
+    #[serde(default)]
+    pub exact: String,
+    /// Whether it is positively supported (before grants).
+    #[serde(default)]
+    pub supported: bool,
+    /// What supports it (`user_request:…`, `user_statement:ID`, `trusted_memory:ID@domain`,
+    /// `attestation:P@domain`, `elevation`).
+    #[serde(default)]
+    pub support: Vec<String>,
+    /// Why its surface is suspicious, if it is.
+    #[serde(default)]
+    pub suspicion: Option<String>,
+}
+
+/// One layer's part in a composed decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerSummary {
+    /// The layer (`authority`, `lineage`, `lifecycle`, `engine`).
+    pub layer: String,
+    /// Its decision.
+    pub decision: Decision,
+    /// Its rule.
+    pub rule: Rule,
 }
 
 /// A layer's verdict on an action.
@@ -202,4 +267,7 @@ pub struct Verdict {
     pub ask: Vec<GrantRequest>,
     /// A threshold used, if any.
     pub threshold: Option<f64>,
+    /// In a composed decision: every layer's decision and rule, in pipeline order.
+    #[serde(default)]
+    pub layers: Vec<LayerSummary>,
 }

@@ -56,13 +56,120 @@ pub enum NormError {
     NotANumber(String),
 }
 
-/// A normalised value: equal values compare equal whatever their surface form.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A normalised value in two forms.
+///
+/// * `canonical` folds every surface variant an adversary could use to make a value look new
+///   (case, separators, Unicode look-alikes, full-width forms, invisible characters): it is what
+///   *detecting* a push compares, and two values with the same canonical form are "the same
+///   value" for that purpose. Equality of `NormValue` is equality of (kind, canonical).
+/// * `exact` is a lossless normalisation of the string the tool will execute: Unicode NFC,
+///   surrounding whitespace trimmed and inner runs of whitespace collapsed to one space; for
+///   accounts also the ASCII separators ` - . _ /` removed and ASCII letters lowercased (ids are
+///   compared that way by every registry); for amounts the canonical number and currency. No
+///   look-alike is folded and no invisible character is dropped, so `АССТ-1` (Cyrillic) and
+///   `ACCT-1` have one canonical form and two exact forms. Everything that *allows* a value — a
+///   trusted memory carrying it, an attestation, an elevation, a grant — must match `exact`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NormValue {
     /// Comparison kind.
     pub kind: ValueKind,
-    /// Canonical text.
+    /// Canonical (folded) text.
     pub canonical: String,
+    /// Exact (lossless) text; empty for a value recorded before exact forms existed, which then
+    /// matches nothing exactly.
+    #[serde(default)]
+    pub exact: String,
+}
+
+impl PartialEq for NormValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.canonical == other.canonical
+    }
+}
+impl Eq for NormValue {}
+impl std::hash::Hash for NormValue {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.kind.hash(h);
+        self.canonical.hash(h);
+    }
+}
+impl PartialOrd for NormValue {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for NormValue {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.kind, &self.canonical).cmp(&(other.kind, &other.canonical))
+    }
+}
+
+/// Why a value's surface is suspicious: it is allowed only by a grant for its exact form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Suspicion {
+    /// It holds an invisible character (zero-width space, joiner, soft hyphen, BOM ...).
+    Invisible,
+    /// It holds a bidirectional control character (it may display differently from its bytes).
+    BidiControl,
+    /// It mixes Latin with Cyrillic or Greek letters (look-alikes).
+    MixedScript,
+    /// It holds compatibility forms (full-width letters or digits) that fold to other characters.
+    CompatibilityForm,
+}
+
+impl Suspicion {
+    /// Snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Invisible => "invisible_character",
+            Self::BidiControl => "bidi_control",
+            Self::MixedScript => "mixed_script",
+            Self::CompatibilityForm => "compatibility_form",
+        }
+    }
+}
+
+fn bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+}
+
+/// Whether `raw`, as a value of `kind`, has a surface that can hide what it is (see
+/// [`Suspicion`]). Account ids are ASCII by every registry's rules, so any look-alike or
+/// compatibility character in one is suspicious; in text only a mix of Latin with Cyrillic or
+/// Greek look-alikes is (a name written wholly in one script is not).
+pub fn suspicion(kind: ValueKind, raw: &str) -> Option<Suspicion> {
+    if raw.is_ascii() {
+        return None;
+    }
+    if kind != ValueKind::Text && raw.chars().any(|c| confusable(c).is_some()) && !raw.chars().any(bidi_control) && !raw.chars().any(invisible) {
+        return Some(Suspicion::MixedScript);
+    }
+    if raw.chars().any(bidi_control) {
+        return Some(Suspicion::BidiControl);
+    }
+    if raw.chars().any(invisible) {
+        return Some(Suspicion::Invisible);
+    }
+    let latin = raw.chars().any(|c| c.is_ascii_alphabetic());
+    let lookalike = raw.chars().any(|c| confusable(c).is_some());
+    if latin && lookalike {
+        return Some(Suspicion::MixedScript);
+    }
+    if raw.chars().any(|c| ('\u{FF01}'..='\u{FF5E}').contains(&c)) {
+        return Some(Suspicion::CompatibilityForm);
+    }
+    None
+}
+
+/// The exact (lossless) form of `raw` as `kind` (see [`NormValue`]).
+fn exact_form(kind: ValueKind, raw: &str) -> String {
+    let nfc: String = raw.nfc().collect();
+    let ws = collapse_ws(&nfc);
+    match kind {
+        ValueKind::Account => ws.chars().filter(|c| !matches!(c, ' ' | '-' | '.' | '_' | '/')).map(|c| c.to_ascii_lowercase()).collect(),
+        ValueKind::Text | ValueKind::Amount => ws,
+    }
 }
 
 impl NormValue {
@@ -79,7 +186,15 @@ impl NormValue {
         if canonical.is_empty() {
             return Err(NormError::Empty);
         }
-        Ok(Self { kind, canonical })
+        // An amount's exact form is its number: the tool executes a number, not a string.
+        let exact = if kind == ValueKind::Amount && suspicion(kind, raw).is_none() { canonical.clone() } else { exact_form(kind, raw) };
+        Ok(Self { kind, canonical, exact })
+    }
+
+    /// Whether `other` is exactly this value (same kind, same exact form; an empty exact form,
+    /// from a record older than exact forms, matches nothing).
+    pub fn same_exact(&self, other: &NormValue) -> bool {
+        self.kind == other.kind && !self.exact.is_empty() && self.exact == other.exact
     }
 
     /// The numeric part of an amount (without currency).
@@ -100,6 +215,10 @@ pub struct FoldedText {
     text: String,
     alnum: String,
     numbers: Vec<String>,
+    /// The text in exact form (NFC, whitespace collapsed): for [`FoldedText::carries_exactly`].
+    exact: String,
+    /// The exact text with ASCII separators removed and ASCII lowercased (accounts).
+    exact_compact: String,
 }
 
 impl FoldedText {
@@ -108,7 +227,23 @@ impl FoldedText {
         let folded = fold(raw);
         let alnum = alnum(&folded);
         let numbers = extract_numbers(&folded);
-        Self { text: collapse_ws(&folded), alnum, numbers }
+        let exact = exact_form(ValueKind::Text, raw);
+        let exact_compact = exact_form(ValueKind::Account, raw);
+        Self { text: collapse_ws(&folded), alnum, numbers, exact, exact_compact }
+    }
+
+    /// Whether this text carries exactly `v` (its exact form, as [`NormValue`] defines it; an
+    /// amount compares by number). What allows a value uses this; what detects a push uses
+    /// [`FoldedText::carries`].
+    pub fn carries_exactly(&self, v: &NormValue) -> bool {
+        if v.exact.is_empty() {
+            return false;
+        }
+        match v.kind {
+            ValueKind::Account => self.exact_compact.contains(&v.exact),
+            ValueKind::Amount => self.carries(v),
+            ValueKind::Text => self.exact.contains(&v.exact),
+        }
     }
 
     /// Whether this text carries `v` (over-approximates: a false "yes" only makes the gate stricter).
@@ -316,6 +451,33 @@ mod tests {
         check(ValueKind::Text, "  Hotel   Lutetia ", Ok("hotel lutetia"));
         check(ValueKind::Text, "HOTEL\tLUTETIA", Ok("hotel lutetia"));
         check(ValueKind::Text, "x".repeat(600).as_str(), Err(NormError::TooLong));
+    }
+
+    #[test]
+    fn exact_forms_keep_lookalikes_apart() {
+        let n = |k: ValueKind, s: &str| NormValue::new(k, s).unwrap();
+        use ValueKind::{Account, Amount, Text};
+        // Same canonical value (a push is detected) but different exact forms (no allow).
+        for spoof in ["АССТ-ЕVIL-9931", "ACCT-EVIL\u{200B}-9931", "ＡＣＣＴ-EVIL-9931", "ACCT-EVIL-9931\u{202E}"] {
+            assert_eq!(n(Account, spoof), n(Account, "ACCT-EVIL-9931"), "{spoof:?} folds together");
+            assert!(!n(Account, spoof).same_exact(&n(Account, "ACCT-EVIL-9931")), "{spoof:?} is not exactly the same");
+            assert!(suspicion(Account, spoof).is_some(), "{spoof:?} is suspicious");
+        }
+        // Lossless normalisation: separators, case and whitespace of accounts, whitespace of text.
+        assert!(n(Account, "ACCT-EVIL-9931").same_exact(&n(Account, "acct evil 9931")));
+        assert!(n(Text, "  ops@contoso.example ").same_exact(&n(Text, "ops@contoso.example")));
+        assert!(!n(Text, "Ops@contoso.example").same_exact(&n(Text, "ops@contoso.example")), "text keeps its case");
+        assert!(n(Amount, "$1,500.00").same_exact(&n(Amount, "1500 USD")));
+        assert_eq!(suspicion(Text, "Hotel Lutetia"), None);
+        assert_eq!(suspicion(Text, "Ελληνικά"), None, "a whole word in one non-Latin script is not mixed");
+        assert_eq!(suspicion(Text, "Hotel Lutеtia"), Some(Suspicion::MixedScript), "a Cyrillic е inside a Latin name");
+        assert_eq!(suspicion(Account, "АССТ-1001"), Some(Suspicion::MixedScript), "look-alikes with digits in an account id");
+        let t = FoldedText::new("Pay ACCT-EVIL-9931 today");
+        assert!(t.carries_exactly(&n(Account, "acct evil 9931")));
+        assert!(!t.carries_exactly(&n(Account, "АССТ-ЕVIL-9931")));
+        assert!(t.carries(&n(Account, "АССТ-ЕVIL-9931")));
+        let legacy = NormValue { kind: Account, canonical: "acctevil9931".into(), exact: String::new() };
+        assert!(!t.carries_exactly(&legacy) && !legacy.same_exact(&legacy));
     }
 
     #[test]

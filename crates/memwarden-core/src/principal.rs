@@ -2,9 +2,16 @@
 //! content. A principal's integrity follows from its kind and, for tools, from the allow-list: there
 //! is no free "trusted" flag a caller could set.
 
+use crate::action::{ActionKind, Risk};
 use crate::ids::{Domain, PrincipalId, TenantId};
 use crate::label::{Integrity, Origin};
+use crate::normalize::ValueKind;
 use serde::{Deserialize, Serialize};
+
+/// Most safety-relevant arguments one tool registration may declare.
+pub const TOOL_VALUES_MAX: usize = 16;
+/// Longest argument key of a tool registration, in bytes.
+pub const TOOL_KEY_BYTES_MAX: usize = 128;
 
 /// The four kinds of principal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -58,12 +65,101 @@ pub struct Principal {
     pub domain: Option<Domain>,
     /// Tools only: on the source-authority allow-list (a trusted tool or registry).
     pub allow_listed: bool,
-    /// Users only: the Ed25519 public key that signs their grants.
+    /// Users: the Ed25519 public key that signs their grants. Tools: the key that signs their
+    /// outputs (a signed output is one the tool vouches for; see
+    /// [`crate::authority::tool::ToolStatement`]).
     #[serde(with = "crate::serde_hex::opt32")]
     pub public_key: Option<[u8; 32]>,
+    /// Tools only: what calling this tool does, as the system classes it (kind, risk, which
+    /// arguments are safety-relevant). An action proposed for a tool is classed by this, never
+    /// by the request; a tool without one is treated as a high-risk consequential action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<ToolAction>,
+}
+
+/// One safety-relevant argument of a registered tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValueSpec {
+    /// The argument's key (`payee_account`, `destination`, ...).
+    pub key: String,
+    /// How its values are compared.
+    pub kind: ValueKind,
+    /// Whether every call must carry it (a proposal that omits it is refused).
+    #[serde(default = "yes")]
+    pub required: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// What calling a tool does, fixed at the tool's registration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolAction {
+    /// Answer, inform or act.
+    pub kind: ActionKind,
+    /// Its risk class.
+    pub risk: Risk,
+    /// The safety-relevant arguments.
+    #[serde(default)]
+    pub values: Vec<ValueSpec>,
+    /// Whether the call moves money (its amount is then required and bound by grants).
+    #[serde(default)]
+    pub moves_money: bool,
+}
+
+/// Why a tool registration is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolActionError {
+    /// More arguments than [`TOOL_VALUES_MAX`].
+    #[error("a tool declares at most {TOOL_VALUES_MAX} safety-relevant arguments")]
+    TooManyValues,
+    /// An empty or too long key.
+    #[error("argument keys are 1..={TOOL_KEY_BYTES_MAX} bytes")]
+    BadKey,
+    /// A key declared twice.
+    #[error("argument {0} is declared twice")]
+    DuplicateKey(String),
+    /// Only tools carry an action class.
+    #[error("only tools carry an action class")]
+    NotATool,
+}
+
+impl ToolAction {
+    /// The class an unregistered tool gets: a high-risk consequential action, every value it is
+    /// called with safety-relevant.
+    pub fn unregistered() -> Self {
+        Self { kind: ActionKind::Act, risk: Risk::High, values: Vec::new(), moves_money: false }
+    }
+
+    /// Check the registration's limits.
+    pub fn validate(&self) -> Result<(), ToolActionError> {
+        if self.values.len() > TOOL_VALUES_MAX {
+            return Err(ToolActionError::TooManyValues);
+        }
+        for (i, v) in self.values.iter().enumerate() {
+            if v.key.is_empty() || v.key.len() > TOOL_KEY_BYTES_MAX {
+                return Err(ToolActionError::BadKey);
+            }
+            if self.values[..i].iter().any(|w| w.key == v.key) {
+                return Err(ToolActionError::DuplicateKey(v.key.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the action is consequential (the authority rule applies).
+    pub fn is_consequential(&self) -> bool {
+        self.kind == ActionKind::Act
+    }
 }
 
 impl Principal {
+    /// A principal of `kind` with no domain, key or action class (callers fill in the rest).
+    pub fn new(id: PrincipalId, tenant: TenantId, kind: PrincipalKind) -> Self {
+        Self { id, tenant, kind, domain: None, allow_listed: false, public_key: None, action: None }
+    }
+
     /// Integrity level: users and allow-listed tools are trusted, agents are `agent`, sources and
     /// unlisted tools are untrusted.
     pub fn integrity(&self) -> Integrity {

@@ -22,7 +22,7 @@ fn principal(id: &str, kind: PrincipalKind, domain: Option<&str>, allow: bool) -
         kind,
         domain: domain.map(|d| Domain::new(d).unwrap()),
         allow_listed: allow,
-        public_key: None,
+        public_key: None, action: None,
     }
 }
 
@@ -71,10 +71,12 @@ fn fixture() -> Fixture {
 
 fn decide(f: &Fixture, a: &ActionRequest) -> DecisionOutcome {
     let refs: Vec<&MemoryItem> = f.items.iter().collect();
-    let principal = |_: &PrincipalId| None;
+    let lookup = |_: &PrincipalId| None;
     let used = |_: &[u8; 16]| false;
     let t = tenant();
-    let ctx = DecisionContext { tenant: &t, now_ms: 2, items: &refs, attestations: &f.attestations, elevations: &[], principal: &principal, grant_used: &used, session: &Observed::clean(), session_witnesses: &[] };
+    let agent = principal("agent", PrincipalKind::Agent, None, false);
+    let class = ActionClass::of(&a.tool, None);
+    let ctx = DecisionContext { tenant: &t, now_ms: 2, actor: &agent, class: &class, items: &refs, attestations: &f.attestations, elevations: &[], principal: &lookup, grant_used: &used, session: &Observed::clean(), session_witnesses: &[] };
     f.gate.decide(a, &ctx)
 }
 

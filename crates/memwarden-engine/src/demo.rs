@@ -81,16 +81,7 @@ fn show(out: &mut dyn Write, v: &Verdict) -> Result<(), EngineError> {
 }
 
 fn rule_name(r: &Rule) -> &'static str {
-    match r {
-        Rule::NotConsequential => "not_consequential",
-        Rule::NoUntrustedPush => "no_untrusted_push",
-        Rule::Elevated => "elevated",
-        Rule::Uncorroborated => "uncorroborated",
-        Rule::GrantRefused { .. } => "grant_refused",
-        Rule::InvalidRequest { .. } => "invalid_request",
-        Rule::DecisionError { .. } => "decision_error",
-        Rule::Lineage { .. } => "lineage",
-    }
+    r.name()
 }
 
 fn item_line(out: &mut dyn Write, who: &str, item: &MemoryItem) -> Result<(), EngineError> {
@@ -112,7 +103,7 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<DemoSummary, EngineError> 
     let ns = Namespace::new("finance").map_err(|e| EngineError::Invalid(e.to_string()))?;
     let domain = |d: &str| Domain::new(d).map_err(|e| EngineError::Invalid(e.to_string()));
     let p = |id: &str, kind: PrincipalKind, dom: Option<Domain>, allow: bool, pk: Option<[u8; 32]>| -> Result<Principal, EngineError> {
-        Ok(Principal { id: name(id)?, tenant: tenant.clone(), kind, domain: dom, allow_listed: allow, public_key: pk })
+        Ok(Principal { id: name(id)?, tenant: tenant.clone(), kind, domain: dom, allow_listed: allow, public_key: pk, action: None })
     };
     writeln!(out, "memwarden demo — data directory {}\n", dir.display()).map_err(io)?;
     writeln!(out, "0. Principals (authenticated by channel, never by content):").map_err(io)?;

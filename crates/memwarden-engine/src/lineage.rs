@@ -288,6 +288,7 @@ pub(crate) fn verdict(d: &GateDecision) -> Verdict {
         pushed: Vec::new(),
         ask: Vec::new(),
         threshold: Some(d.threshold.get()),
+        layers: Vec::new(),
     }
 }
 

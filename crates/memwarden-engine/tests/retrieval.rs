@@ -25,7 +25,7 @@ fn register(e: &Engine, ids: &[&str]) {
             kind: PrincipalKind::Agent,
             domain: None,
             allow_listed: false,
-            public_key: None,
+            public_key: None, action: None,
         })
         .unwrap();
     }

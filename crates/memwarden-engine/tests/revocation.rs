@@ -40,7 +40,7 @@ fn setup(e: &Engine) {
     let user_key = memwarden_engine::keys::generate_key().unwrap().verifying_key().to_bytes();
     for (id, kind) in [("ana", PrincipalKind::Agent), ("ben", PrincipalKind::Agent), ("ursula", PrincipalKind::User)] {
         let public_key = (kind == PrincipalKind::User).then_some(user_key);
-        e.register_principal(Principal { id: PrincipalId::new(id).unwrap(), tenant: tenant(), kind, domain: None, allow_listed: false, public_key })
+        e.register_principal(Principal { id: PrincipalId::new(id).unwrap(), tenant: tenant(), kind, domain: None, allow_listed: false, public_key, action: None })
             .unwrap();
     }
 }

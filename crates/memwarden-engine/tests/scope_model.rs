@@ -116,9 +116,9 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let t = TenantId::new("acme").unwrap();
     let key = memwarden_engine::keys::generate_key().unwrap().verifying_key().to_bytes();
     for a in AGENTS {
-        e.register_principal(Principal { id: pid(a), tenant: t.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None }).unwrap();
+        e.register_principal(Principal { id: pid(a), tenant: t.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None }).unwrap();
     }
-    e.register_principal(Principal { id: pid(USER), tenant: t.clone(), kind: PrincipalKind::User, domain: None, allow_listed: false, public_key: Some(key) }).unwrap();
+    e.register_principal(Principal { id: pid(USER), tenant: t.clone(), kind: PrincipalKind::User, domain: None, allow_listed: false, public_key: Some(key), action: None }).unwrap();
     // Each principal reads in a session of its own per step, so session taint never hides a
     // result the model allows (the model is about scope, not integrity).
     let actor = |who: &str, step: usize| -> Actor { e.authenticate_session(&t, &pid(who), SessionId::new(&format!("s{step}")).unwrap()).unwrap() };

@@ -19,7 +19,7 @@ fn tenant() -> TenantId {
 }
 
 fn principal(id: &str, kind: PrincipalKind, key: Option<&SigningKey>) -> Principal {
-    Principal { id: pid(id), tenant: tenant(), kind, domain: None, allow_listed: false, public_key: key.map(|k| k.verifying_key().to_bytes()) }
+    Principal { id: pid(id), tenant: tenant(), kind, domain: None, allow_listed: false, public_key: key.map(|k| k.verifying_key().to_bytes()), action: None }
 }
 
 fn open(dir: &std::path::Path) -> Engine {

@@ -25,7 +25,7 @@ fn principal(e: &Engine, name: &str, kind: PrincipalKind) -> Actor {
     let id = PrincipalId::new(name).unwrap();
     if e.authenticate(&tenant(), &id).is_err() {
         let public_key = (kind == PrincipalKind::User).then_some([7u8; 32]);
-        e.register_principal(Principal { id: id.clone(), tenant: tenant(), kind, domain: None, allow_listed: false, public_key }).unwrap();
+        e.register_principal(Principal { id: id.clone(), tenant: tenant(), kind, domain: None, allow_listed: false, public_key, action: None }).unwrap();
     }
     e.authenticate(&tenant(), &id).unwrap()
 }

@@ -1098,7 +1098,7 @@ fn an_admitted_item_becomes_a_write_event() {
         kind: PrincipalKind::User,
         domain: None,
         allow_listed: false,
-        public_key: None,
+        public_key: None, action: None,
     };
     let req = WriteRequest::new(Namespace::new("team").unwrap(), "the landlord's account is ACCT-1", Route::Dialogue);
     let admitted = Authority::default().admit_write(&user, &tenant, req, &[], id(1), 42).unwrap();

@@ -35,7 +35,7 @@
 //! let engine = Arc::new(Engine::open(dir.path(), EngineConfig::default())?);
 //! let tenant = TenantId::new("acme")?;
 //! engine.register_principal(Principal { id: PrincipalId::new("agent")?, tenant: tenant.clone(),
-//!     kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None })?;
+//!     kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None })?;
 //! let config = ServeConfig {
 //!     data_dir: dir.path().to_owned(),
 //!     addr: "127.0.0.1:0".parse()?, // any free port

@@ -411,7 +411,7 @@ pub fn register_principal(engine: &Engine, p: RegisterPrincipalIn) -> Result<Pri
         kind: conv(p.kind, "principal kind")?,
         domain: p.domain.as_deref().map(Domain::new).transpose()?,
         allow_listed: p.allow_listed,
-        public_key,
+        public_key, action: None,
     };
     engine.register_principal(principal.clone())?;
     Ok(principal_out(&principal))

@@ -41,7 +41,7 @@ fn run_client(args: &[&str]) -> Value {
 }
 
 fn principal(tenant: &TenantId, id: &str, kind: PrincipalKind) -> Principal {
-    Principal { id: PrincipalId::new(id).unwrap(), tenant: tenant.clone(), kind, domain: None, allow_listed: false, public_key: None }
+    Principal { id: PrincipalId::new(id).unwrap(), tenant: tenant.clone(), kind, domain: None, allow_listed: false, public_key: None, action: None }
 }
 
 #[test]

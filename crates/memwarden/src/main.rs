@@ -548,6 +548,39 @@ enum BenchCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// LoCoMo evidence recall per preset (recall@1/5/10 any-of and all-of, MRR, nDCG@10, per
+    /// category and speaker role), benign and under injected poison (exposure, payments to
+    /// planted payees); locomo.md, locomo.json, locomo.png. One speaker is the user, the other a
+    /// source; the agent searches every question (k = 10).
+    Locomo {
+        /// The LoCoMo conversations (`<id>.json`; never copied into the repository).
+        #[arg(long, default_value = "../shared/data/locomo")]
+        data: PathBuf,
+        /// One conversation (the smallest): a few minutes on 2 cores.
+        #[arg(long)]
+        quick: bool,
+        /// Presets (repeatable; default none, lineage, lifecycle, full).
+        #[arg(long = "preset")]
+        presets: Vec<String>,
+        /// Conversation ids (comma-separated; default 26,30,41,42,43).
+        #[arg(long, value_delimiter = ',')]
+        conversations: Vec<String>,
+        /// `local` (all-MiniLM-L6-v2, see --model-dir) or `hash` (tests only).
+        #[arg(long, default_value = "local")]
+        embedder: String,
+        /// `vector`, or `hybrid` once the engine has it.
+        #[arg(long, default_value = "vector")]
+        search: String,
+        /// Seed of the injected poison.
+        #[arg(long, default_value_t = 16)]
+        seed: u64,
+        /// Benign runs only (no poison).
+        #[arg(long)]
+        no_attack: bool,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -729,7 +762,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let kind = parse::<PrincipalKind>("kind", &kind)?;
             let domain = domain.map(|d| parse::<Domain>("domain", &d)).transpose()?;
             let key = if kind == PrincipalKind::User { Some(generate_key()?) } else { None };
-            let p = Principal { id: id.clone(), tenant: tenant.clone(), kind, domain, allow_listed, public_key: key.as_ref().map(|k| k.verifying_key().to_bytes()) };
+            let p = Principal { id: id.clone(), tenant: tenant.clone(), kind, domain, allow_listed, public_key: key.as_ref().map(|k| k.verifying_key().to_bytes()), action: None };
             let r = engine.register_principal(p.clone())?;
             if let Some(k) = key {
                 let path = save_user_key(&cli.data, &tenant, &id, &k)?;
@@ -904,7 +937,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             use std::io::Write;
             let id = parse::<PrincipalId>("principal", &a)?;
             if engine.store().principal(&tenant, &id)?.is_none() {
-                engine.register_principal(Principal { id: id.clone(), tenant: tenant.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None })?;
+                engine.register_principal(Principal { id: id.clone(), tenant: tenant.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None })?;
             }
             let who = actor(&id)?;
             let ns = parse::<Namespace>("namespace", "crash")?;
@@ -1098,6 +1131,40 @@ fn bench_load(memories: Option<usize>, clients: &[usize], seconds: Option<f64>, 
     Ok(ExitCode::SUCCESS)
 }
 
+#[allow(clippy::too_many_arguments)]
+fn bench_locomo(
+    data: &Path,
+    quick: bool,
+    presets: &[String],
+    conversations: &[String],
+    embedder: &str,
+    search: &str,
+    seed: u64,
+    no_attack: bool,
+    out: &Path,
+    model_dir: Option<PathBuf>,
+) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::locomo::{EmbedderChoice, LocomoBenchOptions, SearchMode, attack::AttackConfig, run_locomo, write_locomo};
+    let mut opts = LocomoBenchOptions::new(data, out);
+    opts.quick = quick;
+    opts.presets = presets.iter().map(|p| memwarden_engine::Preset::parse(p)).collect::<Result<_, _>>()?;
+    opts.conversations = conversations.to_vec();
+    opts.embedder = EmbedderChoice::from_name(embedder, model_dir).map_err(fail)?;
+    opts.search = SearchMode::from_name(search).map_err(fail)?;
+    opts.attack = (!no_attack).then(|| AttackConfig { seed, ..AttackConfig::default() });
+    let dirty = std::process::Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .ok()
+        .is_some_and(|o| o.status.success() && !o.stdout.is_empty());
+    opts.git_rev = git_rev().map(|r| if dirty { format!("{r} + uncommitted changes") } else { r });
+    let bar = ProgressBar::new(0);
+    let report = run_locomo(&opts, &mut |stage, done, total| bar.update(stage, done as u64, total as u64)).map_err(fail)?;
+    let (json, md, png) = write_locomo(&report, out).map_err(fail)?;
+    println!("wrote {}, {} and {} ({:.1} s)", md.display(), json.display(), png.display(), report.meta.wall_time_s);
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
     use std::io::Write;
     let (quick, agent, seed, out) = match cmd {
@@ -1106,6 +1173,9 @@ fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineE
         BenchCmd::Lineage { quick, agent, full_relevance_floor, out } => return bench_lineage(*quick, agent, *full_relevance_floor, out),
         BenchCmd::Lifecycle { quick, agent, seed, agents, out } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
         BenchCmd::Load { memories, clients, seconds, quick, out } => return bench_load(*memories, clients, *seconds, *quick, out, model_dir),
+        BenchCmd::Locomo { data, quick, presets, conversations, embedder, search, seed, no_attack, out } => {
+            return bench_locomo(data, *quick, presets, conversations, embedder, search, *seed, *no_attack, out, model_dir);
+        }
     };
     let mut opts = memwarden_bench::AuthorityBenchOptions::new(out);
     opts.quick = *quick;

@@ -122,7 +122,7 @@ impl Cast {
                 kind,
                 domain: domain.map(Domain::new).transpose().map_err(|e| BenchError::Invalid(e.to_string()))?,
                 allow_listed: allow,
-                public_key: key,
+                public_key: key, action: None,
             })?;
             Ok(())
         };
@@ -350,9 +350,12 @@ impl World {
         let tenant = cast.tenant.clone();
         let principal = |id: &PrincipalId| store.principal(&tenant, id).ok().flatten();
         let used = |n: &[u8; 16]| store.grant_used(&tenant, n).unwrap_or(true);
+        let class = ActionClass::of(&action.tool, None);
         let ctx = DecisionContext {
             tenant: &cast.tenant,
             now_ms: self.eng.now_ms(),
+            actor: actor.principal(),
+            class: &class,
             items: &refs,
             attestations: &attestations,
             elevations: &elevations,
@@ -620,9 +623,12 @@ impl MemBackend {
         let principal = |id: &PrincipalId| users.iter().find(|p| p.id == *id).cloned();
         let used = |n: &[u8; 16]| self.used.contains(n);
         let clean = Observed::clean();
+        let class = ActionClass::of(&action.tool, None);
         let ctx = DecisionContext {
             tenant: &self.tenant,
             now_ms: now,
+            actor: agent.principal(),
+            class: &class,
             items: &items,
             attestations: &self.attestations,
             elevations: &self.elevations,
@@ -663,7 +669,7 @@ impl Backend for MemBackend {
         let id = self.new_id();
         let item = self
             .gate
-            .admit_tool_output(caller.principal(), &Observed::clean(), tool.principal(), &args, &source_refs, &input_refs, &self.tenant, namespace, output, id, now)
+            .admit_tool_output(caller.principal(), &Observed::clean(), tool.principal(), Vouch::CallerReported, &args, &source_refs, &input_refs, &self.tenant, namespace, output, id, now)
             .map_err(gate_err)?
             .item()
             .clone();

@@ -128,7 +128,7 @@ impl AuthorityLayer {
                 kind,
                 domain: None,
                 allow_listed: false,
-                public_key: None,
+                public_key: None, action: None,
             })
         };
         let agents = (0..agents).map(|i| mk(&format!("agent-{i}"), PrincipalKind::Agent)).collect::<Result<Vec<_>, _>>()?;
@@ -249,9 +249,12 @@ impl AuthorityLayer {
         let principals: Vec<Principal> =
             self.agents.iter().chain([&self.user, &self.outside, &self.web, &self.tool]).cloned().collect();
         let lookup = |id: &PrincipalId| principals.iter().find(|p| p.id == *id).cloned();
+        let class = memwarden_core::authority::ActionClass::of(action, Some(&memwarden_core::principal::ToolAction { kind: req.kind, risk: Risk::High, values: Vec::new(), moves_money: false }));
         let ctx = DecisionContext {
             tenant: &self.tenant,
             now_ms,
+            actor: &self.agents[i],
+            class: &class,
             items: &items,
             attestations: &[],
             elevations: &[],

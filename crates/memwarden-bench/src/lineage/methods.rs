@@ -413,7 +413,7 @@ impl AuthorityState {
         let ns = Namespace::new("lineage").map_err(|e| BenchError::Invalid(e.to_string()))?;
         let mut principals = BTreeMap::new();
         let mk = |id: &str, kind: PrincipalKind, allow: bool| -> Result<Principal, BenchError> {
-            Ok(Principal { id: pid(id)?, tenant: tenant.clone(), kind, domain: None, allow_listed: allow, public_key: None })
+            Ok(Principal { id: pid(id)?, tenant: tenant.clone(), kind, domain: None, allow_listed: allow, public_key: None, action: None })
         };
         for r in &w.task.roles {
             principals.insert(r.clone(), mk(r, PrincipalKind::Agent, false)?);
@@ -497,9 +497,14 @@ impl AuthorityState {
             session.witnesses().iter().filter_map(|id| self.items.values().find(|i| i.id() == *id)).collect();
         let principals = &self.principals;
         let lookup = |id: &PrincipalId| principals.values().find(|p| p.id == *id).cloned();
+        // The task's tool, registered as the task classes it.
+        let class = memwarden_core::authority::ActionClass::of(&a.tool, Some(&memwarden_core::principal::ToolAction { kind: a.kind, risk: a.risk, values: Vec::new(), moves_money: false }));
+        let Some(actor) = principals.get(d.role) else { return memwarden_core::action::Decision::Block };
         let ctx = DecisionContext {
             tenant: &self.tenant,
             now_ms: at,
+            actor,
+            class: &class,
             items: &used,
             attestations: &[],
             elevations: &[],

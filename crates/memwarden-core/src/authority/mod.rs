@@ -15,9 +15,14 @@
 //!
 //! Any error while deciding yields `Block` (deny), never `Allow`.
 
+pub mod decide;
 pub mod grant;
+pub mod tool;
 
-use crate::action::{Acceptance, ActionRequest, Decision, PushedValue, Rule, Verdict, ACTION_CONTEXT_MAX, ACTION_GRANTS_MAX, ACTION_VALUES_MAX};
+pub use decide::{compose, ActionAnalysis, ActionClass, DecisionContext, Support, ValueFacts, TOOL_CALL_KEY};
+pub use tool::{ToolStatement, Vouch};
+
+use crate::action::{Decision, Rule, Verdict};
 use crate::ids::{ItemId, Namespace, PrincipalId, TenantId};
 use crate::item::{
     EdgeKind, GuardState, MemoryItem, ParentRef, Readers, Route, Scope, Status, Visibility, WriteRequest, CONTENT_BYTES_MAX,
@@ -27,7 +32,7 @@ use crate::label::{Integrity, Label, Origin};
 use crate::normalize::{NormError, NormValue, ValueKind};
 use crate::principal::{Principal, PrincipalKind};
 use crate::session::Observed;
-use grant::{GrantRefusal, GrantRequest, SignedGrant, GRANT_TTL_MS_MAX};
+use grant::SignedGrant;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -447,30 +452,6 @@ pub struct GrantUse {
     pub used_ms: u64,
 }
 
-/// What the store needs to know about the world to decide.
-pub struct DecisionContext<'a> {
-    /// The deciding tenant.
-    pub tenant: &'a TenantId,
-    /// Now (ms).
-    pub now_ms: u64,
-    /// The action's context items and declared value sources, resolved by the engine.
-    pub items: &'a [&'a MemoryItem],
-    /// Attestations for the action's keys.
-    pub attestations: &'a [Attestation],
-    /// Existing elevations for the action's keys.
-    pub elevations: &'a [Elevation],
-    /// Principal lookup (for grant signatures).
-    pub principal: &'a dyn Fn(&PrincipalId) -> Option<Principal>,
-    /// Whether a grant nonce was already consumed.
-    pub grant_used: &'a dyn Fn(&[u8; 16]) -> bool,
-    /// What the proposing session was handed. When its floor is untrusted, the proposal itself is
-    /// an untrusted item pushing every value that no declared source or context item of at least
-    /// agent integrity carries.
-    pub session: &'a Observed,
-    /// The session's witness items that could be resolved (named as the pushers of such values).
-    pub session_witnesses: &'a [&'a MemoryItem],
-}
-
 /// The authority verdict plus the state changes it implies. Only [`Authority::decide`] constructs
 /// it; the store commits the changes and the log entry atomically, and refuses (fails the whole
 /// commit) if a grant it consumes was consumed concurrently.
@@ -494,14 +475,13 @@ impl DecisionOutcome {
     pub fn grant_uses(&self) -> &[GrantUse] {
         &self.grant_uses
     }
-    /// Compose with another layer's verdict: the more restrictive decision wins, and if the other
-    /// layer is more restrictive no grant is consumed and no elevation is recorded for this action.
-    pub fn compose(&mut self, other: Verdict) {
-        if other.decision > self.verdict.decision {
-            self.verdict = other;
-            self.grant_uses.clear();
-            self.new_elevations.clear();
-        }
+    /// A denial by `rule` (an unusable request, an error while deciding): nothing consumed.
+    pub fn denied(rule: Rule) -> Self {
+        let cause = match &rule {
+            Rule::InvalidRequest { reason } | Rule::DecisionError { reason } | Rule::GrantRefused { reason, .. } => reason.clone(),
+            _ => String::new(),
+        };
+        Self { verdict: decide::verdict(Decision::Block, "authority", rule, cause), new_elevations: Vec::new(), grant_uses: Vec::new() }
     }
     /// Turn the outcome into a denial (e.g. when a grant was consumed concurrently).
     pub fn deny(&mut self, rule: Rule, cause: String) {
@@ -822,6 +802,9 @@ impl Authority {
             asked.insert(writer.id.clone());
             readers = readers.intersect(&Readers::Only(asked));
         }
+        // Confidentiality: nobody outside what the session could read may read its write,
+        // declared parents or not (a permission, so it holds in every preset).
+        readers = readers.intersect(observed.readers());
         if let Readers::Only(s) = &mut readers
             && s.is_empty() {
                 s.insert(writer.id.clone());
@@ -858,18 +841,24 @@ impl Authority {
     }
 
     /// M2 at the tool boundary: admit the output of `tool` called by `caller` with `args` and the
-    /// retrieved `inputs` passed in. The output is written by the tool; its label is the meet of
-    /// the tool's level (trusted only if allow-listed), every argument's label and every input's
-    /// label. An argument's label is the caller's unless every declared source carries the value,
-    /// in which case it is the meet of those sources'; any input carrying the value also taints it.
-    /// The caller's label is at most its session's floor (`caller_observed`): a value the caller
-    /// typed after being handed untrusted text is untrusted unless a declared source carries it.
+    /// retrieved `inputs` passed in. The output is written by the tool. Its label is the meet of
+    /// every argument's label and every input's label with:
+    ///
+    /// * the tool's level (trusted only if allow-listed) when the tool vouches for the output
+    ///   (`vouch`: the caller *is* the tool, or the output carries the tool's verified signature);
+    /// * otherwise also the caller's label at its session floor: a caller-reported output is the
+    ///   caller's claim about what the tool said, so a source can never create anything above
+    ///   untrusted and a tainted agent session nothing above its floor.
+    ///
+    /// An argument's label is the caller's unless every declared source carries the value, in
+    /// which case it is the meet of those sources'; any input carrying the value also taints it.
     #[allow(clippy::too_many_arguments)]
     pub fn admit_tool_output(
         &self,
         caller: &Principal,
         caller_observed: &Observed,
         tool: &Principal,
+        vouch: Vouch,
         args: &[ToolArg],
         arg_sources: &[&MemoryItem],
         inputs: &[&MemoryItem],
@@ -885,8 +874,15 @@ impl Authority {
         if caller.tenant != *tenant {
             return Err(WriteError::WrongTenant(caller.id.clone(), tenant.clone()));
         }
+        if vouch == Vouch::Writer && caller.id != tool.id {
+            return Err(WriteError::NotATool(caller.id.clone()));
+        }
         let caller_label = self.bind(caller.origin()).at_most(self.floor(caller_observed));
         let mut label = self.bind(tool.origin());
+        if vouch == Vouch::CallerReported {
+            // The tool did not vouch: the output is only as good as whoever reported it.
+            label = label.meet(caller_label);
+        }
         let find = |id: &ItemId| arg_sources.iter().chain(inputs).find(|i| i.id == *id).copied();
         for arg in args {
             let v = NormValue::new(arg.kind, &arg.value).map_err(|error| WriteError::BadArgument { key: arg.key.clone(), error })?;
@@ -928,11 +924,20 @@ impl Authority {
         tool_as_writer.tenant = tenant.clone();
         // The tool's own write is not tainted by the caller's session beyond what the arguments carry.
         let mut admitted = self.admit(&tool_as_writer, tool.origin(), base, tenant, req, &resolved, &Observed::clean(), id, now_ms)?;
-        // Readers of a tool output: the caller's view, not the tool's.
+        // Readers of a tool output: the caller's view, not the tool's, and never wider than what
+        // the caller's session could read (its arguments may carry it).
         if let Readers::Only(s) = &mut admitted.item.scope.readers {
             s.insert(caller.id.clone());
         }
+        admitted.item.scope.readers = admitted.item.scope.readers.intersect(caller_observed.readers());
+        if let Readers::Only(s) = &mut admitted.item.scope.readers
+            && s.is_empty()
+        {
+            s.insert(caller.id.clone());
+        }
+        admitted.item.scope.visibility = if admitted.item.scope.readers == Readers::All { Visibility::Shared } else { Visibility::Private };
         debug_assert!(admitted.item.label <= base);
+        debug_assert!(vouch != Vouch::CallerReported || admitted.item.label.integrity() <= caller_label.integrity(), "a caller-reported output is never above its caller");
         Ok(admitted)
     }
 
@@ -1001,228 +1006,4 @@ impl Authority {
         counted.into_iter().collect()
     }
 
-    /// Algorithm 1: the action-time verdict. Deterministic, no I/O; errors deny.
-    pub fn decide(&self, action: &ActionRequest, ctx: &DecisionContext<'_>) -> DecisionOutcome {
-        match self.decide_inner(action, ctx) {
-            Ok(o) => o,
-            Err(rule) => {
-                let cause = match &rule {
-                    Rule::InvalidRequest { reason } | Rule::DecisionError { reason } | Rule::GrantRefused { reason, .. } => reason.clone(),
-                    _ => String::new(),
-                };
-                DecisionOutcome { verdict: verdict(Decision::Block, rule, cause), new_elevations: Vec::new(), grant_uses: Vec::new() }
-            }
-        }
-    }
-
-    fn decide_inner(&self, action: &ActionRequest, ctx: &DecisionContext<'_>) -> Result<DecisionOutcome, Rule> {
-        let invalid = |reason: String| Rule::InvalidRequest { reason };
-        if action.values.len() > ACTION_VALUES_MAX || action.context.len() > ACTION_CONTEXT_MAX || action.grants.len() > ACTION_GRANTS_MAX {
-            return Err(invalid(format!(
-                "action exceeds a limit ({ACTION_VALUES_MAX} values, {ACTION_CONTEXT_MAX} context ids, {ACTION_GRANTS_MAX} grants)"
-            )));
-        }
-        let item_of = |id: &ItemId| ctx.items.iter().find(|i| i.id == *id).copied();
-        for id in action.context.iter().chain(action.values.iter().flat_map(|v| &v.sources)) {
-            match item_of(id) {
-                Some(i) if i.tenant == *ctx.tenant => {}
-                _ => return Err(invalid(format!("context item {id} is unknown in this tenant"))),
-            }
-        }
-        let supporting: Vec<ItemId> = action.context.clone();
-        if !action.is_consequential() {
-            let mut v = verdict(Decision::Allow, Rule::NotConsequential, "not a consequential action; shown with provenance".into());
-            v.supporting = supporting;
-            return Ok(DecisionOutcome { verdict: v, new_elevations: Vec::new(), grant_uses: Vec::new() });
-        }
-        let amount = match &action.amount {
-            Some(a) => Some(NormValue::new(ValueKind::Amount, a).map_err(|e| invalid(format!("amount: {e}")))?.canonical),
-            None => None,
-        };
-        // Step 1-2: for each safety-relevant value, the untrusted items that push it.
-        let mut pushed: Vec<(PushedValue, NormValue, Vec<&MemoryItem>)> = Vec::new();
-        for av in &action.values {
-            let v = NormValue::new(av.kind, &av.value).map_err(|e| invalid(format!("value {}: {e}", av.key)))?;
-            let mut pushers: Vec<&MemoryItem> = Vec::new();
-            let mut backed = false;
-            let declared = av.sources.iter().filter_map(item_of);
-            for item in declared.chain(action.context.iter().filter_map(item_of)) {
-                let carries = item.folded().carries(&v);
-                let pushes = av.sources.contains(&item.id) || carries;
-                if pushes && item.label.integrity() == Integrity::Untrusted && !pushers.iter().any(|p| p.id == item.id) {
-                    pushers.push(item);
-                }
-                backed |= carries && item.label.integrity() >= Integrity::Agent;
-            }
-            // The proposal of a session that was handed untrusted memory is itself untrusted: a
-            // value nothing better carries is pushed by what the session saw, declared or not.
-            let session_push = self.floor(ctx.session) == Integrity::Untrusted && !backed;
-            if session_push {
-                for w in ctx.session_witnesses {
-                    if w.label.integrity() == Integrity::Untrusted && w.tenant == *ctx.tenant && !pushers.iter().any(|p| p.id == w.id) {
-                        pushers.push(w);
-                    }
-                }
-            }
-            if !self.config.enforce {
-                // The layer is off: nothing counts as pushing (labels stay recorded).
-                continue;
-            }
-            if !pushers.is_empty() || session_push {
-                let pv = PushedValue { key: av.key.clone(), value: v.canonical.clone(), pushed_by: pushers.iter().map(|p| p.id).collect(), accepted: None };
-                pushed.push((pv, v, pushers));
-            }
-        }
-        let affected: Vec<ItemId> = {
-            let mut s: BTreeSet<ItemId> = BTreeSet::new();
-            for (pv, _, _) in &pushed {
-                s.extend(pv.pushed_by.iter().copied());
-            }
-            s.into_iter().collect()
-        };
-        // Step 3.
-        if pushed.is_empty() {
-            let mut v = verdict(Decision::Allow, Rule::NoUntrustedPush, "no untrusted item pushes any value of this action".into());
-            v.supporting = supporting;
-            return Ok(DecisionOutcome { verdict: v, new_elevations: Vec::new(), grant_uses: Vec::new() });
-        }
-        // Step 4: corroboration (existing monotone elevations first).
-        let mut new_elevations = Vec::new();
-        for (pv, v, pushers) in &mut pushed {
-            if !self.config.elevation {
-                continue;
-            }
-            if let Some(e) = ctx.elevations.iter().find(|e| e.tenant == *ctx.tenant && e.key == pv.key && e.value == *v) {
-                pv.accepted = Some(Acceptance::Corroborated { attesters: e.attesters.clone(), new: false });
-                continue;
-            }
-            let attesters = self.independent_attesters(ctx.attestations, ctx.tenant, &pv.key, v, pushers);
-            if attesters.len() >= self.config.k.max(1) {
-                new_elevations.push(Elevation { tenant: ctx.tenant.clone(), key: pv.key.clone(), value: v.clone(), attesters: attesters.clone(), created_ms: ctx.now_ms });
-                pv.accepted = Some(Acceptance::Corroborated { attesters, new: true });
-            }
-        }
-        // Step 5: grants, validated and matched against the remaining values.
-        let mut grant_uses: Vec<GrantUse> = Vec::new();
-        let mut refusal: Option<GrantRefusal> = None;
-        let mut seen_nonces: BTreeSet<[u8; 16]> = BTreeSet::new();
-        let needs_grant = pushed.iter().any(|(pv, _, _)| pv.accepted.is_none());
-        if needs_grant {
-            for sg in &action.grants {
-                let res = self.check_grant(sg, action, amount.as_deref(), ctx, &mut seen_nonces).and_then(|()| {
-                    let g = &sg.grant;
-                    let slot = pushed.iter_mut().find(|(pv, v, _)| pv.accepted.is_none() && pv.key == g.key && *v == g.value);
-                    match slot {
-                        Some((pv, _, _)) => {
-                            pv.accepted = Some(Acceptance::Granted { nonce: g.nonce_hex() });
-                            grant_uses.push(GrantUse { grant: sg.clone(), used_ms: ctx.now_ms });
-                            Ok(())
-                        }
-                        None => {
-                            let requested = action.values.iter().find(|v| v.key == g.key).map(|v| v.value.clone()).unwrap_or_default();
-                            Err(GrantRefusal::ValueMismatch { nonce: g.nonce_hex(), key: g.key.clone(), granted: g.value.canonical.clone(), requested })
-                        }
-                    }
-                });
-                if let Err(r) = res {
-                    refusal.get_or_insert(r);
-                }
-            }
-        }
-        let unresolved: Vec<&(PushedValue, NormValue, Vec<&MemoryItem>)> = pushed.iter().filter(|(pv, _, _)| pv.accepted.is_none()).collect();
-        let pushed_values: Vec<PushedValue> = pushed.iter().map(|(pv, _, _)| pv.clone()).collect();
-        if unresolved.is_empty() {
-            let mut v = verdict(Decision::Allow, Rule::Elevated, "every untrusted-pushed value is corroborated or granted".into());
-            v.supporting = supporting;
-            v.affected = affected;
-            v.pushed = pushed_values;
-            return Ok(DecisionOutcome { verdict: v, new_elevations, grant_uses });
-        }
-        // Step 6: deny. A refused grant is reported as such; otherwise ask the user.
-        let ask: Vec<GrantRequest> = unresolved
-            .iter()
-            .map(|(pv, v, _)| GrantRequest { tool: action.tool.clone(), key: pv.key.clone(), kind: v.kind, value: v.canonical.clone(), amount: amount.clone() })
-            .collect();
-        let mut v = match refusal {
-            Some(r) => verdict(Decision::Block, Rule::GrantRefused { code: r.code().into(), reason: r.to_string() }, format!("grant refused: {r}")),
-            None => {
-                let names: Vec<String> = unresolved.iter().map(|(pv, _, _)| format!("{}={}", pv.key, pv.value)).collect();
-                verdict(
-                    Decision::AskUser,
-                    Rule::Uncorroborated,
-                    format!(
-                        "untrusted memory pushes {} without {} independent trusted attestations; a one-time user grant must bind tool {:?} and that value{}",
-                        names.join(", "),
-                        self.config.k,
-                        action.tool,
-                        amount.as_ref().map(|a| format!(" and amount {a}")).unwrap_or_default()
-                    ),
-                )
-            }
-        };
-        v.supporting = supporting;
-        v.affected = affected;
-        v.pushed = pushed_values;
-        v.ask = ask;
-        Ok(DecisionOutcome { verdict: v, new_elevations: Vec::new(), grant_uses: Vec::new() })
-    }
-
-    fn check_grant(
-        &self,
-        sg: &SignedGrant,
-        action: &ActionRequest,
-        amount: Option<&str>,
-        ctx: &DecisionContext<'_>,
-        seen: &mut BTreeSet<[u8; 16]>,
-    ) -> Result<(), GrantRefusal> {
-        let g = &sg.grant;
-        let nonce = g.nonce_hex();
-        if g.tenant != *ctx.tenant {
-            return Err(GrantRefusal::ForeignTenant { nonce });
-        }
-        let user = (ctx.principal)(&g.user);
-        let key = match &user {
-            Some(p) if p.kind == PrincipalKind::User && p.tenant == *ctx.tenant => p.public_key,
-            _ => None,
-        };
-        let Some(key) = key else {
-            return Err(GrantRefusal::UnknownUser { nonce, user: g.user.to_string() });
-        };
-        if !sg.verify_signature(&key) {
-            return Err(GrantRefusal::BadSignature { nonce, user: g.user.to_string() });
-        }
-        if g.expires_ms < g.issued_ms || g.expires_ms - g.issued_ms > GRANT_TTL_MS_MAX {
-            return Err(GrantRefusal::BadLifetime { nonce });
-        }
-        if ctx.now_ms > g.expires_ms {
-            return Err(GrantRefusal::Expired { nonce, expires_ms: g.expires_ms, now_ms: ctx.now_ms });
-        }
-        if !seen.insert(g.nonce) {
-            return Err(GrantRefusal::Duplicate { nonce });
-        }
-        if (ctx.grant_used)(&g.nonce) {
-            return Err(GrantRefusal::Reused { nonce });
-        }
-        if g.tool != action.tool {
-            return Err(GrantRefusal::ToolMismatch { nonce, granted: g.tool.clone(), requested: action.tool.clone() });
-        }
-        if g.amount.as_deref() != amount {
-            return Err(GrantRefusal::AmountMismatch { nonce, granted: g.amount.clone(), requested: amount.map(str::to_owned) });
-        }
-        Ok(())
-    }
-}
-
-fn verdict(decision: Decision, rule: Rule, cause: String) -> Verdict {
-    Verdict {
-        decision,
-        layer: "authority".into(),
-        rule,
-        cause,
-        supporting: Vec::new(),
-        affected: Vec::new(),
-        pushed: Vec::new(),
-        ask: Vec::new(),
-        threshold: None,
-    }
 }

@@ -14,7 +14,7 @@ fn a_core_item_becomes_a_lifecycle_view() {
         kind: PrincipalKind::Source,
         domain: None,
         allow_listed: false,
-        public_key: None,
+        public_key: None, action: None,
     };
     let req = WriteRequest::new(
         Namespace::new("finance").unwrap(),
