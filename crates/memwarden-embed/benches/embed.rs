@@ -11,14 +11,14 @@
 //!   64 short synthetic sentences ("The cat sits outside N", 8 tokens): sentences/s.
 //!
 //! Options (after `--`): `--queries N` (default 300), `--rounds N` batch rounds (default 10),
-//! `--skip-batch`, `--skip-single`.
+//! `--skip-batch`, `--skip-single`, `--f32` (full-precision weights; the default is half), `--threads N` (batches).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 #[allow(dead_code, unused_imports)]
 #[path = "../../memwarden-index/src/bench/corpus.rs"]
 mod corpus;
 
-use memwarden_embed::{Embedder, MiniLmEmbedder, resolve_model_dir};
+use memwarden_embed::{Embedder, MiniLmEmbedder, WeightPrecision, resolve_model_dir};
 use std::time::Instant;
 
 const STORED_COUNT: usize = 10_000;
@@ -87,8 +87,20 @@ fn main() {
 
     let t = Instant::now();
     let dir = resolve_model_dir(None).unwrap_or_else(|e| panic!("{e}"));
-    let m = MiniLmEmbedder::load(&dir).unwrap();
-    println!("model: {}; load {:.1} ms", m.name(), t.elapsed().as_secs_f64() * 1e3);
+    let precision = if args.iter().any(|a| a == "--f32") { WeightPrecision::F32 } else { WeightPrecision::default() };
+    let mut m = MiniLmEmbedder::load_with_precision(&dir, precision).unwrap();
+    if let Some(threads) = arg(&args, "--threads") {
+        m = m.with_threads(threads);
+    }
+    println!(
+        "model: {}; kernels {}, weights {:?} ({:.1} MB of layer weights), {} threads for batches; load {:.1} ms",
+        m.name(),
+        m.kernels(),
+        m.precision(),
+        m.layer_weight_bytes() as f64 / 1e6,
+        m.threads(),
+        t.elapsed().as_secs_f64() * 1e3
+    );
 
     let t = Instant::now();
     let roots = corpus::default_corpus_roots();

@@ -12,7 +12,7 @@ use pulp::Arch;
 use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
-use crate::kernels::{self, Linear};
+use crate::kernels::{self, Linear, Storage};
 
 /// The parts of a Hugging Face BERT `config.json` the encoder uses.
 #[derive(Debug, Clone, Deserialize)]
@@ -124,8 +124,9 @@ fn norm(st: &SafeTensors<'_>, prefix: &str, width: usize) -> Result<Norm, String
 
 impl Bert {
     /// Reads and packs the weights in `safetensors` (the bytes of `model.safetensors`) for a
-    /// model described by `config`, for the instruction set `arch`.
-    pub fn load(safetensors: &[u8], config: &BertConfig, arch: Arch) -> Result<Self, String> {
+    /// model described by `config`, for the instruction set `arch`, the linear layers' weights
+    /// stored as `storage` says.
+    pub fn load(safetensors: &[u8], config: &BertConfig, arch: Arch, storage: Storage) -> Result<Self, String> {
         let c = config;
         if c.hidden_act != "gelu" {
             return Err(format!("hidden_act {:?} not supported (only \"gelu\")", c.hidden_act));
@@ -141,11 +142,10 @@ impl Bert {
         }
         let st = SafeTensors::deserialize(safetensors).map_err(|e| format!("not a safetensors file: {e}"))?;
         let (h, i) = (c.hidden_size, c.intermediate_size);
-        let panel = kernels::panel_width(arch);
         let linear = |name: &str, n: usize, k: usize| -> Result<Linear, String> {
             let w = tensor(&st, &format!("{name}.weight"), &[n, k])?;
             let b = tensor(&st, &format!("{name}.bias"), &[n])?;
-            Linear::pack(&w, &b, n, k, panel).map_err(|e| format!("{name}: {e}"))
+            Linear::pack(arch, &w, &b, n, k, storage).map_err(|e| format!("{name}: {e}"))
         };
         let mut layers = Vec::with_capacity(c.num_hidden_layers);
         for l in 0..c.num_hidden_layers {
@@ -157,7 +157,7 @@ impl Bert {
                 b.extend(tensor(&st, &format!("{p}.attention.self.{part}.bias"), &[h])?);
             }
             layers.push(Layer {
-                qkv: Linear::pack(&w, &b, 3 * h, h, panel).map_err(|e| format!("{p} qkv: {e}"))?,
+                qkv: Linear::pack(arch, &w, &b, 3 * h, h, storage).map_err(|e| format!("{p} qkv: {e}"))?,
                 attn_out: linear(&format!("{p}.attention.output.dense"), h, h)?,
                 attn_norm: norm(&st, &format!("{p}.attention.output.LayerNorm"), h)?,
                 ffn_in: linear(&format!("{p}.intermediate.dense"), i, h)?,

@@ -28,9 +28,9 @@ const V3_VECS: usize = 2;
 /// Register tile on the scalar fallback.
 const SCALAR_ROWS: usize = 4;
 const SCALAR_VECS: usize = 4;
-/// Inner-dimension block: one block of a weight panel (`KC × panel width` floats) stays in the
-/// L2 cache while every row tile of the activations streams past it.
-const KC: usize = 384;
+/// Inner-dimension block, in bytes of packed weights: one block of a weight panel stays in the
+/// L1 data cache (48 KB here) while every row tile of the activations passes over it.
+const KC_BYTES: usize = 32 * 1024;
 /// Row block: this many activation rows (times `KC` floats) stay in the L2 cache while the
 /// weight panels stream past them (matters for large batches only).
 const MC: usize = 96;
@@ -68,37 +68,91 @@ pub(crate) struct Linear {
     pub k: usize,
     /// Panel width in floats.
     panel: usize,
-    /// `n / panel` panels of `k × panel` floats.
-    data: Vec<f32>,
-    /// `n` biases.
+    /// `⌈n / panel⌉` panels of `k × panel` weights (the last zero-padded).
+    data: Panels,
+    /// `n` biases, zero-padded to whole panels.
     bias: Vec<f32>,
 }
 
+/// Packed weights: `f32`, or IEEE half precision (converted to `f32` in registers as the
+/// kernel loads them; the products and sums stay `f32`).
+enum Panels {
+    F32(Vec<f32>),
+    F16(Vec<pulp::u16x16>),
+}
+
+/// How a linear layer's weights are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Storage {
+    /// `f32`, as in the checkpoint.
+    F32,
+    /// Rounded to IEEE half precision (half the bytes to stream). Needs AVX-512 (F16C-class
+    /// conversion); elsewhere the half-rounded values are stored as `f32`, so every machine
+    /// computes with the same weights.
+    F16,
+}
+
 impl Linear {
-    /// Packs `weight` (`n × k`, row-major: PyTorch's `out × in` layout) and `bias` (`n`).
-    /// `n` must be a multiple of `panel`.
-    pub fn pack(weight: &[f32], bias: &[f32], n: usize, k: usize, panel: usize) -> Result<Self, String> {
+    /// Packs `weight` (`n × k`, row-major: PyTorch's `out × in` layout) and `bias` (`n`) for
+    /// the kernel on `arch`.
+    pub fn pack(
+        arch: Arch,
+        weight: &[f32],
+        bias: &[f32],
+        n: usize,
+        k: usize,
+        storage: Storage,
+    ) -> Result<Self, String> {
+        let panel = panel_width(arch);
         if weight.len() != n * k || bias.len() != n {
             return Err(format!("linear layer: {} weights and {} biases for {n} × {k}", weight.len(), bias.len()));
         }
-        if panel == 0 || !n.is_multiple_of(panel) {
-            return Err(format!("linear layer: {n} outputs is not a multiple of the kernel's panel width {panel}"));
+        if panel == 0 || n == 0 || k == 0 {
+            return Err(format!("linear layer: {n} × {k} (panel width {panel})"));
         }
-        let mut data = vec![0f32; n * k];
-        for (j, block) in data.chunks_exact_mut(k * panel).enumerate() {
+        // The last panel is padded with zero columns (weights and biases) when `n` is not a
+        // multiple of the panel width; the kernel writes only the real columns.
+        let n_padded = n.div_ceil(panel) * panel;
+        let mut packed = vec![0f32; n_padded * k];
+        for (j, block) in packed.chunks_exact_mut(k * panel).enumerate() {
             for (p, row) in block.chunks_exact_mut(panel).enumerate() {
-                for (c, slot) in row.iter_mut().enumerate() {
+                for (c, slot) in row.iter_mut().enumerate().take(n.saturating_sub(j * panel)) {
                     *slot = weight[(j * panel + c) * k + p];
                 }
             }
         }
-        Ok(Self { n, k, panel, data, bias: bias.to_vec() })
+        let mut bias = bias.to_vec();
+        bias.resize(n_padded, 0.0);
+        let data = match (storage, arch) {
+            (Storage::F32, _) => Panels::F32(packed),
+            (Storage::F16, Arch::V4(_)) if panel.is_multiple_of(16) => Panels::F16(
+                packed
+                    .chunks_exact(16)
+                    .map(|c| pulp::u16x16(
+                        half_bits(c[0]), half_bits(c[1]), half_bits(c[2]), half_bits(c[3]),
+                        half_bits(c[4]), half_bits(c[5]), half_bits(c[6]), half_bits(c[7]),
+                        half_bits(c[8]), half_bits(c[9]), half_bits(c[10]), half_bits(c[11]),
+                        half_bits(c[12]), half_bits(c[13]), half_bits(c[14]), half_bits(c[15]),
+                    ))
+                    .collect(),
+            ),
+            (Storage::F16, _) => Panels::F32(packed.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect()),
+        };
+        Ok(Self { n, k, panel, data, bias })
     }
 
     /// Bytes of weights and biases.
     pub fn bytes(&self) -> usize {
-        (self.data.len() + self.bias.len()) * std::mem::size_of::<f32>()
+        let weights = match &self.data {
+            Panels::F32(d) => std::mem::size_of_val(d.as_slice()),
+            Panels::F16(d) => std::mem::size_of_val(d.as_slice()),
+        };
+        weights + std::mem::size_of_val(self.bias.as_slice())
     }
+}
+
+fn half_bits(x: f32) -> u16 {
+    half::f16::from_f32(x).to_bits()
 }
 
 /// `c = a · Wᵀ + b` for `m` rows (`a`: `m × k`, `c`: `m × n`, both row-major), then GELU on
@@ -106,7 +160,13 @@ impl Linear {
 pub(crate) fn linear(arch: Arch, a: &[f32], m: usize, w: &Linear, c: &mut [f32], gelu: bool) {
     debug_assert_eq!(a.len(), m * w.k);
     debug_assert_eq!(c.len(), m * w.n);
-    arch.dispatch(LinearOp { a, m, w, c, gelu });
+    match (&w.data, arch) {
+        (Panels::F16(panels), Arch::V4(v4)) => {
+            v4.vectorize(LinearF16Op { v4, op: LinearOp { a, m, w, c, gelu }, panels });
+        }
+        (Panels::F16(_), _) => debug_assert!(false, "half-precision panels are only packed for AVX-512"),
+        (Panels::F32(panels), _) => arch.dispatch(LinearF32Op { op: LinearOp { a, m, w, c, gelu }, panels }),
+    }
 }
 
 struct LinearOp<'a> {
@@ -117,20 +177,79 @@ struct LinearOp<'a> {
     gelu: bool,
 }
 
-impl WithSimd for LinearOp<'_> {
+/// Loads one vector of a weight panel as `f32` (inlined into the kernel, so it runs with the
+/// kernel's target features).
+trait PanelLoad<S: Simd>: Copy {
+    /// What the panel stores per vector.
+    type Stored: Copy;
+    fn load(self, x: Self::Stored) -> S::f32s;
+}
+
+/// `f32` panels: the vector as stored.
+#[derive(Clone, Copy)]
+struct AsStored;
+
+impl<S: Simd> PanelLoad<S> for AsStored {
+    type Stored = S::f32s;
+    #[inline(always)]
+    fn load(self, x: S::f32s) -> S::f32s {
+        x
+    }
+}
+
+/// Half-precision panels on AVX-512: 16 halves widened to 16 floats (`vcvtph2ps`), exactly.
+#[derive(Clone, Copy)]
+struct HalfToF32(pulp::x86::V4);
+
+impl PanelLoad<pulp::x86::V4> for HalfToF32 {
+    type Stored = pulp::u16x16;
+    #[inline(always)]
+    fn load(self, x: pulp::u16x16) -> pulp::f32x16 {
+        pulp::cast(self.0.avx512f._mm512_cvtph_ps(pulp::cast(x)))
+    }
+}
+
+struct LinearF16Op<'a> {
+    v4: pulp::x86::V4,
+    op: LinearOp<'a>,
+    panels: &'a [pulp::u16x16],
+}
+
+impl pulp::NullaryFnOnce for LinearF16Op<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn call(self) {
+        linear_tiled::<pulp::x86::V4, V4_ROWS, V4_VECS, HalfToF32>(self.v4, self.op, self.panels, HalfToF32(self.v4));
+    }
+}
+
+struct LinearF32Op<'a> {
+    op: LinearOp<'a>,
+    panels: &'a [f32],
+}
+
+impl WithSimd for LinearF32Op<'_> {
     type Output = ();
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
+        let (panels, _) = S::as_simd_f32s(self.panels);
         match S::F32_LANES {
-            16 => linear_tiled::<S, V4_ROWS, V4_VECS>(simd, self),
-            8 => linear_tiled::<S, V3_ROWS, V3_VECS>(simd, self),
-            _ => linear_tiled::<S, SCALAR_ROWS, SCALAR_VECS>(simd, self),
+            16 => linear_tiled::<S, V4_ROWS, V4_VECS, AsStored>(simd, self.op, panels, AsStored),
+            8 => linear_tiled::<S, V3_ROWS, V3_VECS, AsStored>(simd, self.op, panels, AsStored),
+            _ => linear_tiled::<S, SCALAR_ROWS, SCALAR_VECS, AsStored>(simd, self.op, panels, AsStored),
         }
     }
 }
 
+/// The tiled matmul over weight panels stored as vectors of `B` (`f32` vectors, or 16 halves),
+/// `load` turning one into an `f32` vector.
 #[inline(always)]
-fn linear_tiled<S: Simd, const MR: usize, const NV: usize>(simd: S, op: LinearOp<'_>) {
+fn linear_tiled<S: Simd, const MR: usize, const NV: usize, L: PanelLoad<S>>(
+    simd: S,
+    op: LinearOp<'_>,
+    panels: &[L::Stored],
+    load: L,
+) {
     let LinearOp { a, m, w, c, gelu } = op;
     let (n, k) = (w.n, w.k);
     const { assert!(MR <= 8) };
@@ -141,32 +260,39 @@ fn linear_tiled<S: Simd, const MR: usize, const NV: usize>(simd: S, op: LinearOp
     }
     let (bias, _) = S::as_simd_f32s(&w.bias);
     let (bias, _) = bias.as_chunks::<NV>();
-    let panels = n / panel;
+    let panel_count = n.div_ceil(panel);
+    if bias.len() < panel_count || panels.len() < panel_count * k * NV {
+        debug_assert!(false, "linear: short weight panels");
+        return;
+    }
+    let kc_max = (KC_BYTES / (NV * std::mem::size_of::<L::Stored>())).max(8);
+    // Panels outer and inner blocks next: the weights stream through memory in order, once per
+    // row block.
     for i0 in (0..m).step_by(MC) {
         let rows = MC.min(m - i0);
-        for k0 in (0..k).step_by(KC) {
-            let kc = KC.min(k - k0);
-            let first = k0 == 0;
-            let last = k0 + kc == k;
-            for (j, bias_j) in bias.iter().enumerate().take(panels) {
-                let block = &w.data[(j * k + k0) * panel..(j * k + k0 + kc) * panel];
-                let (block, _) = S::as_simd_f32s(block);
+        for (j, bias_j) in bias.iter().enumerate().take(panel_count) {
+            for k0 in (0..k).step_by(kc_max) {
+                let kc = kc_max.min(k - k0);
+                let first = k0 == 0;
+                let last = k0 + kc == k;
+                let block = &panels[(j * k + k0) * NV..(j * k + k0 + kc) * NV];
                 let (block, _) = block.as_chunks::<NV>();
                 let mut r0 = 0;
                 while r0 < rows {
-                    let t = Tile { a, c: &mut *c, k, n, k0, row: i0 + r0, col_vec: j * NV, first, last, gelu };
+                    let col0 = j * panel;
+                    let t = Tile { a, c: &mut *c, k, n, k0, row: i0 + r0, col0, cols: panel.min(n - col0), first, last, gelu };
                     let left = rows - r0;
                     // A full tile where possible, then one smaller tile for the remainder
                     // (tiles of up to 8 rows are instantiated).
                     let done = match left.min(MR) {
-                        8 => tile::<S, 8, NV>(simd, t, block, bias_j),
-                        7 => tile::<S, 7, NV>(simd, t, block, bias_j),
-                        6 => tile::<S, 6, NV>(simd, t, block, bias_j),
-                        5 => tile::<S, 5, NV>(simd, t, block, bias_j),
-                        4 => tile::<S, 4, NV>(simd, t, block, bias_j),
-                        3 => tile::<S, 3, NV>(simd, t, block, bias_j),
-                        2 => tile::<S, 2, NV>(simd, t, block, bias_j),
-                        _ => tile::<S, 1, NV>(simd, t, block, bias_j),
+                        8 => tile::<S, 8, NV, L>(simd, t, block, bias_j, load),
+                        7 => tile::<S, 7, NV, L>(simd, t, block, bias_j, load),
+                        6 => tile::<S, 6, NV, L>(simd, t, block, bias_j, load),
+                        5 => tile::<S, 5, NV, L>(simd, t, block, bias_j, load),
+                        4 => tile::<S, 4, NV, L>(simd, t, block, bias_j, load),
+                        3 => tile::<S, 3, NV, L>(simd, t, block, bias_j, load),
+                        2 => tile::<S, 2, NV, L>(simd, t, block, bias_j, load),
+                        _ => tile::<S, 1, NV, L>(simd, t, block, bias_j, load),
                     };
                     r0 += done;
                 }
@@ -185,8 +311,10 @@ struct Tile<'a, 'c> {
     k0: usize,
     /// First row.
     row: usize,
-    /// First output column, in vectors.
-    col_vec: usize,
+    /// First output column.
+    col0: usize,
+    /// Output columns of this panel (the panel width, or less in a zero-padded last panel).
+    cols: usize,
     /// First inner block: start from the bias (else from `c`).
     first: bool,
     /// Last inner block: apply the epilogue (GELU).
@@ -196,23 +324,32 @@ struct Tile<'a, 'c> {
 
 /// `R` rows × `NV` vectors of output, accumulated in registers over one inner block. Returns `R`.
 #[inline(always)]
-fn tile<S: Simd, const R: usize, const NV: usize>(
+fn tile<S: Simd, const R: usize, const NV: usize, L: PanelLoad<S>>(
     simd: S,
     t: Tile<'_, '_>,
-    block: &[[S::f32s; NV]],
+    block: &[[L::Stored; NV]],
     bias: &[S::f32s; NV],
+    load: L,
 ) -> usize {
     let kc = block.len();
+    let zero = simd.splat_f32s(0.0);
+    // This panel's columns of row `r` of `c`: whole vectors, then a partial one when the layer's
+    // width is not a multiple of the panel (the last panel is zero-padded).
     let mut acc: [[S::f32s; NV]; R] = std::array::from_fn(|r| {
         if t.first {
             *bias
         } else {
-            let (cv, _) = S::as_simd_f32s(&t.c[(t.row + r) * t.n..(t.row + r + 1) * t.n]);
-            std::array::from_fn(|v| cv[t.col_vec + v])
+            let (cv, tail) = S::as_simd_f32s(&t.c[(t.row + r) * t.n + t.col0..][..t.cols]);
+            std::array::from_fn(|v| match v.cmp(&cv.len()) {
+                std::cmp::Ordering::Less => cv[v],
+                std::cmp::Ordering::Equal if !tail.is_empty() => simd.partial_load_f32s(tail),
+                _ => zero,
+            })
         }
     });
     let rows: [&[f32]; R] = std::array::from_fn(|r| &t.a[(t.row + r) * t.k + t.k0..][..kc]);
     for (p, b) in block.iter().enumerate() {
+        let b: [S::f32s; NV] = std::array::from_fn(|v| load.load(b[v]));
         for r in 0..R {
             let x = simd.splat_f32s(rows[r][p]);
             for v in 0..NV {
@@ -221,9 +358,15 @@ fn tile<S: Simd, const R: usize, const NV: usize>(
         }
     }
     for (r, acc_r) in acc.iter().enumerate() {
-        let (cv, _) = S::as_mut_simd_f32s(&mut t.c[(t.row + r) * t.n..(t.row + r + 1) * t.n]);
-        for v in 0..NV {
-            cv[t.col_vec + v] = if t.last && t.gelu { gelu_v(simd, acc_r[v]) } else { acc_r[v] };
+        let (cv, tail) = S::as_mut_simd_f32s(&mut t.c[(t.row + r) * t.n + t.col0..][..t.cols]);
+        let whole = cv.len();
+        for (v, &x) in acc_r.iter().enumerate() {
+            let x = if t.last && t.gelu { gelu_v(simd, x) } else { x };
+            if v < whole {
+                cv[v] = x;
+            } else if v == whole && !tail.is_empty() {
+                simd.partial_store_f32s(tail, x);
+            }
         }
     }
     R
@@ -250,42 +393,145 @@ impl WithSimd for AttentionOp<'_> {
     type Output = ();
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
-        let AttentionOp { qkv, t, heads, dh, ctx } = self;
         let lanes = S::F32_LANES;
-        let hidden = heads * dh;
-        let stride = 3 * hidden;
-        // Keys transposed (dh × tp, zero-padded to whole vectors), one head at a time.
-        let tp = t.div_ceil(lanes) * lanes;
-        let mut kt = vec![0f32; dh * tp];
-        let mut scores = vec![0f32; tp];
-        let scale = 1.0 / (dh as f32).sqrt();
-        for h in 0..heads {
-            for j in 0..t {
-                let key = &qkv[j * stride + hidden + h * dh..][..dh];
-                for (d, &x) in key.iter().enumerate() {
-                    kt[d * tp + j] = x;
-                }
+        let dv = if self.dh.is_multiple_of(lanes) { self.dh / lanes } else { 0 };
+        // Register tiles for the two products: scores with the matmul's tile, the weighted
+        // sum of values with (rows × dh/lanes vectors) within the register budget.
+        match (lanes, dv) {
+            (16, 1) => attention_tiled::<S, V4_ROWS, V4_VECS, 8, 1>(simd, self),
+            (16, 2) => attention_tiled::<S, V4_ROWS, V4_VECS, 8, 2>(simd, self),
+            (16, 4) => attention_tiled::<S, V4_ROWS, V4_VECS, 4, 4>(simd, self),
+            (8, 2) => attention_tiled::<S, V3_ROWS, V3_VECS, 4, 2>(simd, self),
+            (8, 4) => attention_tiled::<S, V3_ROWS, V3_VECS, 2, 4>(simd, self),
+            _ => attention_rows(simd, self),
+        }
+    }
+}
+
+/// Attention with both products register-tiled, one head at a time:
+/// `S = (q · scale) Kᵀ` with tiles of `MR × NV` vectors (queries padded to `MR` rows, keys to
+/// `NV` vectors), softmax of each row over the real keys, `ctx = P V` with tiles of `PR` rows ×
+/// `DV` vectors (`DV · lanes = dh`).
+#[inline(always)]
+fn attention_tiled<S: Simd, const MR: usize, const NV: usize, const PR: usize, const DV: usize>(
+    simd: S,
+    op: AttentionOp<'_>,
+) {
+    let AttentionOp { qkv, t, heads, dh, ctx } = op;
+    let lanes = S::F32_LANES;
+    if t == 0 || dh != DV * lanes {
+        return;
+    }
+    let hidden = heads * dh;
+    let stride = 3 * hidden;
+    let scale = 1.0 / (dh as f32).sqrt();
+    let score_rows = t.div_ceil(MR) * MR; // query rows, padded for the score tiles
+    let rows = score_rows.max(t.div_ceil(PR) * PR); // and for the value tiles
+    let cols = t.div_ceil(NV * lanes) * NV * lanes; // key columns, padded
+    let mut q = vec![0f32; rows * dh];
+    let mut kt = vec![0f32; dh * cols];
+    let mut v = vec![0f32; t * dh];
+    let mut scores = vec![0f32; rows * cols];
+    for h in 0..heads {
+        for j in 0..t {
+            let row = &qkv[j * stride + h * dh..];
+            for (d, (qd, vd)) in q[j * dh..(j + 1) * dh].iter_mut().zip(&mut v[j * dh..(j + 1) * dh]).enumerate() {
+                *qd = row[d] * scale;
+                kt[d * cols + j] = row[hidden + d];
+                *vd = row[2 * hidden + d];
             }
-            for i in 0..t {
-                let q = &qkv[i * stride + h * dh..][..dh];
-                {
-                    let (sv, _) = S::as_mut_simd_f32s(&mut scores);
-                    sv.fill(simd.splat_f32s(0.0));
-                    for (d, &qd) in q.iter().enumerate() {
-                        let x = simd.splat_f32s(qd * scale);
-                        let (kv, _) = S::as_simd_f32s(&kt[d * tp..(d + 1) * tp]);
-                        for (s, kd) in sv.iter_mut().zip(kv) {
-                            *s = simd.mul_add_e_f32s(x, *kd, *s);
-                        }
+        }
+        {
+            let (ktv, _) = S::as_simd_f32s(&kt);
+            let (sv, _) = S::as_mut_simd_f32s(&mut scores);
+            let col_vecs = cols / lanes;
+            for i0 in (0..score_rows).step_by(MR) {
+                for c0 in (0..col_vecs).step_by(NV) {
+                    let acc = tile_strided::<S, MR, NV>(simd, &q[i0 * dh..], dh, dh, &ktv[c0..], col_vecs);
+                    for (r, acc_r) in acc.iter().enumerate() {
+                        sv[(i0 + r) * col_vecs + c0..][..NV].copy_from_slice(acc_r);
                     }
                 }
-                softmax_in_place(simd, &mut scores[..t]);
-                let out = &mut ctx[i * hidden + h * dh..][..dh];
-                out.fill(0.0);
-                for (j, &pj) in scores[..t].iter().enumerate() {
-                    let value = &qkv[j * stride + 2 * hidden + h * dh..][..dh];
-                    axpy(simd, pj, value, out);
+            }
+        }
+        for i in 0..t {
+            softmax_in_place(simd, &mut scores[i * cols..i * cols + t]);
+        }
+        let (vv, _) = S::as_simd_f32s(&v);
+        for i0 in (0..t).step_by(PR) {
+            let acc = tile_strided::<S, PR, DV>(simd, &scores[i0 * cols..], cols, t, vv, DV);
+            for (r, acc_r) in acc.iter().enumerate().take(t - i0) {
+                let (out, _) = S::as_mut_simd_f32s(&mut ctx[(i0 + r) * hidden + h * dh..][..dh]);
+                out.copy_from_slice(acc_r);
+            }
+        }
+    }
+}
+
+/// `R` rows × `NV` vectors: `Σ_p a[r][p] · b[p]`, with `a` row `r` at `a[r · lda..][..kc]` and
+/// `b` row `p` the `NV` vectors at `b[p · ldb..]`.
+#[inline(always)]
+fn tile_strided<S: Simd, const R: usize, const NV: usize>(
+    simd: S,
+    a: &[f32],
+    lda: usize,
+    kc: usize,
+    b: &[S::f32s],
+    ldb: usize,
+) -> [[S::f32s; NV]; R] {
+    let zero = simd.splat_f32s(0.0);
+    let mut acc = [[zero; NV]; R];
+    let rows: [&[f32]; R] = std::array::from_fn(|r| &a[r * lda..][..kc]);
+    for p in 0..kc {
+        let bp = &b[p * ldb..][..NV];
+        for r in 0..R {
+            let x = simd.splat_f32s(rows[r][p]);
+            for v in 0..NV {
+                acc[r][v] = simd.mul_add_e_f32s(x, bp[v], acc[r][v]);
+            }
+        }
+    }
+    acc
+}
+
+/// Attention one query row at a time: the fallback for head widths the tiles do not cover.
+#[inline(always)]
+fn attention_rows<S: Simd>(simd: S, op: AttentionOp<'_>) {
+    let AttentionOp { qkv, t, heads, dh, ctx } = op;
+    let lanes = S::F32_LANES;
+    let hidden = heads * dh;
+    let stride = 3 * hidden;
+    // Keys transposed (dh × tp, zero-padded to whole vectors), one head at a time.
+    let tp = t.div_ceil(lanes) * lanes;
+    let mut kt = vec![0f32; dh * tp];
+    let mut scores = vec![0f32; tp];
+    let scale = 1.0 / (dh as f32).sqrt();
+    for h in 0..heads {
+        for j in 0..t {
+            let key = &qkv[j * stride + hidden + h * dh..][..dh];
+            for (d, &x) in key.iter().enumerate() {
+                kt[d * tp + j] = x;
+            }
+        }
+        for i in 0..t {
+            let q = &qkv[i * stride + h * dh..][..dh];
+            {
+                let (sv, _) = S::as_mut_simd_f32s(&mut scores);
+                sv.fill(simd.splat_f32s(0.0));
+                for (d, &qd) in q.iter().enumerate() {
+                    let x = simd.splat_f32s(qd * scale);
+                    let (kv, _) = S::as_simd_f32s(&kt[d * tp..(d + 1) * tp]);
+                    for (s, kd) in sv.iter_mut().zip(kv) {
+                        *s = simd.mul_add_e_f32s(x, *kd, *s);
+                    }
                 }
+            }
+            softmax_in_place(simd, &mut scores[..t]);
+            let out = &mut ctx[i * hidden + h * dh..][..dh];
+            out.fill(0.0);
+            for (j, &pj) in scores[..t].iter().enumerate() {
+                let value = &qkv[j * stride + 2 * hidden + h * dh..][..dh];
+                axpy(simd, pj, value, out);
             }
         }
     }
@@ -620,19 +866,37 @@ mod tests {
     #[test]
     fn linear_matches_naive_for_every_tile_remainder_and_block_edge() {
         for (name, arch) in arches() {
-            let panel = panel_width(arch);
             // k spans one, several and a partial inner block; m every tile remainder and a
             // second row block.
-            for (m, n, k) in [(1, 48, 8), (5, 96, 384), (7, 48, 400), (13, 192, 769), (27, 144, 100), (MC + 7, 48, 40)] {
+            for (m, n, k, storage) in [
+                (1, 48, 8, Storage::F32),
+                (5, 96, 384, Storage::F32),
+                (7, 48, 400, Storage::F32),
+                (13, 192, 769, Storage::F32),
+                (27, 144, 100, Storage::F32),
+                (MC + 7, 48, 40, Storage::F32),
+                (9, 96, 400, Storage::F16),
+                (MC + 3, 48, 769, Storage::F16),
+                // Widths that are not a multiple of the panel, or of the vector width.
+                (11, 40, 50, Storage::F32),
+                (3, 100, 33, Storage::F32),
+                (9, 7, 20, Storage::F16),
+                (17, 1, 5, Storage::F32),
+            ] {
                 let a = pseudo(m as u64, m * k);
                 let w = pseudo(n as u64 + 7, n * k);
                 let b = pseudo(k as u64 + 3, n);
-                let packed = Linear::pack(&w, &b, n, k, panel).unwrap();
+                let packed = Linear::pack(arch, &w, &b, n, k, storage).unwrap();
+                // Half storage computes with the half-rounded weights, on every machine.
+                let w: Vec<f32> = match storage {
+                    Storage::F32 => w,
+                    Storage::F16 => w.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect(),
+                };
                 let mut c = vec![f32::NAN; m * n];
                 linear(arch, &a, m, &packed, &mut c, false);
                 let want = linear_naive(&a, m, &w, &b, n, k);
                 for (i, (g, w)) in c.iter().zip(&want).enumerate() {
-                    assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{name} m{m} n{n} k{k} [{i}]: {g} vs {w}");
+                    assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{name} {storage:?} m{m} n{n} k{k} [{i}]: {g} vs {w}");
                 }
                 // GELU epilogue.
                 linear(arch, &a, m, &packed, &mut c, true);
@@ -651,10 +915,19 @@ mod tests {
     #[ignore = "timing, run by hand"]
     fn kernel_speed() {
         let arch = Arch::new();
-        let panel = panel_width(arch);
-        for (m, n, k) in [(27, 1152, 384), (27, 384, 384), (27, 1536, 384), (27, 384, 1536), (512, 1536, 384), (512, 384, 1536)] {
+        for (m, n, k, storage) in [
+            (27, 1152, 384, Storage::F32),
+            (27, 384, 384, Storage::F32),
+            (27, 1536, 384, Storage::F32),
+            (27, 384, 1536, Storage::F32),
+            (512, 1536, 384, Storage::F32),
+            (512, 384, 1536, Storage::F32),
+            (27, 1152, 384, Storage::F16),
+            (27, 384, 1536, Storage::F16),
+            (512, 1536, 384, Storage::F16),
+        ] {
             let a = pseudo(1, m * k);
-            let w = Linear::pack(&pseudo(2, n * k), &pseudo(3, n), n, k, panel).unwrap();
+            let w = Linear::pack(arch, &pseudo(2, n * k), &pseudo(3, n), n, k, storage).unwrap();
             let mut c = vec![0f32; m * n];
             // Best of many single calls: robust to other processes taking the core.
             let reps = (4_000_000_000 / (2 * m * n * k)).max(20);
@@ -670,7 +943,7 @@ mod tests {
             }
             let flop = 2.0 * (m * n * k) as f64;
             println!(
-                "m {m} n {n} k {k}: best {:.1} us, {:.1} GFLOP/s (mean {:.1} GFLOP/s)",
+                "{storage:?} m {m} n {n} k {k}: best {:.1} us, {:.1} GFLOP/s (mean {:.1} GFLOP/s)",
                 best * 1e6,
                 flop / best / 1e9,
                 flop / (total / reps as f64) / 1e9
@@ -678,17 +951,90 @@ mod tests {
         }
     }
 
+    /// The matmuls of a whole 6-layer, 384-wide forward pass with the real shapes and
+    /// distinct weights (42 MB f32 / 21 MB f16: they stream from memory or L3 as in the model),
+    /// run by hand as above. Best and median of 40 passes.
     #[test]
-    fn pack_rejects_widths_the_kernel_cannot_tile() {
-        assert!(Linear::pack(&[0.0; 10 * 4], &[0.0; 10], 10, 4, 64).is_err());
-        assert!(Linear::pack(&[0.0; 3], &[0.0; 64], 64, 4, 64).is_err());
+    #[ignore = "timing, run by hand"]
+    fn model_matmul_speed() {
+        let arch = Arch::new();
+        let (h, i) = (384, 1536);
+        for storage in [Storage::F32, Storage::F16] {
+            let layers: Vec<[Linear; 4]> = (0..6)
+                .map(|l| {
+                    let mk = |n: usize, k: usize, seed: u64| Linear::pack(arch, &pseudo(seed, n * k), &pseudo(seed + 1, n), n, k, storage).unwrap();
+                    [mk(3 * h, h, l * 8), mk(h, h, l * 8 + 2), mk(i, h, l * 8 + 4), mk(h, i, l * 8 + 6)]
+                })
+                .collect();
+            for m in [8, 20, 27, 64] {
+                let x = pseudo(9, m * i);
+                let mut out = vec![0f32; m * 3 * h];
+                let mut big = vec![0f32; m * i];
+                let mut times: Vec<f64> = (0..40)
+                    .map(|_| {
+                        let t = std::time::Instant::now();
+                        for [qkv, o, f1, f2] in &layers {
+                            linear(arch, &x[..m * h], m, qkv, &mut out, false);
+                            linear(arch, &x[..m * h], m, o, &mut out[..m * h], false);
+                            linear(arch, &x[..m * h], m, f1, &mut big, true);
+                            linear(arch, &x[..m * i], m, f2, &mut out[..m * h], false);
+                        }
+                        t.elapsed().as_secs_f64() * 1e3
+                    })
+                    .collect();
+                times.sort_by(f64::total_cmp);
+                let gflop = 2.0 * (m * 6 * (3 * h * h + h * h + 2 * h * i)) as f64 / 1e9;
+                println!(
+                    "{storage:?} m {m}: best {:.2} ms ({:.0} GFLOP/s), median {:.2} ms",
+                    times[0],
+                    gflop / times[0] * 1e3,
+                    times[20]
+                );
+            }
+        }
+    }
+
+    /// Attention and layer-norm time for one layer's worth of work (run by hand, as above).
+    #[test]
+    #[ignore = "timing, run by hand"]
+    fn attention_speed() {
+        let arch = Arch::new();
+        let (heads, dh) = (12, 32);
+        for t in [8, 27, 64, 256] {
+            let hidden = heads * dh;
+            let qkv = pseudo(t as u64, t * 3 * hidden);
+            let mut ctx = vec![0f32; t * hidden];
+            let mut best = f64::INFINITY;
+            for _ in 0..200 {
+                let start = std::time::Instant::now();
+                attention(arch, &qkv, t, heads, dh, &mut ctx);
+                best = best.min(start.elapsed().as_secs_f64());
+            }
+            let mut x = pseudo(5, t * hidden);
+            let res = pseudo(6, t * hidden);
+            let (g, b) = (pseudo(7, hidden), pseudo(8, hidden));
+            let mut best_ln = f64::INFINITY;
+            for _ in 0..200 {
+                let start = std::time::Instant::now();
+                layer_norm(arch, &mut x, Some(&res), &g, &b, 1e-12);
+                best_ln = best_ln.min(start.elapsed().as_secs_f64());
+            }
+            println!("t {t}: attention best {:.1} us, layer norm + residual best {:.1} us", best * 1e6, best_ln * 1e6);
+        }
+    }
+
+    #[test]
+    fn pack_rejects_mismatched_or_empty_shapes() {
+        let arch = Arch::new();
+        assert!(Linear::pack(arch, &[0.0; 3], &[0.0; 48], 48, 4, Storage::F32).is_err());
+        assert!(Linear::pack(arch, &[0.0; 8], &[0.0; 3], 2, 4, Storage::F32).is_err());
+        assert!(Linear::pack(arch, &[], &[], 0, 4, Storage::F32).is_err());
     }
 
     #[test]
     fn attention_matches_naive() {
         for (name, arch) in arches() {
-            let (heads, dh) = (3, 32);
-            for t in [1, 5, 17, 40] {
+            for (heads, dh, t) in [(3, 32, 1), (3, 32, 5), (3, 32, 17), (3, 32, 40), (2, 64, 9), (2, 12, 7), (1, 16, 30)] {
                 let hidden = heads * dh;
                 let qkv = pseudo(t as u64, t * 3 * hidden).iter().map(|x| x * 4.0).collect::<Vec<_>>();
                 let mut ctx = vec![f32::NAN; t * hidden];

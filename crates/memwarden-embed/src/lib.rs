@@ -45,6 +45,7 @@ mod openai;
 
 pub use minilm::{
     DEFAULT_BATCH_SIZE, DEFAULT_MAX_SEQ_LENGTH, MiniLmEmbedder, PARALLEL_TOKENS_MIN, PASS_TOKENS_MAX, THREADS_MAX,
+    WeightPrecision,
 };
 pub use model_dir::{
     DEFAULT_MODEL_SUBDIR, INSTALL_HINT, MODEL_DIR_ENV, REQUIRED_MODEL_FILES, check_model_dir, resolve_model_dir,

@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use memwarden_embed::{Embedder, INSTALL_HINT, MiniLmEmbedder, resolve_model_dir};
+use memwarden_embed::{Embedder, INSTALL_HINT, MiniLmEmbedder, WeightPrecision, resolve_model_dir};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -98,6 +98,41 @@ fn batch_order_and_chunking_do_not_change_results() {
     let mut got = small.embed(&texts).unwrap();
     got.reverse();
     assert_matches_reference(&got, &r, "batches of 3, reversed");
+}
+
+#[test]
+fn full_precision_weights_match_reference_single_and_batched() {
+    let r = reference();
+    let dir = resolve_model_dir(None).unwrap_or_else(|e| panic!("{e}"));
+    let m = MiniLmEmbedder::load_with_precision(&dir, WeightPrecision::F32).unwrap();
+    assert_eq!(m.precision(), WeightPrecision::F32);
+    let texts: Vec<&str> = r.sentences.iter().map(String::as_str).collect();
+    let one: Vec<Vec<f32>> = texts.iter().map(|t| m.embed(&[t]).unwrap().remove(0)).collect();
+    assert_matches_reference(&one, &r, "f32 weights, one at a time");
+    let batch = m.embed(&texts).unwrap();
+    assert_matches_reference(&batch, &r, "f32 weights, one batch");
+}
+
+#[test]
+fn default_precision_is_half() {
+    assert_eq!(model().precision(), WeightPrecision::F16);
+}
+
+#[test]
+fn one_thread_and_many_threads_give_the_same_vectors() {
+    let r = reference();
+    let dir = resolve_model_dir(None).unwrap_or_else(|e| panic!("{e}"));
+    // Enough text to be split over threads (more than PARALLEL_TOKENS_MIN tokens).
+    let texts: Vec<String> = (0..24).map(|i| format!("{} ({i})", r.sentences[i % r.sentences.len()])).collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let one = MiniLmEmbedder::load(&dir).unwrap().with_threads(1).embed(&texts).unwrap();
+    for threads in [2, 3, 7] {
+        let many = MiniLmEmbedder::load(&dir).unwrap().with_threads(threads).embed(&texts).unwrap();
+        assert_eq!(many.len(), one.len());
+        for (i, (a, b)) in one.iter().zip(&many).enumerate() {
+            assert!(cosine(a, b) > 0.999_999, "{threads} threads, text {i}: cosine {}", cosine(a, b));
+        }
+    }
 }
 
 #[test]
