@@ -1471,7 +1471,7 @@ impl Engine {
             };
             let rec = feedback(scorer.config(), &FeedbackState { guard: item.guard().clone(), source_agent_trust: rep }, outcome);
             reputations.insert(item.writer().clone(), rec.after.source_agent_trust);
-            guards.push((item.id(), rec.after.guard.clone()));
+            guards.push((item.id(), item.version(), rec.after.guard.clone()));
             records.push(rec);
         }
         let record = json!({"outcome": if success { "success" } else { "failure" }, "items": ids, "updates": records});

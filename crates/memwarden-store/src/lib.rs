@@ -76,6 +76,11 @@ pub enum Mutation {
     /// Revoke an item: its stored record takes the revoked status and scope (identity and label
     /// unchanged, so reads still verify against the log), the vector index stops admitting it,
     /// and the revocation is logged.
+    ///
+    /// This and [`Mutation::Promotion`], [`Mutation::Hold`], [`Mutation::Update`] (its
+    /// superseded record) and [`Mutation::Feedback`] are read-modify-writes: each commits only
+    /// if the stored row is still at the version the gate read ([`MemoryItem::version`], which
+    /// every record the store returns carries), else [`CommitError::Conflict`].
     Revocation(AdmittedRevocation),
     /// Widen an item's readers (a promotion the authority gate admitted, after the lifecycle
     /// promotion gate if on): the stored record takes the new scope (identity and label
@@ -133,8 +138,9 @@ pub enum Mutation {
         tenant: TenantId,
         /// Who reported the outcome.
         actor: PrincipalId,
-        /// Each used memory's guard state after the update.
-        guards: Vec<(ItemId, GuardState)>,
+        /// Each used memory's guard state after the update, with the version of the record the
+        /// update was computed from (compare-and-set: [`CommitError::Conflict`] if it moved on).
+        guards: Vec<(ItemId, u64, GuardState)>,
         /// Each source agent's reputation after the update.
         reputations: Vec<(PrincipalId, f64)>,
         /// The loggable update record.
@@ -185,6 +191,14 @@ pub enum CommitError {
     /// The item to change does not exist in the tenant.
     #[error("memory {0} not found")]
     ItemMissing(String),
+    /// A read-modify-write lost a race: the record changed since the version its gate read
+    /// ([`MemoryItem::version`]), so the change was not applied. The caller may read again and
+    /// retry; the engine answers it as HTTP 409 Conflict.
+    #[error("memory {id} was changed concurrently; read it again and retry")]
+    Conflict {
+        /// The memory.
+        id: String,
+    },
     /// The embedding is too long or not finite.
     #[error("embedding rejected: {0}")]
     BadEmbedding(String),

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, mpsc};
 use std::thread::JoinHandle;
 
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 const DB_FILE: &str = "memwarden.db";
 /// Lock file: held (flock) by the one process that has the store open for writing.
 const LOCK_FILE: &str = "memwarden.lock";
@@ -121,7 +121,8 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS principals(tenant TEXT NOT NULL, id TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, id));
 CREATE TABLE IF NOT EXISTS items(
   id BLOB PRIMARY KEY, tenant TEXT NOT NULL, namespace TEXT NOT NULL, record TEXT NOT NULL,
-  digest BLOB NOT NULL, log_index INTEGER NOT NULL, embedding BLOB, created_ms INTEGER NOT NULL);
+  digest BLOB NOT NULL, log_index INTEGER NOT NULL, embedding BLOB, created_ms INTEGER NOT NULL,
+  version INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS items_by_namespace ON items(tenant, namespace, created_ms);
 CREATE TABLE IF NOT EXISTS edges(child BLOB NOT NULL, parent BLOB NOT NULL, kind TEXT NOT NULL, PRIMARY KEY(child, parent, kind));
 CREATE INDEX IF NOT EXISTS edges_by_parent ON edges(parent);
@@ -158,6 +159,14 @@ enum Durability {
     /// [`SqliteStore::open_ephemeral`]: `synchronous=OFF`, no index files, removed on drop.
     Ephemeral,
 }
+
+/// Schema 4 gives every item row a version (compare-and-set): the log index of the last change
+/// to it. Migrated rows start at their write's index (any value that changes with every later
+/// change will do: a version is concurrency control, never authority).
+const MIGRATE_3_TO_4: &str = "
+ALTER TABLE items ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+UPDATE items SET version = log_index;
+";
 
 fn open_conn(path: &Path, read_only: bool, durability: Durability) -> Result<Connection, StoreError> {
     let flags = if read_only {
@@ -287,12 +296,16 @@ impl SqliteStore {
         let version: Option<i64> = writer.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
         match version {
             Some(v) if v > SCHEMA_VERSION => return Err(StoreError::Schema(v)),
-            Some(v @ (1 | 2)) => {
+            Some(v @ (1..=3)) => {
                 // Schema 3 only adds tables and indexes (created above); a store without lineage
                 // rows rebuilds its graph from items alone.
                 let tx = writer.transaction()?;
                 if v == 1 {
                     tx.execute_batch(MIGRATE_1_TO_2)?;
+                }
+                let has_version: i64 = tx.query_row("SELECT count(*) FROM pragma_table_info('items') WHERE name = 'version'", [], |r| r.get(0))?;
+                if has_version == 0 {
+                    tx.execute_batch(MIGRATE_3_TO_4)?;
                 }
                 tx.execute("UPDATE meta SET value = ?1 WHERE key = 'schema'", params![SCHEMA_VERSION])?;
                 tx.commit()?;
@@ -427,11 +440,11 @@ impl SqliteStore {
     }
 
     fn read_item(&self, conn: &Connection, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
-        let row: Option<(String, Vec<u8>, i64)> = conn
-            .prepare_cached("SELECT record, digest, log_index FROM items WHERE id = ?1 AND tenant = ?2")?
-            .query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        let row: Option<(String, Vec<u8>, i64, i64)> = conn
+            .prepare_cached("SELECT record, digest, log_index, version FROM items WHERE id = ?1 AND tenant = ?2")?
+            .query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .optional()?;
-        let Some((record, digest, log_index)) = row else {
+        let Some((record, digest, log_index, version)) = row else {
             return Ok(None);
         };
         let item: MemoryItem = serde_json::from_str(&record).map_err(|e| StoreError::Corrupt(format!("item {id}: {e}")))?;
@@ -457,7 +470,8 @@ impl SqliteStore {
         if body.get("digest").and_then(|d| d.as_str()) != Some(hex::encode(&digest).as_str()) {
             return Err(tampered("its log entry commits to another digest"));
         }
-        Ok(Some(item))
+        let version = u64::try_from(version).map_err(|_| tampered("negative version"))?;
+        Ok(Some(item.at_version(version)))
     }
 }
 
@@ -559,7 +573,7 @@ fn insert_item(conn: &Connection, now_ms: u64, write: &AdmittedWrite, embedding:
     let next = p.len;
     let r = conn
         .prepare_cached(
-            "INSERT INTO items(id, tenant, namespace, record, digest, log_index, embedding, created_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO items(id, tenant, namespace, record, digest, log_index, embedding, created_ms, version) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?6)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -635,17 +649,41 @@ fn access_changed(conn: &Connection, p: &mut Pending, now_ms: u64, kind: EntryKi
     p.push(conn, now_ms, kind, &body)
 }
 
-/// Store an item's changed status or scope (identity unchanged) and queue the index catalog's
-/// matching change, applied once the transaction commits.
+/// Compare-and-set one item row: replace its record and move its version to `new_version`, only
+/// if it is still at `expected` (the version the gate read). [`CommitError::Conflict`] when it
+/// moved on, [`CommitError::ItemMissing`] when it is gone.
+fn cas_record(conn: &Connection, tenant: &TenantId, id: &ItemId, record: &str, expected: u64, new_version: u64) -> Result<(), CommitError> {
+    let changed = conn
+        .prepare_cached("UPDATE items SET record = ?1, version = ?4 WHERE id = ?2 AND tenant = ?3 AND version = ?5")
+        .and_then(|mut s| {
+            s.execute(params![
+                record,
+                id.as_bytes().as_slice(),
+                tenant.as_str(),
+                i64::try_from(new_version).unwrap_or(i64::MAX),
+                i64::try_from(expected).unwrap_or(i64::MAX)
+            ])
+        })
+        .map_err(sql)?;
+    if changed == 1 {
+        return Ok(());
+    }
+    let exists: Option<i64> = conn
+        .prepare_cached("SELECT version FROM items WHERE id = ?1 AND tenant = ?2")
+        .and_then(|mut s| s.query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| r.get(0)).optional())
+        .map_err(sql)?;
+    Err(match exists {
+        Some(_) => CommitError::Conflict { id: id.to_string() },
+        None => CommitError::ItemMissing(id.to_string()),
+    })
+}
+
+/// Store an item's changed status or scope (identity unchanged) if its row is still at the
+/// version the gate read (compare-and-set; the new version is the index of the entry about to be
+/// logged), and queue the index catalog's matching change, applied once the transaction commits.
 fn update_access(conn: &Connection, p: &mut Pending, item: &MemoryItem) -> Result<(), CommitError> {
     let record = to_json(item)?;
-    let changed = conn
-        .prepare_cached("UPDATE items SET record = ?1 WHERE id = ?2 AND tenant = ?3")
-        .and_then(|mut s| s.execute(params![record, item.id().as_bytes().as_slice(), item.tenant().as_str()]))
-        .map_err(sql)?;
-    if changed != 1 {
-        return Err(CommitError::ItemMissing(item.id().to_string()));
-    }
+    cas_record(conn, item.tenant(), &item.id(), &record, item.version(), p.len)?;
     let seq: Option<i64> = conn
         .prepare_cached("SELECT seq FROM vectors WHERE id = ?1")
         .and_then(|mut s| s.query_row(params![item.id().as_bytes().as_slice()], |r| r.get(0)).optional())
@@ -794,7 +832,7 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
         }
         Mutation::Feedback { tenant, actor, guards, reputations, record } => {
             let next = p.len;
-            for (id, guard) in guards {
+            for (id, expected, guard) in guards {
                 let rec: Option<String> = conn
                     .prepare_cached("SELECT record FROM items WHERE id = ?1 AND tenant = ?2")
                     .and_then(|mut s| s.query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| r.get(0)).optional())
@@ -808,9 +846,7 @@ fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Resul
                 let text = to_json(&v)?;
                 // Refuse a state the validating decoder would not read back.
                 serde_json::from_str::<MemoryItem>(&text).map_err(|e| CommitError::Storage(format!("guard update for {id}: {e}")))?;
-                conn.prepare_cached("UPDATE items SET record = ?1 WHERE id = ?2 AND tenant = ?3")
-                    .and_then(|mut s| s.execute(params![text, id.as_bytes().as_slice(), tenant.as_str()]))
-                    .map_err(sql)?;
+                cas_record(conn, tenant, id, &text, *expected, next)?;
             }
             for (who, value) in reputations {
                 if !value.is_finite() || !(0.0..=1.0).contains(value) {
