@@ -31,6 +31,7 @@ pub mod authority;
 pub mod lifecycle;
 pub mod lineage;
 pub mod load;
+pub mod locomo;
 pub mod openai;
 pub mod stats;
 
