@@ -74,6 +74,14 @@ fn cpu_ms() -> f64 {
     (ticks(11) + ticks(12)) * 10.0
 }
 
+/// Threads of this process (from /proc/self/status): no thread pool may appear for single queries.
+fn thread_count() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Threads:").map(|v| v.trim().to_owned())))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn arg(args: &[String], name: &str) -> Option<usize> {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok())
 }
@@ -169,6 +177,7 @@ fn main() {
             cpu_per_query / wall_per_query
         );
         println!("  by length:{by_len}");
+        println!("  threads in this process after the single queries: {}", thread_count());
 
         // One query of each length, many calls each: the best call is what a core with
         // nobody else on it gives (robust to a busy machine), the median what this run got.
@@ -191,7 +200,9 @@ fn main() {
         let short: Vec<String> = (0..64).map(|i| format!("The cat sits outside {i}")).collect();
         for (label, batch) in [("stored", &stored_batch), ("short", &short)] {
             let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+            let t = Instant::now();
             let tokens: usize = refs.iter().map(|t| m.token_count(t).unwrap()).sum();
+            let tokenize_ms = t.elapsed().as_secs_f64() * 1e3;
             m.embed(&refs).unwrap(); // warm-up
             let cpu0 = cpu_ms();
             let mut secs: Vec<f64> = (0..rounds)
@@ -205,11 +216,12 @@ fn main() {
             secs.sort_by(f64::total_cmp);
             let s = percentile(&secs, 50.0);
             println!(
-                "batch of 64 {label} sentences ({tokens} tokens): median {:.1} ms, {:.0} sentences/s, {:.0} tokens/s ({:.2} cores busy)",
+                "batch of 64 {label} sentences ({tokens} tokens): median {:.1} ms, {:.0} sentences/s, {:.0} tokens/s ({:.2} cores busy; tokenizing alone {:.1} ms)",
                 s * 1e3,
                 64.0 / s,
                 tokens as f64 / s,
-                cores
+                cores,
+                tokenize_ms
             );
         }
     }

@@ -90,6 +90,27 @@ pub(crate) enum Storage {
     /// conversion); elsewhere the half-rounded values are stored as `f32`, so every machine
     /// computes with the same weights.
     F16,
+    /// Experiment only: the numerics of an int8 path (symmetric int8 per output channel),
+    /// simulated in `f32` (quantised, then stored dequantised).
+    #[cfg(test)]
+    Int8Sim,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Experiment only: quantise each activation row to symmetric int8 (scale max|x| / 127)
+    /// before every linear layer, as an int8 (VNNI) kernel would.
+    pub(crate) static QUANTIZE_ACTIVATIONS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Symmetric int8 quantise-dequantise of `x` in place (scale max|x| / 127).
+#[cfg(test)]
+fn int8_round_trip(x: &mut [f32]) {
+    let max = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if max > 0.0 {
+        let scale = max / 127.0;
+        x.iter_mut().for_each(|v| *v = (*v / scale).round().clamp(-127.0, 127.0) * scale);
+    }
 }
 
 impl Linear {
@@ -113,6 +134,17 @@ impl Linear {
         // The last panel is padded with zero columns (weights and biases) when `n` is not a
         // multiple of the panel width; the kernel writes only the real columns.
         let n_padded = n.div_ceil(panel) * panel;
+        #[cfg(test)]
+        let quantised: Vec<f32>;
+        #[cfg(test)]
+        let weight = if storage == Storage::Int8Sim {
+            let mut w = weight.to_vec();
+            w.chunks_exact_mut(k).for_each(int8_round_trip);
+            quantised = w;
+            &quantised[..]
+        } else {
+            weight
+        };
         let mut packed = vec![0f32; n_padded * k];
         for (j, block) in packed.chunks_exact_mut(k * panel).enumerate() {
             for (p, row) in block.chunks_exact_mut(panel).enumerate() {
@@ -137,6 +169,8 @@ impl Linear {
                     .collect(),
             ),
             (Storage::F16, _) => Panels::F32(packed.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect()),
+            #[cfg(test)]
+            (Storage::Int8Sim, _) => Panels::F32(packed),
         };
         Ok(Self { n, k, panel, data, bias })
     }
@@ -160,6 +194,17 @@ fn half_bits(x: f32) -> u16 {
 pub(crate) fn linear(arch: Arch, a: &[f32], m: usize, w: &Linear, c: &mut [f32], gelu: bool) {
     debug_assert_eq!(a.len(), m * w.k);
     debug_assert_eq!(c.len(), m * w.n);
+    #[cfg(test)]
+    let quantised: Vec<f32>;
+    #[cfg(test)]
+    let a = if QUANTIZE_ACTIVATIONS.with(std::cell::Cell::get) {
+        let mut q = a.to_vec();
+        q.chunks_exact_mut(w.k).for_each(int8_round_trip);
+        quantised = q;
+        &quantised[..]
+    } else {
+        a
+    };
     match (&w.data, arch) {
         (Panels::F16(panels), Arch::V4(v4)) => {
             v4.vectorize(LinearF16Op { v4, op: LinearOp { a, m, w, c, gelu }, panels });
@@ -891,6 +936,11 @@ mod tests {
                 let w: Vec<f32> = match storage {
                     Storage::F32 => w,
                     Storage::F16 => w.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect(),
+                    Storage::Int8Sim => {
+                        let mut w = w;
+                        w.chunks_exact_mut(k).for_each(int8_round_trip);
+                        w
+                    }
                 };
                 let mut c = vec![f32::NAN; m * n];
                 linear(arch, &a, m, &packed, &mut c, false);

@@ -113,6 +113,14 @@ impl MiniLmEmbedder {
 
     /// [`MiniLmEmbedder::load`] with the linear layers' weights stored as `precision` says.
     pub fn load_with_precision(dir: &Path, precision: WeightPrecision) -> Result<Self, EmbedError> {
+        let storage = match precision {
+            WeightPrecision::F32 => Storage::F32,
+            WeightPrecision::F16 => Storage::F16,
+        };
+        Self::load_with_storage(dir, precision, storage)
+    }
+
+    fn load_with_storage(dir: &Path, precision: WeightPrecision, storage: Storage) -> Result<Self, EmbedError> {
         check_model_dir(dir)?;
         let read =
             |name: &str| std::fs::read(dir.join(name)).context(|| format!("reading {}", dir.join(name).display()));
@@ -167,10 +175,6 @@ impl MiniLmEmbedder {
 
         let weights_path = dir.join("model.safetensors");
         let weights = read("model.safetensors")?;
-        let storage = match precision {
-            WeightPrecision::F32 => Storage::F32,
-            WeightPrecision::F16 => Storage::F16,
-        };
         let model = Bert::load(&weights, &config, pulp::Arch::new(), storage)
             .map_err(|e| EmbedError(format!("loading {}: {e}", weights_path.display())))?;
         let threads = std::thread::available_parallelism().map_or(1, usize::from).min(THREADS_MAX);
@@ -397,6 +401,43 @@ mod tests {
         check(&[100, 1, 1], 2, 98);
         check(&[3, 3, 2, 2, 2], 3, 2);
         check(&[1, 2, 3], 0, 0);
+    }
+
+    /// The numerics an int8 path would have (weights per output channel and activations per
+    /// row quantised to symmetric int8, simulated in f32): lowest cosine to the
+    /// sentence-transformers reference. An experiment, run by hand:
+    /// `cargo test --release -p memwarden-embed --lib -- --ignored --nocapture int8`.
+    #[test]
+    #[ignore = "experiment, run by hand"]
+    fn int8_numerics_against_the_reference() {
+        #[derive(serde::Deserialize)]
+        struct Reference {
+            sentences: Vec<String>,
+            embeddings: Vec<Vec<f32>>,
+        }
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/minilm-reference.json");
+        let r: Reference = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let dir = crate::resolve_model_dir(None).unwrap();
+        let cosine = |a: &[f32], b: &[f32]| {
+            let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+            dot / (a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|x| x * x).sum::<f32>().sqrt())
+        };
+        for (label, storage, activations) in [
+            ("int8 weights only", Storage::Int8Sim, false),
+            ("int8 weights and activations", Storage::Int8Sim, true),
+            ("f16 weights (the default), for comparison", Storage::F16, false),
+        ] {
+            // One thread: the activation flag is thread-local.
+            let m = MiniLmEmbedder::load_with_storage(&dir, WeightPrecision::F16, storage).unwrap().with_threads(1);
+            crate::kernels::QUANTIZE_ACTIVATIONS.with(|q| q.set(activations));
+            let texts: Vec<&str> = r.sentences.iter().map(String::as_str).collect();
+            let got = m.embed(&texts).unwrap();
+            crate::kernels::QUANTIZE_ACTIVATIONS.with(|q| q.set(false));
+            let cos: Vec<f32> = got.iter().zip(&r.embeddings).map(|(g, w)| cosine(g, w)).collect();
+            let worst = cos.iter().copied().fold(f32::INFINITY, f32::min);
+            let mean = cos.iter().sum::<f32>() / cos.len() as f32;
+            println!("{label}: lowest cosine {worst:.6}, mean {mean:.6} over {} sentences", cos.len());
+        }
     }
 
     #[test]

@@ -125,9 +125,12 @@ fn one_thread_and_many_threads_give_the_same_vectors() {
     // Enough text to be split over threads (more than PARALLEL_TOKENS_MIN tokens).
     let texts: Vec<String> = (0..24).map(|i| format!("{} ({i})", r.sentences[i % r.sentences.len()])).collect();
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let one = MiniLmEmbedder::load(&dir).unwrap().with_threads(1).embed(&texts).unwrap();
+    let mut m = MiniLmEmbedder::load(&dir).unwrap().with_threads(1);
+    let one = m.embed(&texts).unwrap();
     for threads in [2, 3, 7] {
-        let many = MiniLmEmbedder::load(&dir).unwrap().with_threads(threads).embed(&texts).unwrap();
+        m = m.with_threads(threads);
+        assert_eq!(m.threads(), threads);
+        let many = m.embed(&texts).unwrap();
         assert_eq!(many.len(), one.len());
         for (i, (a, b)) in one.iter().zip(&many).enumerate() {
             assert!(cosine(a, b) > 0.999_999, "{threads} threads, text {i}: cosine {}", cosine(a, b));
