@@ -309,3 +309,26 @@ fn the_quick_run_on_locomo_with_the_real_model() {
     assert!(std::fs::read_to_string(md).unwrap().contains("| `lifecycle` |"));
     assert!(png.is_file());
 }
+
+/// The full five-conversation run, through the same library entry as `memwarden bench locomo
+/// --data DIR --out DIR` (all four presets, the real model, the default attack): set
+/// `MEMWARDEN_LOCOMO_OUT=DIR` (and `MEMWARDEN_LOCOMO_DIR` if the data is elsewhere) and run
+/// `cargo test -p memwarden-bench --lib locomo::tests::full_run -- --ignored` (`MEMWARDEN_LOCOMO_QUICK=1`:
+/// the quick run).
+#[test]
+#[ignore = "the full five-conversation run (minutes); needs MEMWARDEN_LOCOMO_OUT"]
+fn full_run() {
+    let data_dir = std::env::var_os("MEMWARDEN_LOCOMO_DIR").map_or_else(|| repo_root().join("../shared/data/locomo"), PathBuf::from);
+    let out = PathBuf::from(std::env::var_os("MEMWARDEN_LOCOMO_OUT").expect("MEMWARDEN_LOCOMO_OUT names the output directory"));
+    let model = memwarden_embed::resolve_model_dir(Some(repo_root().join(memwarden_embed::DEFAULT_MODEL_SUBDIR).as_path())).or_else(|_| memwarden_embed::resolve_model_dir(None)).unwrap();
+    let git = |args: &[&str]| std::process::Command::new("git").args(args).current_dir(repo_root()).output().ok().filter(|o| o.status.success()).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let rev = git(&["rev-parse", "--short", "HEAD"]);
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    let mut opts = LocomoBenchOptions::new(&data_dir, &out);
+    opts.quick = std::env::var_os("MEMWARDEN_LOCOMO_QUICK").is_some();
+    opts.embedder = EmbedderChoice::Local(Some(model));
+    opts.git_rev = rev.map(|r| if dirty { format!("{r} + uncommitted changes") } else { r });
+    let r = run_locomo(&opts, &mut |stage, done, total| eprintln!("{stage} {done}/{total}")).unwrap();
+    let (json, md, png) = write_locomo(&r, &out).unwrap();
+    eprintln!("wrote {}, {} and {}", md.display(), json.display(), png.display());
+}
