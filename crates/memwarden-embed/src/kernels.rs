@@ -965,35 +965,38 @@ mod tests {
     #[ignore = "timing, run by hand"]
     fn kernel_speed() {
         let arch = Arch::new();
-        for (m, n, k, storage) in [
-            (27, 1152, 384, Storage::F32),
-            (27, 384, 384, Storage::F32),
-            (27, 1536, 384, Storage::F32),
-            (27, 384, 1536, Storage::F32),
-            (512, 1536, 384, Storage::F32),
-            (512, 384, 1536, Storage::F32),
-            (27, 1152, 384, Storage::F16),
-            (27, 384, 1536, Storage::F16),
-            (512, 1536, 384, Storage::F16),
+        for (m, n, k, storage, gelu) in [
+            (27, 1152, 384, Storage::F32, false),
+            (27, 384, 384, Storage::F32, false),
+            (27, 1536, 384, Storage::F32, false),
+            (27, 384, 1536, Storage::F32, false),
+            (512, 1536, 384, Storage::F32, false),
+            (512, 384, 1536, Storage::F32, false),
+            (27, 1152, 384, Storage::F16, false),
+            (27, 384, 1536, Storage::F16, false),
+            (512, 1536, 384, Storage::F16, false),
+            (27, 1536, 384, Storage::F16, false),
+            (27, 1536, 384, Storage::F16, true),
         ] {
             let a = pseudo(1, m * k);
             let w = Linear::pack(arch, &pseudo(2, n * k), &pseudo(3, n), n, k, storage).unwrap();
             let mut c = vec![0f32; m * n];
             // Best of many single calls: robust to other processes taking the core.
             let reps = (4_000_000_000 / (2 * m * n * k)).max(20);
-            linear(arch, &a, m, &w, &mut c, false);
+            linear(arch, &a, m, &w, &mut c, gelu);
             let mut best = f64::INFINITY;
             let mut total = 0.0;
             for _ in 0..reps {
                 let t = std::time::Instant::now();
-                linear(arch, &a, m, &w, &mut c, false);
+                linear(arch, &a, m, &w, &mut c, gelu);
                 let e = t.elapsed().as_secs_f64();
                 best = best.min(e);
                 total += e;
             }
             let flop = 2.0 * (m * n * k) as f64;
             println!(
-                "{storage:?} m {m} n {n} k {k}: best {:.1} us, {:.1} GFLOP/s (mean {:.1} GFLOP/s)",
+                "{storage:?} m {m} n {n} k {k}{}: best {:.1} us, {:.1} GFLOP/s (mean {:.1} GFLOP/s)",
+                if gelu { " + GELU" } else { "" },
                 best * 1e6,
                 flop / best / 1e9,
                 flop / (total / reps as f64) / 1e9
