@@ -19,7 +19,8 @@ pub const DEFAULT_BATCH_SIZE: usize = 32;
 /// 384-wide model, 17 MB per pass).
 pub const PASS_TOKENS_MAX: usize = 1024;
 
-/// A batch with fewer tokens than this runs on the calling thread alone.
+/// A batch with fewer tokens than this (estimated from its length) runs on the calling thread
+/// alone.
 pub const PARALLEL_TOKENS_MIN: usize = 64;
 
 /// Most threads a batch is split over.
@@ -70,10 +71,10 @@ pub enum WeightPrecision {
 /// result is L2-normalised (so cosine similarity is a dot product).
 ///
 /// One text runs on the calling thread, with no thread pool involved. Several texts are split
-/// over [`MiniLmEmbedder::threads`] scoped threads (by token count, when there are at least
-/// [`PARALLEL_TOKENS_MIN`] tokens), each running passes of at most
-/// [`MiniLmEmbedder::batch_size`] texts and [`PASS_TOKENS_MAX`] tokens; sequences are never
-/// padded. Results come back in input order. The embedder is `Send + Sync` and can be shared
+/// over [`MiniLmEmbedder::threads`] scoped threads (by estimated token count, when there are
+/// at least about [`PARALLEL_TOKENS_MIN`] tokens), each tokenizing its share and running passes
+/// of at most [`MiniLmEmbedder::batch_size`] texts and [`PASS_TOKENS_MAX`] tokens; sequences are
+/// never padded. Results come back in input order. The embedder is `Send + Sync` and can be shared
 /// between threads.
 pub struct MiniLmEmbedder {
     model: Bert,
@@ -332,19 +333,21 @@ impl Embedder for MiniLmEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let encodings = texts.iter().map(|t| self.encode(t)).collect::<Result<Vec<_>, _>>()?;
-        let tokens: Vec<usize> = encodings.iter().map(|e| e.get_ids().len()).collect();
-        let total: usize = tokens.iter().sum();
+        // Split before tokenizing, so the threads tokenize too: the cost of a text is estimated
+        // from its length (English runs at about 4 bytes per token) and capped at the token limit.
+        let estimates: Vec<usize> = texts.iter().map(|t| (t.trim().len() / 4 + 2).min(self.max_seq_length)).collect();
         let threads = self.threads.min(texts.len());
-        if threads <= 1 || total < PARALLEL_TOKENS_MIN {
+        if threads <= 1 || estimates.iter().sum::<usize>() < PARALLEL_TOKENS_MIN {
+            let encodings = texts.iter().map(|t| self.encode(t)).collect::<Result<Vec<_>, _>>()?;
             let refs: Vec<&Encoding> = encodings.iter().collect();
             return self.embed_encoded(&refs);
         }
-        let costs: Vec<usize> = tokens.iter().map(|&n| cost(n)).collect();
+        let costs: Vec<usize> = estimates.iter().map(|&n| cost(n)).collect();
         let groups = balance(&costs, threads);
         let results: Vec<Result<Vec<Vec<f32>>, EmbedError>> = std::thread::scope(|s| {
             let run = |g: &Vec<usize>| {
-                let refs: Vec<&Encoding> = g.iter().map(|&i| &encodings[i]).collect();
+                let encodings = g.iter().map(|&i| self.encode(texts[i])).collect::<Result<Vec<_>, _>>()?;
+                let refs: Vec<&Encoding> = encodings.iter().collect();
                 self.embed_encoded(&refs)
             };
             let (first, rest) = groups.split_first().map_or((None, &[][..]), |(f, r)| (Some(f), r));
