@@ -3,7 +3,8 @@
 For add (one memory), search (the real model embeds each query; top 5) and decide (a payment with
 a planted payee in context), over the same texts:
 
-- `rust`: the shared operation timed inside Rust (`NativeActor.time_calls`: the JSON body parsed
+- `rust`: the shared operation timed inside Rust, interleaved call by call with the Python
+  client on the same input (the paired difference is the Python layer's cost) (`NativeActor.time_calls`: the JSON body parsed
   before the clock, the result dropped after it), i.e. the engine with no Python at all;
 - `python embedded`: `memwarden.Client` in-process (JSON encode, the native call with the GIL
   released, JSON decode, the Python wrapper);
@@ -106,6 +107,7 @@ def main() -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     n = args.n
+    load_before = os.getloadavg()[0]
     docs = texts(n)
     tmp = Path(tempfile.mkdtemp(prefix="mw-bench-"))
     results: Dict[str, Dict[str, Dict[str, float]]] = {}
@@ -124,15 +126,27 @@ def main() -> int:
     c.add("warm-up", namespace="warm")
     c.search("warm-up query", namespace="warm")
 
-    add_bodies = [json.dumps({"namespace": "r", "content": t}) for t in docs]
-    results["add"] = {"rust": summary(actor.time_calls("add", add_bodies))}
-    results["add"]["python embedded"] = summary(timed(lambda t: c.add(t, namespace="p"), docs))
+    # Rust and Python calls interleaved (one of each per input), so both see the same machine.
+    def paired(op: str, bodies: List[str], py: Callable[[Any], Any], args: List[Any]) -> Dict[str, Dict[str, float]]:
+        rust, pyt, diff = [], [], []
+        for b, a in zip(bodies, args):
+            r = actor.time_calls(op, [b])[0]
+            t = time.perf_counter()
+            py(a)
+            p = (time.perf_counter() - t) * 1e6
+            rust.append(r)
+            pyt.append(p)
+            diff.append(p - r)
+        return {"rust": summary(rust), "python embedded": summary(pyt), "python embedded - rust (paired)": summary(diff)}
+
+    results["add"] = paired("add", [json.dumps({"namespace": "r", "content": t}) for t in docs], lambda t: c.add(t, namespace="p"), docs)
     qs = queries(n, "q")
-    results["search"] = {"rust": summary(actor.time_calls("search", [json.dumps({"namespace": "r", "query": q, "k": 5}) for q in qs]))}
-    results["search"]["python embedded"] = summary(timed(lambda q: c.search(q, namespace="p", k=5), qs))
-    results["decide"] = {"rust": summary(actor.time_calls("decide", [json.dumps(decide_body)] * n))}
-    results["decide"]["python embedded"] = summary(
-        timed(lambda _: c.decide("pay", values=[("payee_account", "ACCT-EVIL-9931", "account")], amount="150 EUR", context=[planted]), range(n))
+    results["search"] = paired("search", [json.dumps({"namespace": "r", "query": q, "k": 5}) for q in qs], lambda q: c.search(q, namespace="p", k=5), qs)
+    results["decide"] = paired(
+        "decide",
+        [json.dumps(decide_body)] * n,
+        lambda _: c.decide("pay", values=[("payee_account", "ACCT-EVIL-9931", "account")], amount="150 EUR", context=[planted]),
+        list(range(n)),
     )
 
     # memwarden.Memory (Mem0's API) embedded
@@ -196,11 +210,12 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}",
         "python": sys.version.split()[0],
-        "load_1m_before_after": None,
+        "load_1m_before_after": [load_before, None],
         "n": n,
         "memwarden": memwarden.__version__,
         "mem0ai": getattr(mem0, "__version__", "?"),
     }
+    meta["load_1m_before_after"][1] = os.getloadavg()[0]
     out = {"meta": meta, "results": results}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
@@ -209,12 +224,10 @@ def main() -> int:
 
 
 def render(out: Dict[str, Any]) -> str:
-    lines = ["| operation | layer | p50 (µs) | mean (µs) | p95 (µs) | p50 over rust (µs) |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    lines = ["| operation | layer | p50 (µs) | mean (µs) | p95 (µs) |", "| --- | --- | ---: | ---: | ---: |"]
     for op, layers in out["results"].items():
-        base = layers.get("rust", {}).get("p50_us")
         for layer, s in layers.items():
-            over = "" if base is None or layer == "rust" else f"{s['p50_us'] - base:+.0f}"
-            lines.append(f"| {op} | {layer} | {s['p50_us']:.0f} | {s['mean_us']:.0f} | {s['p95_us']:.0f} | {over} |")
+            lines.append(f"| {op} | {layer} | {s['p50_us']:.0f} | {s['mean_us']:.0f} | {s['p95_us']:.0f} |")
     return "\n".join(lines)
 
 

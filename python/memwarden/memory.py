@@ -423,7 +423,9 @@ class Memory:
             raise InvalidInput("Invalid query: cannot be empty or whitespace-only.")
         if top_k == 0:
             return {"results": []}
-        k = min(TOP_K_MAX, top_k if not f else top_k * 4)
+        # Over-fetch only for conditions the engine cannot apply (identity is the principal's).
+        conditions = {key: v for key, v in f.items() if key not in ("user_id", "agent_id")}
+        k = min(TOP_K_MAX, top_k * 4 if conditions else top_k)
         out: List[Dict[str, Any]] = []
         for h in self.client.search(query.strip(), namespace=self.namespace, k=max(1, k)):
             if threshold is not None and h["similarity"] < threshold:
