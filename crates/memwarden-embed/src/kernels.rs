@@ -8,11 +8,14 @@
 //! memory access is a bounds-checked slice access (hoisted out of the inner loops by the
 //! compiler, since the loops run over the slices themselves).
 //!
-//! Numerics: `f32` storage and `f32` accumulation everywhere, as in the reference model
-//! (PyTorch's CPU kernels). Summation order differs from the reference, which moves results
-//! by a few ulp; `exp` and `erf` are polynomial approximations accurate to a few ulp (tests
-//! below), so the embeddings match the sentence-transformers reference vectors to cosine
-//! ≥ 0.99999 (tests/minilm.rs).
+//! Numerics: `f32` activations and `f32` accumulation everywhere, as in the reference model
+//! (PyTorch's CPU kernels); weights `f32` or half precision ([`Storage`]). Summation order
+//! differs from the reference, which moves results by a few ulp; `exp` and `erf` are
+//! polynomial approximations accurate to a few ulp (tests below), so the embeddings match the
+//! sentence-transformers reference vectors to cosine ≥ 0.99999 (tests/minilm.rs).
+//!
+//! The one exception to "pulp owns the intrinsics" is the half-to-float conversion, which the
+//! generic trait lacks: it goes through pulp's safe `V4` wrapper of `vcvtph2ps`, on AVX-512 only.
 
 use pulp::{Arch, Simd, WithSimd};
 
@@ -31,11 +34,12 @@ const SCALAR_VECS: usize = 4;
 /// Inner-dimension block, in bytes of packed weights: one block of a weight panel stays in the
 /// L1 data cache (48 KB here) while every row tile of the activations passes over it.
 const KC_BYTES: usize = 32 * 1024;
-/// Row block: this many activation rows (times `KC` floats) stay in the L2 cache while the
-/// weight panels stream past them (matters for large batches only).
+/// Row block: this many activation rows stay in the L2 cache while the weight panels stream
+/// past them (matters for large batches only).
 const MC: usize = 96;
 
-/// Weight-panel width in vectors per instruction set: AVX-512 4 × 16 lanes, AVX2 2 × 8, scalar 4 × 1.
+/// Weight-panel width in vectors per instruction set: AVX-512 3 × 16 lanes, AVX2 2 × 8,
+/// scalar 4 × 1.
 fn panel_vectors(lanes: usize) -> usize {
     match lanes {
         16 => V4_VECS,
@@ -94,13 +98,28 @@ pub(crate) enum Storage {
     /// simulated in `f32` (quantised, then stored dequantised).
     #[cfg(test)]
     Int8Sim,
+    /// Experiment only: weights rounded to bfloat16 (as a `vdpbf16ps` kernel would hold them).
+    #[cfg(test)]
+    Bf16Sim,
+}
+
+/// Experiment only: how activations are rounded before every linear layer.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ActivationRounding {
+    /// Not at all (f32).
+    None,
+    /// Symmetric int8 per row (scale max|x| / 127), as an int8 (VNNI) kernel would.
+    Int8,
+    /// To bfloat16, as a `vdpbf16ps` kernel would.
+    Bf16,
 }
 
 #[cfg(test)]
 thread_local! {
-    /// Experiment only: quantise each activation row to symmetric int8 (scale max|x| / 127)
-    /// before every linear layer, as an int8 (VNNI) kernel would.
-    pub(crate) static QUANTIZE_ACTIVATIONS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Experiment only: how each activation row is rounded before every linear layer.
+    pub(crate) static ROUND_ACTIVATIONS: std::cell::Cell<ActivationRounding> =
+        const { std::cell::Cell::new(ActivationRounding::None) };
 }
 
 /// Symmetric int8 quantise-dequantise of `x` in place (scale max|x| / 127).
@@ -137,13 +156,18 @@ impl Linear {
         #[cfg(test)]
         let quantised: Vec<f32>;
         #[cfg(test)]
-        let weight = if storage == Storage::Int8Sim {
-            let mut w = weight.to_vec();
-            w.chunks_exact_mut(k).for_each(int8_round_trip);
-            quantised = w;
-            &quantised[..]
-        } else {
-            weight
+        let weight = match storage {
+            Storage::Int8Sim => {
+                let mut w = weight.to_vec();
+                w.chunks_exact_mut(k).for_each(int8_round_trip);
+                quantised = w;
+                &quantised[..]
+            }
+            Storage::Bf16Sim => {
+                quantised = weight.iter().map(|&x| half::bf16::from_f32(x).to_f32()).collect();
+                &quantised[..]
+            }
+            Storage::F32 | Storage::F16 => weight,
         };
         let mut packed = vec![0f32; n_padded * k];
         for (j, block) in packed.chunks_exact_mut(k * panel).enumerate() {
@@ -170,7 +194,7 @@ impl Linear {
             ),
             (Storage::F16, _) => Panels::F32(packed.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect()),
             #[cfg(test)]
-            (Storage::Int8Sim, _) => Panels::F32(packed),
+            (Storage::Int8Sim | Storage::Bf16Sim, _) => Panels::F32(packed),
         };
         Ok(Self { n, k, panel, data, bias })
     }
@@ -197,13 +221,18 @@ pub(crate) fn linear(arch: Arch, a: &[f32], m: usize, w: &Linear, c: &mut [f32],
     #[cfg(test)]
     let quantised: Vec<f32>;
     #[cfg(test)]
-    let a = if QUANTIZE_ACTIVATIONS.with(std::cell::Cell::get) {
-        let mut q = a.to_vec();
-        q.chunks_exact_mut(w.k).for_each(int8_round_trip);
-        quantised = q;
-        &quantised[..]
-    } else {
-        a
+    let a = match ROUND_ACTIVATIONS.with(std::cell::Cell::get) {
+        ActivationRounding::None => a,
+        ActivationRounding::Int8 => {
+            let mut q = a.to_vec();
+            q.chunks_exact_mut(w.k).for_each(int8_round_trip);
+            quantised = q;
+            &quantised[..]
+        }
+        ActivationRounding::Bf16 => {
+            quantised = a.iter().map(|&x| half::bf16::from_f32(x).to_f32()).collect();
+            &quantised[..]
+        }
     };
     match (&w.data, arch) {
         (Panels::F16(panels), Arch::V4(v4)) => {
@@ -380,18 +409,25 @@ fn tile<S: Simd, const R: usize, const NV: usize, L: PanelLoad<S>>(
     let zero = simd.splat_f32s(0.0);
     // This panel's columns of row `r` of `c`: whole vectors, then a partial one when the layer's
     // width is not a multiple of the panel (the last panel is zero-padded).
-    let mut acc: [[S::f32s; NV]; R] = std::array::from_fn(|r| {
+    // A plain loop, not `array::from_fn` with a branchy closure: that was compiled out of line
+    // (without the kernel's target features) and its result copied with memmove, 4% of a
+    // query's time (perf). (The `from_fn`s below are inlined; written as loops, they made the
+    // accumulators spill: 3x slower.)
+    let mut acc = [[zero; NV]; R];
+    for (r, acc_r) in acc.iter_mut().enumerate() {
         if t.first {
-            *bias
+            *acc_r = *bias;
         } else {
             let (cv, tail) = S::as_simd_f32s(&t.c[(t.row + r) * t.n + t.col0..][..t.cols]);
-            std::array::from_fn(|v| match v.cmp(&cv.len()) {
-                std::cmp::Ordering::Less => cv[v],
-                std::cmp::Ordering::Equal if !tail.is_empty() => simd.partial_load_f32s(tail),
-                _ => zero,
-            })
+            for (v, x) in acc_r.iter_mut().enumerate() {
+                *x = match v.cmp(&cv.len()) {
+                    std::cmp::Ordering::Less => cv[v],
+                    std::cmp::Ordering::Equal if !tail.is_empty() => simd.partial_load_f32s(tail),
+                    _ => zero,
+                };
+            }
         }
-    });
+    }
     let rows: [&[f32]; R] = std::array::from_fn(|r| &t.a[(t.row + r) * t.k + t.k0..][..kc]);
     for (p, b) in block.iter().enumerate() {
         let b: [S::f32s; NV] = std::array::from_fn(|v| load.load(b[v]));
@@ -526,7 +562,10 @@ fn tile_strided<S: Simd, const R: usize, const NV: usize>(
 ) -> [[S::f32s; NV]; R] {
     let zero = simd.splat_f32s(0.0);
     let mut acc = [[zero; NV]; R];
-    let rows: [&[f32]; R] = std::array::from_fn(|r| &a[r * lda..][..kc]);
+    let mut rows: [&[f32]; R] = [&[]; R];
+    for (r, row) in rows.iter_mut().enumerate() {
+        *row = &a[r * lda..][..kc];
+    }
     for p in 0..kc {
         let bp = &b[p * ldb..][..NV];
         for r in 0..R {
@@ -941,6 +980,7 @@ mod tests {
                         w.chunks_exact_mut(k).for_each(int8_round_trip);
                         w
                     }
+                    Storage::Bf16Sim => w.iter().map(|&x| half::bf16::from_f32(x).to_f32()).collect(),
                 };
                 let mut c = vec![f32::NAN; m * n];
                 linear(arch, &a, m, &packed, &mut c, false);

@@ -406,13 +406,14 @@ mod tests {
         check(&[1, 2, 3], 0, 0);
     }
 
-    /// The numerics an int8 path would have (weights per output channel and activations per
-    /// row quantised to symmetric int8, simulated in f32): lowest cosine to the
+    /// The numerics an int8 path (weights per output channel and activations per row quantised
+    /// to symmetric int8) or a bfloat16 path (weights and activations rounded to bf16, products
+    /// summed in f32, as `vdpbf16ps`) would have, simulated in f32: lowest cosine to the
     /// sentence-transformers reference. An experiment, run by hand:
     /// `cargo test --release -p memwarden-embed --lib -- --ignored --nocapture int8`.
     #[test]
     #[ignore = "experiment, run by hand"]
-    fn int8_numerics_against_the_reference() {
+    fn int8_and_bf16_numerics_against_the_reference() {
         #[derive(serde::Deserialize)]
         struct Reference {
             sentences: Vec<String>,
@@ -425,17 +426,20 @@ mod tests {
             let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
             dot / (a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|x| x * x).sum::<f32>().sqrt())
         };
+        use crate::kernels::ActivationRounding as A;
         for (label, storage, activations) in [
-            ("int8 weights only", Storage::Int8Sim, false),
-            ("int8 weights and activations", Storage::Int8Sim, true),
-            ("f16 weights (the default), for comparison", Storage::F16, false),
+            ("int8 weights only", Storage::Int8Sim, A::None),
+            ("int8 weights and activations", Storage::Int8Sim, A::Int8),
+            ("bf16 weights only", Storage::Bf16Sim, A::None),
+            ("bf16 weights and activations", Storage::Bf16Sim, A::Bf16),
+            ("f16 weights (the default), for comparison", Storage::F16, A::None),
         ] {
-            // One thread: the activation flag is thread-local.
+            // One thread: the activation setting is thread-local.
             let m = MiniLmEmbedder::load_with_storage(&dir, WeightPrecision::F16, storage).unwrap().with_threads(1);
-            crate::kernels::QUANTIZE_ACTIVATIONS.with(|q| q.set(activations));
+            crate::kernels::ROUND_ACTIVATIONS.with(|q| q.set(activations));
             let texts: Vec<&str> = r.sentences.iter().map(String::as_str).collect();
             let got = m.embed(&texts).unwrap();
-            crate::kernels::QUANTIZE_ACTIVATIONS.with(|q| q.set(false));
+            crate::kernels::ROUND_ACTIVATIONS.with(|q| q.set(A::None));
             let cos: Vec<f32> = got.iter().zip(&r.embeddings).map(|(g, w)| cosine(g, w)).collect();
             let worst = cos.iter().copied().fold(f32::INFINITY, f32::min);
             let mean = cos.iter().sum::<f32>() / cos.len() as f32;
