@@ -407,7 +407,7 @@ impl Engine {
     /// [`Engine::open`], reporting progress (`stage`, `done`, `total`; total 0 when unknown)
     /// while the store loads or rebuilds its vector indexes.
     pub fn open_with_progress(dir: &Path, config: EngineConfig, progress: memwarden_store::Progress<'_>) -> Result<Self, EngineError> {
-        let store = SqliteStore::open_with_progress(dir, config.store, progress)?;
+        let store = SqliteStore::open_with_progress(dir, config.store.clone(), progress)?;
         Self::with_store(Arc::new(store), config)
     }
 

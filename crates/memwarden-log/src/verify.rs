@@ -123,13 +123,37 @@ pub enum Problem {
         /// The size the checkpoint claims.
         size: u64,
     },
+    /// A row the store keeps beside the log (an item, a principal, a used
+    /// grant, ...) differs from what the log committed to: forged (no entry
+    /// binds it), edited or rolled back (its digest differs from the one its
+    /// latest entry committed), or deleted. Reported by stores, which bind
+    /// their rows to log entries; [`verify_log`] itself never returns it.
+    BadRow {
+        /// The table.
+        table: String,
+        /// The row's key columns.
+        key: String,
+        /// The log entry that committed the row (or its latest change), if
+        /// any.
+        entry: Option<u64>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A problem in one of several logs a store keeps (one per tenant).
+    InLog {
+        /// The log (its tenant).
+        log: String,
+        /// The problem.
+        problem: Box<Problem>,
+    },
 }
 
 impl Problem {
     /// The first bad index this problem names: the changed, removed, swapped
     /// or inserted entry's position; the first missing or unrecorded position
     /// for a cut or extended tail; the lower end of the range for a checkpoint
-    /// mismatch. `None` for [`Problem::BadSignature`].
+    /// mismatch; the entry that committed a bad row. `None` for
+    /// [`Problem::BadSignature`] and for a forged row no entry committed.
     pub fn first_bad_index(&self) -> Option<u64> {
         match *self {
             Problem::Undecodable { index, .. }
@@ -144,6 +168,8 @@ impl Problem {
             } => Some(first_bad_after),
             Problem::CheckpointBeyondLog { len, .. } => Some(len),
             Problem::BadSignature { .. } => None,
+            Problem::BadRow { entry, .. } => entry,
+            Problem::InLog { ref problem, .. } => problem.first_bad_index(),
         }
     }
 }
@@ -206,6 +232,19 @@ impl fmt::Display for Problem {
                 f,
                 "no bad index: checkpoint at size {size} is not validly signed by the trusted key"
             ),
+            Problem::BadRow {
+                table,
+                key,
+                entry,
+                reason,
+            } => {
+                write!(f, "first bad row: {table} {key}: {reason}")?;
+                match entry {
+                    Some(i) => write!(f, " (log entry {i})"),
+                    None => Ok(()),
+                }
+            }
+            Problem::InLog { log, problem } => write!(f, "log {log:?}: {problem}"),
         }
     }
 }

@@ -12,16 +12,59 @@
 //! ```
 //! use memwarden_store::{SqliteStore, Store, StoreConfig};
 //! let dir = tempfile::tempdir()?;
-//! let store = SqliteStore::open(dir.path(), StoreConfig::default())?;
+//! let config = StoreConfig::default().with_key_dir(dir.path().join("keys"));
+//! let store = SqliteStore::open(&dir.path().join("data"), config)?;
 //! assert_eq!(store.log_len(), 1); // the genesis entry
 //! assert!(store.verify_log()?.is_ok());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Tamper evidence and its threat model
+//!
+//! **Everything a decision reads is committed to by the verdict log.** Rows outside the log
+//! (items with their scope, status, guard state and supersession; principals; attestations;
+//! elevations; used grants; sessions; reputations; lineage events; erasure tombstones; vector
+//! keys and embedding digests) are *bound*: the log entry that creates or changes a row carries
+//! the row's digest. Opening the store verifies the log and replays those bindings into memory;
+//! every read compares the row it got with them, and [`Store::verify_log`] (the CLI's
+//! `audit verify`) audits every row, naming the first bad entry or row
+//! ([`memwarden_log::Problem::BadRow`]). Whether a grant was used is answered from the log
+//! alone. Index files are a cache authenticated with a MAC derived from the signing key;
+//! one that does not verify is rebuilt from the (verified) table.
+//!
+//! **Rollback** is detected against the *witness*: the latest signed tree head, rewritten in
+//! the key directory after every group commit, before any caller is told of it. The log in
+//! the database must extend it (same root at the witnessed size), so a database restored from
+//! an older copy, a cut log, deleted checkpoints, or an emptied or replaced data directory (the
+//! key directory is bound to one store id) are refused at open and reported by `verify_log`.
+//! The checkpoint-signing key lives in the key directory too ([`KeyLocation`]; by default
+//! `$XDG_STATE_HOME/memwarden/keys/<name>-<hash>`, outside the data directory).
+//!
+//! Who can do what, and what is then detected:
+//!
+//! | attacker can | detected | not detected |
+//! | --- | --- | --- |
+//! | write the data directory only (a stolen backup put back, a shared volume, a disk edited offline or under a running store) | any changed, forged, deleted or rolled-back row (on read and by `verify_log`); a changed, dropped, swapped, inserted or truncated log entry; a consistent rollback of the whole database to any earlier state; a replaced or emptied data directory; a forged checkpoint; an edited index file (rebuilt) | a database edited so that it no longer opens is refused, not repaired (availability); reading it (confidentiality rests on file modes: 0700 / 0600); rows no decision reads (the `edges` table is audited, not read) |
+//! | write the data directory and the key directory (same user, or the key directory on the same volume without other protection) | nothing that re-signing can hide: such an attacker rewrites log, checkpoints and witness consistently | everything above, unless a signed head was exported elsewhere earlier (`checkpoint`): a consistency proof against it exposes any rewrite or rollback |
+//! | read the key directory | — | can forge checkpoints and witnesses (combine with data-directory write access to roll back undetected) |
+//!
+//! So the key directory must be writable only by the store's user and, against an attacker with
+//! that user's rights, kept out of reach (another user, a read-only or remote mount) or the
+//! signed heads exported to an outside witness. With [`StoreConfig::witness_every_commit`] off,
+//! a rollback by fewer entries than the checkpoint interval goes unnoticed. The old layout
+//! ([`KeyLocation::InDataDir`]) detects edits of rows and entries but no consistent rollback
+//! or re-signing.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+mod audit;
+mod binding;
+mod keys;
+mod migrate;
 mod sqlite;
 mod vectors;
+mod write;
 
+pub use keys::KeyLocation;
 pub use sqlite::{SqliteStore, StoreConfig};
 pub use vectors::{Progress, SAVE_AFTER_ADDS_COUNT};
 
@@ -199,6 +242,10 @@ pub enum CommitError {
         /// The memory.
         id: String,
     },
+    /// A stored row the change depends on does not match what the verdict log committed to
+    /// (tampered): nothing is built on it.
+    #[error("stored state does not match the verdict log: {0}")]
+    Tampered(String),
     /// The embedding is too long or not finite.
     #[error("embedding rejected: {0}")]
     BadEmbedding(String),
@@ -230,6 +277,19 @@ pub enum StoreError {
     /// The verdict log does not verify.
     #[error("the verdict log does not verify: {0}")]
     LogTampered(String),
+    /// A stored row (other than an item) does not match what the log committed to.
+    #[error("stored {table} row {key} does not match the verdict log: {reason}")]
+    RowTampered {
+        /// The table.
+        table: &'static str,
+        /// The row's key columns.
+        key: String,
+        /// What did not match.
+        reason: String,
+    },
+    /// The key directory is missing, bound to another store, or holds another key.
+    #[error("key directory: {0}")]
+    KeyDir(String),
     /// A stored record does not match what the log committed to.
     #[error("stored item {id} does not match its log entry: {reason}")]
     ItemTampered {

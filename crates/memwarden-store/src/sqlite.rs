@@ -1,26 +1,36 @@
 //! The embedded backend: SQLite in WAL mode with `synchronous=FULL`, one writer thread doing
-//! group commit, one reader connection.
+//! group commit, one reader connection. Every row a decision reads is bound to the verdict log
+//! ([`crate::binding`]) and checked on every read against the state the verified log commits
+//! to; the checkpoint-signing key and the witness live in a key directory outside the data
+//! directory ([`crate::keys`]).
 
-use crate::vectors::{AccessChange, NewVector, Progress, Vectors, decode_f32};
-use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Hit, Mutation, OrderedItem, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
+use crate::binding::{
+    AttestationRow, BoundRow, Check, ElevationRow, ErasedRow, ItemRow, LineageRow, OrderKind, PrincipalRow, ReputationRow, RowKey, SessionRow,
+    StateIndex, Table, bindings_of, embedding_digest, row_key,
+};
+use crate::keys::{self, KeyLocation, Witness};
+use crate::vectors::{Progress, Vectors, decode_f32};
+use crate::write::{Job, writer_loop};
+use crate::{CommitError, Hit, Mutation, OrderedItem, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession, BATCH_MUTATIONS_MAX};
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
-use memwarden_log::{Entry, EntryKind, Hash, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
+use memwarden_log::{Entry, EntryKind, Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, mpsc};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
 use std::thread::JoinHandle;
 
-const SCHEMA_VERSION: i64 = 4;
+pub(crate) const SCHEMA_VERSION: i64 = 5;
 const DB_FILE: &str = "memwarden.db";
 /// Lock file: held (flock) by the one process that has the store open for writing.
 const LOCK_FILE: &str = "memwarden.lock";
-const LOG_KEY_FILE: &str = "log.ed25519";
+/// The one log this schema keeps (the witness names it).
+pub(crate) const GLOBAL_LOG: &str = "";
 
 /// Tuning for the embedded store.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// Sign a checkpoint every this many log entries (0: only on demand and at close).
     pub checkpoint_every: u64,
@@ -31,37 +41,79 @@ pub struct StoreConfig {
     /// [`memwarden_index::CLASS_GRAPH_MIN_COUNT`]. Tests set 0 to force the graph path on
     /// small stores.
     pub vector_exact_below: Option<usize>,
+    /// Where the checkpoint-signing key and the witness live (default: outside the data
+    /// directory, see [`KeyLocation::Default`]).
+    pub keys: KeyLocation,
+    /// Rewrite the witness (the latest signed tree head, in the key directory) after every
+    /// group commit, before any caller hears of it (default). Off: only with each checkpoint,
+    /// so a database rolled back by fewer than `checkpoint_every` entries goes unnoticed; it
+    /// saves one signature and one fsync per group.
+    pub witness_every_commit: bool,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self { checkpoint_every: 1024, group_commit_max: 1024, vector_exact_below: None }
+        Self { checkpoint_every: 1024, group_commit_max: 1024, vector_exact_below: None, keys: KeyLocation::Default, witness_every_commit: true }
     }
 }
 
-type Reply = mpsc::Sender<Result<Vec<Result<Receipt, CommitError>>, String>>;
+impl StoreConfig {
+    /// This config with the key and witness in `dir`.
+    #[must_use]
+    pub fn with_key_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.keys = KeyLocation::Dir(dir.into());
+        self
+    }
 
-enum Job {
-    /// `atomic`: all mutations in one savepoint, all or nothing (the reply then holds every
-    /// receipt, or one error).
-    Commit { now_ms: u64, mutations: Vec<Mutation>, atomic: bool, reply: Reply },
-    Checkpoint { now_ms: u64, reply: mpsc::Sender<Result<SignedCheckpoint, String>> },
+    /// This config with the key and witness inside the data directory (the old layout; see
+    /// [`KeyLocation::InDataDir`] for what that gives up).
+    #[must_use]
+    pub fn with_keys_in_data_dir(mut self) -> Self {
+        self.keys = KeyLocation::InDataDir;
+        self
+    }
 }
 
-struct Shared {
+/// How hard a commit holds on to what it wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// `synchronous=FULL`: an acknowledged commit survives `kill -9` and power loss.
+    Durable,
+    /// [`SqliteStore::open_ephemeral`]: `synchronous=OFF`, no index files, removed on drop.
+    Ephemeral,
+}
+
+pub(crate) struct Shared {
     /// Held for the store's lifetime: one process writes a data directory (and its log) at a time.
     _lock: std::fs::File,
-    log: RwLock<VerdictLog>,
-    key: SigningKey,
+    pub(crate) log: RwLock<VerdictLog>,
+    pub(crate) key: SigningKey,
+    pub(crate) key_dir: PathBuf,
+    pub(crate) store_id: String,
     reader: Mutex<Connection>,
     /// The vector indexes, one per (tenant, namespace).
-    vectors: Vectors,
-    last_checkpoint: AtomicU64,
-    config: StoreConfig,
-    durability: Durability,
+    pub(crate) vectors: Vectors,
+    /// What the verified log commits every bound row to.
+    pub(crate) state: RwLock<StateIndex>,
+    pub(crate) last_checkpoint: AtomicU64,
+    /// The latest entry time at open (checkpoints carry the latest time a caller passed in).
+    pub(crate) last_time_ms: AtomicU64,
+    pub(crate) config: StoreConfig,
+    pub(crate) durability: Durability,
 }
 
-/// The embedded store: one directory (`memwarden.db` plus its WAL, and `keys/`).
+impl Shared {
+    /// Record `cp` as the witnessed head (outside the data directory).
+    pub(crate) fn witness(&self, cp: &SignedCheckpoint) -> Result<(), StoreError> {
+        if self.durability == Durability::Ephemeral {
+            return Ok(());
+        }
+        keys::write_witness(&self.key_dir, &Witness { store_id: self.store_id.clone(), tenant: GLOBAL_LOG.into(), checkpoint: cp.clone() })
+    }
+}
+
+/// The embedded store: one data directory (`memwarden.db` plus its WAL, `index/`) and one key
+/// directory (the signing key and the witness, outside the data directory by default).
 pub struct SqliteStore {
     shared: Arc<Shared>,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
@@ -70,30 +122,18 @@ pub struct SqliteStore {
     durability: Durability,
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |error| StoreError::Io { path: path.display().to_string(), error }
-}
+use crate::keys::io_err;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn load_or_create_key(dir: &Path) -> Result<SigningKey, StoreError> {
-    let keys = dir.join("keys");
-    std::fs::create_dir_all(&keys).map_err(io_err(&keys))?;
-    let path = keys.join(LOG_KEY_FILE);
-    if path.exists() {
-        let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
-        let mut seed = [0u8; 32];
-        hex::decode_to_slice(text.trim(), &mut seed).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
-        return Ok(SigningKey::from_bytes(&seed));
-    }
-    let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).map_err(|e| StoreError::Corrupt(format!("no randomness for the log key: {e}")))?;
-    let tmp = keys.join(format!("{LOG_KEY_FILE}.tmp"));
-    write_private(&tmp, hex::encode(seed).as_bytes())?;
-    std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
-    Ok(SigningKey::from_bytes(&seed))
+pub(crate) fn read_guard<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub(crate) fn write_guard<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether a file can be created in `dir` (a read-only or full `/dev/shm` is skipped).
@@ -101,28 +141,13 @@ fn tempdir_usable(dir: &Path) -> bool {
     std::fs::metadata(dir).map(|m| !m.permissions().readonly()).unwrap_or(false)
 }
 
-/// Write a file readable only by its owner, and fsync it.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    use std::io::Write;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = opts.open(path).map_err(io_err(path))?;
-    f.write_all(bytes).map_err(io_err(path))?;
-    f.sync_all().map_err(io_err(path))
-}
-
-const SCHEMA: &str = "
+pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS principals(tenant TEXT NOT NULL, id TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, id));
 CREATE TABLE IF NOT EXISTS items(
   id BLOB PRIMARY KEY, tenant TEXT NOT NULL, namespace TEXT NOT NULL, record TEXT NOT NULL,
   digest BLOB NOT NULL, log_index INTEGER NOT NULL, embedding BLOB, created_ms INTEGER NOT NULL,
-  version INTEGER NOT NULL DEFAULT 0);
+  version INTEGER NOT NULL DEFAULT 0, vseq INTEGER, emb_digest BLOB);
 CREATE INDEX IF NOT EXISTS items_by_namespace ON items(tenant, namespace, created_ms);
 CREATE TABLE IF NOT EXISTS edges(child BLOB NOT NULL, parent BLOB NOT NULL, kind TEXT NOT NULL, PRIMARY KEY(child, parent, kind));
 CREATE INDEX IF NOT EXISTS edges_by_parent ON edges(parent);
@@ -143,32 +168,7 @@ CREATE INDEX IF NOT EXISTS erased_by_tenant_log ON erased(tenant, item_log_index
 CREATE TABLE IF NOT EXISTS reputation(tenant TEXT NOT NULL, principal TEXT NOT NULL, value REAL NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, principal));
 ";
 
-/// Schema 1 stored embeddings only in `items`; schema 2 numbers them in `vectors` (the index
-/// keys). Runs inside the open transaction of [`SqliteStore::open`].
-const MIGRATE_1_TO_2: &str = "
-INSERT OR IGNORE INTO vectors(id, tenant, namespace) SELECT id, tenant, namespace FROM items WHERE embedding IS NOT NULL ORDER BY log_index;
-INSERT OR IGNORE INTO meta(key, value) SELECT 'vector_dims', length(embedding) / 4 FROM items WHERE embedding IS NOT NULL ORDER BY log_index LIMIT 1;
-UPDATE meta SET value = 2 WHERE key = 'schema';
-";
-
-/// How hard a commit holds on to what it wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Durability {
-    /// `synchronous=FULL`: an acknowledged commit survives `kill -9` and power loss.
-    Durable,
-    /// [`SqliteStore::open_ephemeral`]: `synchronous=OFF`, no index files, removed on drop.
-    Ephemeral,
-}
-
-/// Schema 4 gives every item row a version (compare-and-set): the log index of the last change
-/// to it. Migrated rows start at their write's index (any value that changes with every later
-/// change will do: a version is concurrency control, never authority).
-const MIGRATE_3_TO_4: &str = "
-ALTER TABLE items ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
-UPDATE items SET version = log_index;
-";
-
-fn open_conn(path: &Path, read_only: bool, durability: Durability) -> Result<Connection, StoreError> {
+pub(crate) fn open_conn(path: &Path, read_only: bool, durability: Durability) -> Result<Connection, StoreError> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
     } else {
@@ -190,13 +190,13 @@ fn open_conn(path: &Path, read_only: bool, durability: Durability) -> Result<Con
 }
 
 /// Everything needed to verify a stored log, read from the database.
-struct StoredLog {
-    entries: Vec<Vec<u8>>,
-    checkpoints: Vec<SignedCheckpoint>,
-    expected: Option<(u64, Hash)>,
+pub(crate) struct StoredLog {
+    pub(crate) entries: Vec<Vec<u8>>,
+    pub(crate) checkpoints: Vec<SignedCheckpoint>,
+    pub(crate) expected: Option<(u64, Hash)>,
 }
 
-fn read_stored_log(conn: &Connection) -> Result<StoredLog, StoreError> {
+pub(crate) fn read_stored_log(conn: &Connection) -> Result<StoredLog, StoreError> {
     let mut stmt = conn.prepare("SELECT entry FROM log ORDER BY idx")?;
     let entries = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))?.collect::<Result<Vec<_>, _>>()?;
     let checkpoints = read_stored_log_checkpoints(conn)?;
@@ -214,9 +214,50 @@ fn read_stored_log(conn: &Connection) -> Result<StoredLog, StoreError> {
     Ok(StoredLog { entries, checkpoints, expected })
 }
 
+fn meta_text(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
+    Ok(conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get::<_, String>(0)).optional()?)
+}
+
+/// The witnessed head of the store's log, checked against the store it must belong to.
+fn witnessed(key_dir: &Path, store_id: &str) -> Result<Option<SignedCheckpoint>, StoreError> {
+    let mut found = None;
+    for w in keys::read_witnesses(key_dir)? {
+        if w.store_id != store_id {
+            return Err(StoreError::KeyDir(format!(
+                "the witness in {} belongs to store {}, not to this one ({store_id})",
+                key_dir.display(),
+                w.store_id
+            )));
+        }
+        if w.tenant == GLOBAL_LOG {
+            found = Some(w.checkpoint);
+        }
+    }
+    Ok(found)
+}
+
+/// Replay the bindings of verified log entries into a state index.
+pub(crate) fn replay(entries: &[Vec<u8>]) -> Result<StateIndex, StoreError> {
+    let mut state = StateIndex::default();
+    for (i, bytes) in entries.iter().enumerate() {
+        let entry = Entry::decode(bytes).map_err(|e| StoreError::LogTampered(format!("entry {i}: {e}")))?;
+        for b in bindings_of(&entry.body).map_err(|e| StoreError::LogTampered(format!("entry {i}: {e}")))? {
+            state.apply(&b, i as u64);
+        }
+    }
+    Ok(state)
+}
+
+/// The derived key that authenticates index files (so a file edited on disk is rebuilt from
+/// the verified table rather than trusted).
+fn index_mac_key(key: &SigningKey) -> [u8; 32] {
+    keys::hmac_sha256(&key.to_bytes(), b"memwarden/index-mac/v1")
+}
+
 impl SqliteStore {
     /// Open (creating if needed) the store in `dir`. Reopening verifies the whole log against the
-    /// recorded head and every signed checkpoint, and refuses a store that does not verify.
+    /// recorded head, every signed checkpoint and the witness (the latest signed head, kept in
+    /// the key directory), and refuses a store that does not verify or was rolled back.
     pub fn open(dir: &Path, config: StoreConfig) -> Result<Self, StoreError> {
         Self::open_with_progress(dir, config, &|_, _, _| {})
     }
@@ -231,8 +272,9 @@ impl SqliteStore {
     /// schema, gates, log, verification, vector index and code path), only without
     /// durability. It lives in a private directory (mode 0700) under `/dev/shm` when that is
     /// available (else the system temporary directory), runs with `synchronous=OFF`, never
-    /// writes index files, and is deleted when the store is dropped. Nothing in it survives a
-    /// crash or a drop; never use it for data you want to keep.
+    /// writes index files or a witness, keeps its key in that directory, and is deleted when
+    /// the store is dropped. Nothing in it survives a crash or a drop; never use it for data
+    /// you want to keep.
     ///
     /// Measured with `cargo run --release -p memwarden-store --example ephemeral` (2 vCPU AMD
     /// EPYC, root filesystem on a virtio disk, /dev/shm tmpfs; 2026-12-01 at `aa78199` plus
@@ -249,6 +291,7 @@ impl SqliteStore {
     /// Opening is ~90× and committing ~45× faster; reads and searches cost the same (they never
     /// touched the disk's sync path).
     pub fn open_ephemeral(config: StoreConfig) -> Result<Self, StoreError> {
+        let config = StoreConfig { keys: KeyLocation::InDataDir, witness_every_commit: false, ..config };
         let base = Path::new("/dev/shm");
         let base = if base.is_dir() && tempdir_usable(base) { base.to_path_buf() } else { std::env::temp_dir() };
         let mut last = None;
@@ -280,51 +323,92 @@ impl SqliteStore {
         Err(io_err(&dir)(e))
     }
 
+    /// The key directory a store in `dir` opened with `config` uses.
+    pub fn key_dir_for(dir: &Path, config: &StoreConfig) -> Result<PathBuf, StoreError> {
+        keys::resolve(dir, &config.keys)
+    }
+
     fn open_inner(dir: &Path, config: StoreConfig, progress: Progress<'_>, durability: Durability) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        keys::private_dir(dir)?;
         let lock_path = dir.join(LOCK_FILE);
-        let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(io_err(&lock_path))?;
+        let lock = {
+            let mut o = std::fs::OpenOptions::new();
+            o.create(true).truncate(false).write(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                o.mode(0o600);
+            }
+            o.open(&lock_path).map_err(io_err(&lock_path))?
+        };
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.display().to_string())),
             Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
         }
-        let key = load_or_create_key(dir)?;
         let db = dir.join(DB_FILE);
+        let fresh_file = !db.exists();
+        if fresh_file {
+            // Created 0600 before SQLite opens it, so its WAL and shared-memory files (which
+            // SQLite creates with the database's mode) are private too.
+            crate::keys::write_private(&db, b"")?;
+        }
         let mut writer = open_conn(&db, false, durability)?;
-        writer.execute_batch(SCHEMA)?;
-        let version: Option<i64> = writer.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
-        match version {
-            Some(v) if v > SCHEMA_VERSION => return Err(StoreError::Schema(v)),
-            Some(v @ (1..=3)) => {
-                // Schema 3 only adds tables and indexes (created above); a store without lineage
-                // rows rebuilds its graph from items alone.
-                let tx = writer.transaction()?;
-                if v == 1 {
-                    tx.execute_batch(MIGRATE_1_TO_2)?;
-                }
-                let has_version: i64 = tx.query_row("SELECT count(*) FROM pragma_table_info('items') WHERE name = 'version'", [], |r| r.get(0))?;
-                if has_version == 0 {
-                    tx.execute_batch(MIGRATE_3_TO_4)?;
-                }
-                tx.execute("UPDATE meta SET value = ?1 WHERE key = 'schema'", params![SCHEMA_VERSION])?;
-                tx.commit()?;
-            }
-            Some(_) => {}
+        let legacy = crate::migrate::prepare(&writer)?;
+        let key_dir = keys::resolve(dir, &config.keys)?;
+        keys::private_dir(&key_dir)?;
+        let log_entries: i64 = writer.query_row("SELECT count(*) FROM log", [], |r| r.get(0))?;
+        let (key, move_from) = Self::key(dir, &key_dir, log_entries > 0)?;
+        // The store's identity: the key directory serves this store only, so a data directory
+        // replaced by another (or emptied) is refused rather than silently started afresh.
+        let store_id = match meta_text(&writer, "store_id")? {
+            Some(id) => id,
             None => {
-                writer.execute("INSERT INTO meta(key, value) VALUES('schema', ?1)", params![SCHEMA_VERSION])?;
+                let mut r = [0u8; 16];
+                getrandom::fill(&mut r).map_err(|e| StoreError::Corrupt(format!("no randomness for a store id: {e}")))?;
+                let id = hex::encode(r);
+                writer.execute("INSERT INTO meta(key, value) VALUES('store_id', ?1)", params![id])?;
+                id
             }
+        };
+        let bound = keys::bound_store(&key_dir)?;
+        if let Some(b) = &bound
+            && *b != store_id
+        {
+            return Err(StoreError::KeyDir(format!(
+                "the key directory {} belongs to store {b}, but {} holds store {store_id}{}: a data directory that was replaced or emptied is \
+                 refused (it could be a rollback). If you removed that store on purpose, delete {} and {} first",
+                key_dir.display(),
+                dir.display(),
+                if log_entries == 0 { " (empty)" } else { "" },
+                key_dir.join("store.json").display(),
+                key_dir.join(keys::WITNESS_DIR).display(),
+            )));
+        }
+        let witness = witnessed(&key_dir, &store_id)?;
+        if bound.is_some() && witness.is_none() && log_entries > 0 {
+            return Err(StoreError::LogTampered(format!("the witness of this store is missing from {}", key_dir.join(keys::WITNESS_DIR).display())));
         }
         let stored = read_stored_log(&writer)?;
-        let report = verify_log(&stored.entries, &stored.checkpoints, &key.verifying_key(), stored.expected);
+        let mut anchors = stored.checkpoints.clone();
+        anchors.extend(witness.iter().cloned());
+        let report = verify_log(&stored.entries, &anchors, &key.verifying_key(), stored.expected);
         if let Some(p) = &report.problem {
             return Err(StoreError::LogTampered(p.to_string()));
         }
         let leaves: Vec<Hash> = stored.entries.iter().map(|e| leaf_hash(e)).collect();
         let last_checkpoint = stored.checkpoints.last().map(|c| c.checkpoint.size).unwrap_or(0);
+        let last_time_ms = stored.entries.last().and_then(|e| Entry::decode(e).ok()).map_or(0, |e| e.time_ms);
         let mut log = VerdictLog::from_leaves(leaves);
+        if let Some(from) = legacy {
+            // The legacy log verified: bind every row to it as it stands now.
+            crate::migrate::adopt(&mut writer, &mut log, from, last_time_ms)?;
+        }
+        let entries = if legacy.is_some() { read_stored_log(&writer)?.entries } else { stored.entries };
+        let state = replay(&entries)?;
+        drop(entries);
         if log.is_empty() {
-            let body = serde_json::to_vec(&json!({"store": "memwarden", "schema": SCHEMA_VERSION, "log_key": hex::encode(key.verifying_key().to_bytes())}))
+            let body = serde_json::to_vec(&json!({"store": "memwarden", "store_id": store_id, "schema": SCHEMA_VERSION, "log_key": hex::encode(key.verifying_key().to_bytes())}))
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let genesis = log.prepare(EntryKind::Genesis, 0, body);
             let tx = writer.transaction()?;
@@ -333,7 +417,9 @@ impl SqliteStore {
             tx.commit()?;
             log.append(&genesis).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         }
-        let vectors = Vectors::open(dir, &writer, config.vector_exact_below, progress)?;
+        let mac_key = index_mac_key(&key);
+        let verify_row = |row: &ItemRow| state.check(&row.key(), Some(&row.digest())) == Check::Ok;
+        let vectors = Vectors::open(dir, &writer, config.vector_exact_below, &mac_key, &verify_row, progress)?;
         let reader = open_conn(&db, true, durability)?;
         let shared = Arc::new(Shared {
             durability,
@@ -341,10 +427,29 @@ impl SqliteStore {
             _lock: lock,
             log: RwLock::new(log),
             key,
+            key_dir: key_dir.clone(),
+            store_id: store_id.clone(),
             reader: Mutex::new(reader),
+            state: RwLock::new(state),
             last_checkpoint: AtomicU64::new(last_checkpoint),
+            last_time_ms: AtomicU64::new(last_time_ms),
             config,
         });
+        // The witness now names this store and its current head (first open, migration, or a
+        // witness that lagged after a failed write).
+        let head = read_guard(&shared.log).checkpoint(&shared.key, last_time_ms);
+        if durability == Durability::Durable && witness.as_ref().is_none_or(|w| w.checkpoint.size != head.checkpoint.size) {
+            shared.witness(&head)?;
+        }
+        if bound.is_none() && durability == Durability::Durable {
+            keys::bind_store(&key_dir, &store_id, dir)?;
+        }
+        // The old layout kept the key in the data directory: now that the store verified (and
+        // migrated), move it out.
+        if let Some(old_dir) = move_from {
+            keys::save_key(&key_dir, &shared.key)?;
+            remove_old_key(&old_dir);
+        }
         let (tx, rx) = mpsc::channel::<Job>();
         let s2 = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
@@ -352,6 +457,31 @@ impl SqliteStore {
             .spawn(move || writer_loop(writer, rx, &s2))
             .map_err(io_err(dir))?;
         Ok(Self { shared, jobs: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)), dir: dir.to_path_buf(), durability })
+    }
+
+    /// The signing key: from the key directory, from an old-layout data directory (then also
+    /// the directory to move it out of once the store verified), or fresh for a store that has
+    /// no log yet (a store with a log and no key is refused: its checkpoints could not be
+    /// checked).
+    fn key(dir: &Path, key_dir: &Path, has_log: bool) -> Result<(SigningKey, Option<PathBuf>), StoreError> {
+        let old_dir = dir.join("keys");
+        let old = if old_dir != key_dir { keys::load_key(&old_dir)? } else { None };
+        match (keys::load_key(key_dir)?, old) {
+            (Some(k), None) => Ok((k, None)),
+            (Some(k), Some(o)) if k.to_bytes() == o.to_bytes() => Ok((k, Some(old_dir))),
+            (Some(_), Some(_)) => Err(StoreError::KeyDir(format!(
+                "{} and {} hold different log keys; remove the one that does not sign this store's checkpoints",
+                key_dir.display(),
+                old_dir.display()
+            ))),
+            (None, Some(o)) => Ok((o, Some(old_dir))),
+            (None, None) if has_log => Err(StoreError::KeyDir(format!(
+                "the store in {} has a verdict log but {} holds no log key (moved data directory? configure StoreConfig::keys)",
+                dir.display(),
+                key_dir.display()
+            ))),
+            (None, None) => Ok((keys::create_key(key_dir)?, None)),
+        }
     }
 
     /// Number of vectors in the store's indexes (all tenants).
@@ -364,13 +494,48 @@ impl SqliteStore {
         self.shared.vectors.path_counts()
     }
 
-    /// Verify the log of a store directory without opening it for writing (works on a tampered
-    /// copy that [`SqliteStore::open`] would refuse).
+    /// The key directory (signing key and witness).
+    pub fn key_dir(&self) -> &Path {
+        &self.shared.key_dir
+    }
+
+    /// Verify a store directory without opening it for writing (works on a tampered copy that
+    /// [`SqliteStore::open`] would refuse): the log against its checkpoints and the witness,
+    /// then every bound row against the log. The key directory is the default one for `dir`;
+    /// for a copy of a data directory, the key directory of the store it was copied from is
+    /// found by its store id.
     pub fn verify_dir(dir: &Path) -> Result<VerifyReport, StoreError> {
-        let key = load_or_create_key_readonly(dir)?;
+        Self::verify_dir_with(dir, &StoreConfig::default())
+    }
+
+    /// [`SqliteStore::verify_dir`] with the key location of `config`.
+    pub fn verify_dir_with(dir: &Path, config: &StoreConfig) -> Result<VerifyReport, StoreError> {
         let conn = open_conn(&dir.join(DB_FILE), true, Durability::Durable)?;
+        let store_id = meta_text(&conn, "store_id")?;
+        let schema: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
+        let mut key_dir = keys::resolve(dir, &config.keys)?;
+        if config.keys == KeyLocation::Default
+            && keys::load_key(&key_dir)?.is_none()
+            && let Some(id) = &store_id
+            && let Some(found) = keys::find_by_store(&key_dir, id)?
+        {
+            key_dir = found;
+        }
+        let key = match keys::load_key(&key_dir)? {
+            Some(k) => k,
+            // A store of the old layout, not yet migrated.
+            None => keys::load_key(&dir.join("keys"))?.ok_or_else(|| StoreError::KeyDir(format!("no log key in {}", key_dir.display())))?,
+        };
         let stored = read_stored_log(&conn)?;
-        Ok(verify_log(&stored.entries, &stored.checkpoints, &key.verifying_key(), stored.expected))
+        let mut anchors = stored.checkpoints.clone();
+        if let Some(id) = &store_id {
+            anchors.extend(witnessed(&key_dir, id)?);
+        }
+        let mut report = verify_log(&stored.entries, &anchors, &key.verifying_key(), stored.expected);
+        if report.problem.is_none() && schema.is_some_and(|s| s >= SCHEMA_VERSION) {
+            report.problem = crate::audit::audit(&conn, &stored.entries)?;
+        }
+        Ok(report)
     }
 
     /// For demonstrations and tests only: flip the last byte of stored log entry `index` in a store
@@ -404,7 +569,7 @@ impl SqliteStore {
     /// Exact (brute-force cosine) search over a namespace, reading every stored embedding: the
     /// `k` most similar items that pass `eligible`, applied before the cut (never a score
     /// penalty). The oracle the index is tested against, and the fallback when an index is out
-    /// of step.
+    /// of step. Every row and embedding is checked against the log.
     pub fn search_exact(
         &self,
         tenant: &TenantId,
@@ -417,10 +582,18 @@ impl SqliteStore {
         let conn = lock(&self.shared.reader);
         let mut scored: Vec<(f32, Vec<u8>)> = Vec::new();
         {
-            let mut stmt = conn.prepare_cached("SELECT id, embedding FROM items WHERE tenant = ?1 AND namespace = ?2 AND embedding IS NOT NULL")?;
-            let rows = stmt.query_map(params![tenant.as_str(), namespace.as_str()], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?)))?;
+            let mut stmt = conn.prepare_cached("SELECT id, embedding, emb_digest FROM items WHERE tenant = ?1 AND namespace = ?2 AND embedding IS NOT NULL")?;
+            let rows = stmt.query_map(params![tenant.as_str(), namespace.as_str()], |r| {
+                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Option<Vec<u8>>>(2)?))
+            })?;
             for row in rows {
-                let (id, emb) = row?;
+                let (id, emb, digest) = row?;
+                // The digest column is bound with the row (checked when the item is read below);
+                // the vector must be the one it names.
+                if digest.as_deref() != Some(embedding_digest(&emb).as_slice()) {
+                    let id = hex::encode(&id);
+                    return Err(StoreError::ItemTampered { id, reason: "its embedding differs from the digest its log entry committed".into() });
+                }
                 scored.push((cosine(query, &decode_f32(&emb)), id));
             }
         }
@@ -432,55 +605,61 @@ impl SqliteStore {
             }
             let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
             if let Some(item) = self.read_item(&conn, tenant, &id)?
-                && eligible(&item) {
-                    out.push(Hit { item, similarity: sim });
-                }
+                && eligible(&item)
+            {
+                out.push(Hit { item, similarity: sim });
+            }
         }
         Ok(out)
     }
 
+    /// Check a row (or its absence) against the state the log commits to.
+    fn checked<R: BoundRow>(&self, key: &RowKey, row: Option<R>, describe: impl FnOnce() -> String) -> Result<Option<R>, StoreError> {
+        match read_guard(&self.shared.state).check(key, row.as_ref().map(BoundRow::digest).as_ref()) {
+            Check::Ok => Ok(row),
+            bad => Err(StoreError::RowTampered { table: R::TABLE.name(), key: describe(), reason: bad.reason() }),
+        }
+    }
+
+    /// Every row of `table` matching `sql_where`, each checked against the log.
+    fn rows<R: BoundRow>(&self, conn: &Connection, sql_where: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<R>, StoreError> {
+        let sql = format!("SELECT {} FROM {} WHERE {sql_where}", R::COLUMNS, R::TABLE.name());
+        let rows: Vec<R> = conn.prepare_cached(&sql)?.query_map(args, |r| R::read(r))?.collect::<Result<_, _>>()?;
+        let state = read_guard(&self.shared.state);
+        for r in &rows {
+            let c = state.check(&r.key(), Some(&r.digest()));
+            if c != Check::Ok {
+                return Err(StoreError::RowTampered { table: R::TABLE.name(), key: r.parts().join("/"), reason: c.reason() });
+            }
+        }
+        Ok(rows)
+    }
+
     fn read_item(&self, conn: &Connection, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
-        let row: Option<(String, Vec<u8>, i64, i64)> = conn
-            .prepare_cached("SELECT record, digest, log_index, version FROM items WHERE id = ?1 AND tenant = ?2")?
-            .query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .optional()?;
-        let Some((record, digest, log_index, version)) = row else {
-            return Ok(None);
-        };
-        let item: MemoryItem = serde_json::from_str(&record).map_err(|e| StoreError::Corrupt(format!("item {id}: {e}")))?;
-        let tampered = |reason: &str| StoreError::ItemTampered { id: id.to_string(), reason: reason.to_owned() };
-        if item.id() != *id || item.tenant() != tenant {
-            return Err(tampered("record names another id or tenant"));
+        let sql = format!("SELECT {} FROM items WHERE id = ?1 AND tenant = ?2", ItemRow::COLUMNS);
+        let row: Option<ItemRow> = conn.prepare_cached(&sql)?.query_row(params![id.as_bytes().as_slice(), tenant.as_str()], ItemRow::read).optional()?;
+        let tampered = |reason: String| StoreError::ItemTampered { id: id.to_string(), reason };
+        let key = row_key(Table::Items, tenant.as_str(), &[&id.to_string()]);
+        let check = read_guard(&self.shared.state).check(&key, row.as_ref().map(BoundRow::digest).as_ref());
+        if check != Check::Ok {
+            return Err(tampered(format!("record {}", check.reason())));
         }
-        if item.identity_digest().as_slice() != digest.as_slice() {
-            return Err(tampered("record differs from its digest"));
-        }
-        let idx = u64::try_from(log_index).map_err(|_| tampered("negative log index"))?;
-        let entry: Vec<u8> = conn
-            .prepare_cached("SELECT entry FROM log WHERE idx = ?1")?
-            .query_row(params![log_index], |r| r.get(0))
-            .optional()?
-            .ok_or_else(|| tampered("its log entry is missing"))?;
-        let leaf_ok = self.shared.log.read().map(|l| l.leaves().get(idx as usize) == Some(&leaf_hash(&entry))).unwrap_or(false);
-        if !leaf_ok {
-            return Err(tampered("its log entry differs from the verified log"));
-        }
-        let decoded = Entry::decode(&entry).map_err(|e| tampered(&e.to_string()))?;
-        let body: serde_json::Value = serde_json::from_slice(&decoded.body).map_err(|e| tampered(&e.to_string()))?;
-        if body.get("digest").and_then(|d| d.as_str()) != Some(hex::encode(&digest).as_str()) {
-            return Err(tampered("its log entry commits to another digest"));
-        }
-        let version = u64::try_from(version).map_err(|_| tampered("negative version"))?;
-        Ok(Some(item.at_version(version)))
+        let Some(row) = row else { return Ok(None) };
+        item_of(&row, tenant, id).map(Some).map_err(tampered)
     }
 }
 
-fn load_or_create_key_readonly(dir: &Path) -> Result<SigningKey, StoreError> {
-    let path = dir.join("keys").join(LOG_KEY_FILE);
-    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
-    let mut seed = [0u8; 32];
-    hex::decode_to_slice(text.trim(), &mut seed).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
-    Ok(SigningKey::from_bytes(&seed))
+/// The item a verified row holds, checked for the identity its key columns claim.
+fn item_of(row: &ItemRow, tenant: &TenantId, id: &ItemId) -> Result<MemoryItem, String> {
+    let item: MemoryItem = serde_json::from_str(&row.record).map_err(|e| format!("record does not decode: {e}"))?;
+    if item.id() != *id || item.tenant() != tenant || item.namespace().as_str() != row.namespace {
+        return Err("record names another id, tenant or namespace".into());
+    }
+    if item.identity_digest().as_slice() != row.digest.as_slice() {
+        return Err("record differs from its identity digest".into());
+    }
+    let version = u64::try_from(row.version).map_err(|_| "negative version".to_owned())?;
+    Ok(item.at_version(version))
 }
 
 impl Drop for SqliteStore {
@@ -498,7 +677,12 @@ impl Drop for SqliteStore {
     }
 }
 
-fn set_head(conn: &Connection, size: u64, head: &Hash) -> Result<(), rusqlite::Error> {
+fn remove_old_key(old_dir: &Path) {
+    let _ = std::fs::remove_file(old_dir.join(keys::LOG_KEY_FILE));
+    let _ = std::fs::remove_dir(old_dir);
+}
+
+pub(crate) fn set_head(conn: &Connection, size: u64, head: &Hash) -> Result<(), rusqlite::Error> {
     let size = i64::try_from(size).unwrap_or(i64::MAX);
     conn.prepare_cached("INSERT INTO meta(key, value) VALUES('log_size', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
         .execute(params![size])?;
@@ -506,620 +690,6 @@ fn set_head(conn: &Connection, size: u64, head: &Hash) -> Result<(), rusqlite::E
         .execute(params![head.as_slice()])?;
     Ok(())
 }
-
-/// The chain state while a group is being applied: entries are linked locally and appended to the
-/// shared log only after the transaction commits.
-struct Pending {
-    len: u64,
-    head: Hash,
-    entries: Vec<Entry>,
-    /// Vectors to index once the transaction commits.
-    vectors: Vec<NewVector>,
-    /// Catalog changes (status or scope) to apply once the transaction commits.
-    access: Vec<AccessChange>,
-    /// The store's vector dimension (set by the first vector ever, possibly in this group).
-    dims: Option<usize>,
-}
-
-impl Pending {
-    fn push(&mut self, conn: &Connection, now_ms: u64, kind: EntryKind, body: &serde_json::Value) -> Result<(u64, Hash), CommitError> {
-        let body = serde_json::to_vec(body).map_err(|e| CommitError::Storage(e.to_string()))?;
-        let entry = Entry { index: self.len, prev: self.head, time_ms: now_ms, kind, body };
-        let bytes = entry.encode();
-        let leaf = leaf_hash(&bytes);
-        conn.prepare_cached("INSERT INTO log(idx, entry) VALUES(?1, ?2)")
-            .and_then(|mut s| s.execute(params![i64::try_from(self.len).unwrap_or(i64::MAX), bytes]))
-            .map_err(sql)?;
-        let idx = self.len;
-        self.len += 1;
-        self.head = leaf;
-        self.entries.push(entry);
-        Ok((idx, leaf))
-    }
-}
-
-fn sql(e: rusqlite::Error) -> CommitError {
-    CommitError::Storage(e.to_string())
-}
-
-fn is_constraint(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
-}
-
-fn to_json<T: serde::Serialize>(v: &T) -> Result<String, CommitError> {
-    serde_json::to_string(v).map_err(|e| CommitError::Storage(e.to_string()))
-}
-
-fn embedding_bytes(e: &[f32], dims: Option<usize>) -> Result<Vec<u8>, CommitError> {
-    if e.is_empty() || e.len() > EMBEDDING_DIMS_MAX || e.iter().any(|x| !x.is_finite()) {
-        return Err(CommitError::BadEmbedding(format!("{} dimensions (1..={EMBEDDING_DIMS_MAX}, finite)", e.len())));
-    }
-    if let Some(d) = dims
-        && d != e.len()
-    {
-        return Err(CommitError::BadEmbedding(format!("{} dimensions, but this store holds {d}-dimensional vectors", e.len())));
-    }
-    if e.iter().all(|x| *x == 0.0) {
-        return Err(CommitError::BadEmbedding("the zero vector has no direction".into()));
-    }
-    Ok(e.iter().flat_map(|x| x.to_le_bytes()).collect())
-}
-
-/// Insert an admitted item (its row, vector, edges) and log its write entry.
-fn insert_item(conn: &Connection, now_ms: u64, write: &AdmittedWrite, embedding: &Option<Vec<f32>>, p: &mut Pending) -> Result<(u64, Hash), CommitError> {
-    let item = write.item();
-    let emb = embedding.as_deref().map(|e| embedding_bytes(e, p.dims)).transpose()?;
-    let digest = item.identity_digest();
-    let next = p.len;
-    let r = conn
-        .prepare_cached(
-            "INSERT INTO items(id, tenant, namespace, record, digest, log_index, embedding, created_ms, version) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?6)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                item.id().as_bytes().as_slice(),
-                item.tenant().as_str(),
-                item.namespace().as_str(),
-                to_json(item).unwrap_or_default(),
-                digest.as_slice(),
-                next as i64,
-                emb,
-                i64::try_from(item.created_ms()).unwrap_or(i64::MAX)
-            ])
-        });
-    match r {
-        Err(e) if is_constraint(&e) => return Err(CommitError::ItemExists(item.id().to_string())),
-        Err(e) => return Err(sql(e)),
-        Ok(_) => {}
-    }
-    if let Some(e) = embedding {
-        conn.prepare_cached("INSERT INTO vectors(id, tenant, namespace) VALUES(?1, ?2, ?3)")
-            .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), item.tenant().as_str(), item.namespace().as_str()]))
-            .map_err(sql)?;
-        let seq = u64::try_from(conn.last_insert_rowid()).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
-        if p.dims.is_none() {
-            conn.prepare_cached("INSERT INTO meta(key, value) VALUES('vector_dims', ?1)")
-                .and_then(|mut s| s.execute(params![e.len() as i64]))
-                .map_err(sql)?;
-            p.dims = Some(e.len());
-        }
-        p.vectors.push(NewVector {
-            seq,
-            id: item.id(),
-            tenant: item.tenant().clone(),
-            namespace: item.namespace().clone(),
-            embedding: e.clone(),
-            scope: item.scope().clone(),
-            status: item.status(),
-        });
-    }
-    for parent in item.parents() {
-        conn.prepare_cached("INSERT OR IGNORE INTO edges(child, parent, kind) VALUES(?1, ?2, ?3)")
-            .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), parent.id.as_bytes().as_slice(), parent.kind.as_str()]))
-            .map_err(sql)?;
-    }
-    let kind = match item.route() {
-        Route::Summary => EntryKind::Derive,
-        Route::ToolObservation => EntryKind::ToolCall,
-        _ => EntryKind::Write,
-    };
-    p.push(
-        conn,
-        now_ms,
-        kind,
-        &json!({
-            "tenant": item.tenant(), "id": item.id(), "namespace": item.namespace(), "writer": item.writer(),
-            "origin": item.origin(), "label": item.label(), "route": item.route(), "parents": item.parents(),
-            "status": item.status(), "digest": hex::encode(digest),
-        }),
-    )
-}
-
-/// [`update_access`], then log the change: `fields` plus the item's tenant, id, status and
-/// identity digest.
-fn access_changed(conn: &Connection, p: &mut Pending, now_ms: u64, kind: EntryKind, item: &MemoryItem, fields: serde_json::Value) -> Result<(u64, Hash), CommitError> {
-    update_access(conn, p, item)?;
-    let mut body = fields;
-    if let Some(o) = body.as_object_mut() {
-        o.insert("tenant".into(), json!(item.tenant()));
-        o.insert("id".into(), json!(item.id()));
-        o.insert("status".into(), json!(item.status()));
-        o.insert("digest".into(), json!(hex::encode(item.identity_digest())));
-    }
-    p.push(conn, now_ms, kind, &body)
-}
-
-/// Compare-and-set one item row: replace its record and move its version to `new_version`, only
-/// if it is still at `expected` (the version the gate read). [`CommitError::Conflict`] when it
-/// moved on, [`CommitError::ItemMissing`] when it is gone.
-fn cas_record(conn: &Connection, tenant: &TenantId, id: &ItemId, record: &str, expected: u64, new_version: u64) -> Result<(), CommitError> {
-    let changed = conn
-        .prepare_cached("UPDATE items SET record = ?1, version = ?4 WHERE id = ?2 AND tenant = ?3 AND version = ?5")
-        .and_then(|mut s| {
-            s.execute(params![
-                record,
-                id.as_bytes().as_slice(),
-                tenant.as_str(),
-                i64::try_from(new_version).unwrap_or(i64::MAX),
-                i64::try_from(expected).unwrap_or(i64::MAX)
-            ])
-        })
-        .map_err(sql)?;
-    if changed == 1 {
-        return Ok(());
-    }
-    let exists: Option<i64> = conn
-        .prepare_cached("SELECT version FROM items WHERE id = ?1 AND tenant = ?2")
-        .and_then(|mut s| s.query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| r.get(0)).optional())
-        .map_err(sql)?;
-    Err(match exists {
-        Some(_) => CommitError::Conflict { id: id.to_string() },
-        None => CommitError::ItemMissing(id.to_string()),
-    })
-}
-
-/// Store an item's changed status or scope (identity unchanged) if its row is still at the
-/// version the gate read (compare-and-set; the new version is the index of the entry about to be
-/// logged), and queue the index catalog's matching change, applied once the transaction commits.
-fn update_access(conn: &Connection, p: &mut Pending, item: &MemoryItem) -> Result<(), CommitError> {
-    let record = to_json(item)?;
-    cas_record(conn, item.tenant(), &item.id(), &record, item.version(), p.len)?;
-    let seq: Option<i64> = conn
-        .prepare_cached("SELECT seq FROM vectors WHERE id = ?1")
-        .and_then(|mut s| s.query_row(params![item.id().as_bytes().as_slice()], |r| r.get(0)).optional())
-        .map_err(sql)?;
-    if let Some(seq) = seq {
-        let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
-        p.access.push(AccessChange {
-            seq,
-            tenant: item.tenant().clone(),
-            namespace: item.namespace().clone(),
-            scope: item.scope().clone(),
-            status: item.status(),
-            erased: false,
-        });
-    }
-    Ok(())
-}
-
-fn apply(conn: &Connection, now_ms: u64, m: &Mutation, p: &mut Pending) -> Result<Receipt, CommitError> {
-    let (log_index, leaf) = match m {
-        Mutation::Principal(pr) => {
-            let next = p.len;
-            let r = conn
-                .prepare_cached("INSERT INTO principals(tenant, id, record, log_index) VALUES(?1, ?2, ?3, ?4)")
-                .and_then(|mut s| s.execute(params![pr.tenant.as_str(), pr.id.as_str(), to_json(pr).unwrap_or_default(), next as i64]));
-            match r {
-                Err(e) if is_constraint(&e) => return Err(CommitError::PrincipalExists(pr.id.to_string())),
-                Err(e) => return Err(sql(e)),
-                Ok(_) => {}
-            }
-            p.push(conn, now_ms, EntryKind::Principal, &json!({"tenant": pr.tenant, "principal": pr}))?
-        }
-        Mutation::Item { write, embedding } => insert_item(conn, now_ms, write, embedding, p)?,
-        Mutation::Update { update, embedding } => {
-            let r = insert_item(conn, now_ms, update.write(), embedding, p)?;
-            let old = update.superseded();
-            access_changed(conn, p, now_ms, EntryKind::Revocation, old, json!({"superseded_by": old.superseded_by()}))?;
-            r
-        }
-        Mutation::Attestation(a) => {
-            let a = a.attestation();
-            let next = p.len;
-            conn.prepare_cached("INSERT INTO attestations(tenant, key, record, log_index) VALUES(?1, ?2, ?3, ?4)")
-                .and_then(|mut s| s.execute(params![a.tenant.as_str(), a.key, to_json(a).unwrap_or_default(), next as i64]))
-                .map_err(sql)?;
-            p.push(conn, now_ms, EntryKind::Attestation, &json!(a))?
-        }
-        Mutation::GrantIssued(g) => {
-            let gr = &g.grant;
-            p.push(
-                conn,
-                now_ms,
-                EntryKind::GrantIssued,
-                &json!({"tenant": gr.tenant, "user": gr.user, "tool": gr.tool, "key": gr.key, "value": gr.value, "amount": gr.amount,
-                        "nonce": gr.nonce_hex(), "expires_ms": gr.expires_ms, "signature": hex::encode(g.signature)}),
-            )?
-        }
-        Mutation::SessionTaint { tenant, principal, session, observed } => {
-            let existing: Option<String> = conn
-                .prepare_cached("SELECT record FROM sessions WHERE tenant = ?1 AND principal = ?2 AND session = ?3")
-                .and_then(|mut s| s.query_row(params![tenant.as_str(), principal.as_str(), session.as_str()], |r| r.get(0)).optional())
-                .map_err(sql)?;
-            // The row only falls: meet of the stored floor and the new one, witnesses merged.
-            let mut row = StoredSession { floor: observed.floor(), witnesses: observed.witnesses().to_vec() };
-            if let Some(rec) = existing {
-                let old: StoredSession = serde_json::from_str(&rec).map_err(|e| CommitError::Storage(format!("stored session is corrupt: {e}")))?;
-                row.floor = row.floor.min(old.floor);
-                for w in old.witnesses {
-                    if !row.witnesses.contains(&w) && row.witnesses.len() < memwarden_core::session::WITNESSES_MAX {
-                        row.witnesses.push(w);
-                    }
-                }
-            }
-            let next = p.len;
-            conn.prepare_cached(
-                "INSERT INTO sessions(tenant, principal, session, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT(tenant, principal, session) DO UPDATE SET record = excluded.record, log_index = excluded.log_index",
-            )
-            .and_then(|mut s| s.execute(params![tenant.as_str(), principal.as_str(), session.as_str(), to_json(&row).unwrap_or_default(), next as i64]))
-            .map_err(sql)?;
-            p.push(
-                conn,
-                now_ms,
-                EntryKind::SessionTaint,
-                &json!({"tenant": tenant, "principal": principal, "session": session, "floor": row.floor, "witnesses": row.witnesses}),
-            )?
-        }
-        Mutation::Revocation(r) => {
-            access_changed(conn, p, now_ms, EntryKind::Revocation, r.item(), json!({"by": r.by(), "reason": r.reason()}))?
-        }
-        Mutation::Promotion(pr) => access_changed(
-            conn,
-            p,
-            now_ms,
-            EntryKind::Promotion,
-            pr.item(),
-            json!({"by": pr.by(), "from": pr.from(), "readers": pr.item().scope().readers}),
-        )?,
-        Mutation::Hold(h) => {
-            access_changed(conn, p, now_ms, EntryKind::Decision, h.item(), json!({"hold": {"by": h.by(), "reason": h.reason()}}))?
-        }
-        Mutation::Erasure { tenant, ids, event } => {
-            if ids.is_empty() || ids.len() > crate::ERASE_IDS_MAX {
-                return Err(CommitError::Storage(format!("an erasure names 1..={} memories", crate::ERASE_IDS_MAX)));
-            }
-            let text = to_json(event)?;
-            if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
-                return Err(CommitError::LineageEventTooLarge(text.len()));
-            }
-            let next = p.len;
-            for id in ids {
-                let row: Option<(String, String, i64)> = conn
-                    .prepare_cached("SELECT namespace, record, log_index FROM items WHERE id = ?1 AND tenant = ?2")
-                    .and_then(|mut s| s.query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional())
-                    .map_err(sql)?;
-                let Some((namespace, record, item_log_index)) = row else {
-                    return Err(CommitError::ItemMissing(id.to_string()));
-                };
-                // The tombstone keeps the identity and lineage fields, never the text.
-                let mut tomb: serde_json::Value = serde_json::from_str(&record).map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
-                if let Some(o) = tomb.as_object_mut() {
-                    o.insert("content".into(), serde_json::Value::String(crate::TOMBSTONE_CONTENT.into()));
-                    o.insert("metadata".into(), serde_json::Value::Object(serde_json::Map::new()));
-                }
-                let tomb = to_json(&tomb)?;
-                conn.prepare_cached("INSERT INTO erased(id, tenant, namespace, tombstone, item_log_index, log_index) VALUES(?1, ?2, ?3, ?4, ?5, ?6)")
-                    .and_then(|mut s| s.execute(params![id.as_bytes().as_slice(), tenant.as_str(), namespace, tomb, item_log_index, next as i64]))
-                    .map_err(sql)?;
-                let seq: Option<i64> = conn
-                    .prepare_cached("SELECT seq FROM vectors WHERE id = ?1")
-                    .and_then(|mut s| s.query_row(params![id.as_bytes().as_slice()], |r| r.get(0)).optional())
-                    .map_err(sql)?;
-                conn.prepare_cached("DELETE FROM vectors WHERE id = ?1").and_then(|mut s| s.execute(params![id.as_bytes().as_slice()])).map_err(sql)?;
-                conn.prepare_cached("DELETE FROM items WHERE id = ?1").and_then(|mut s| s.execute(params![id.as_bytes().as_slice()])).map_err(sql)?;
-                if let Some(seq) = seq {
-                    let namespace = Namespace::new(&namespace).map_err(|e| CommitError::Storage(e.to_string()))?;
-                    let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
-                    let scope = Scope { owner: PrincipalId::new("erased").map_err(|e| CommitError::Storage(e.to_string()))?, readers: Readers::Only(Default::default()), visibility: Visibility::Revoked };
-                    p.access.push(AccessChange { seq, tenant: tenant.clone(), namespace, scope, status: Status::Revoked, erased: true });
-                }
-            }
-            conn.prepare_cached("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)")
-                .and_then(|mut s| s.execute(params![tenant.as_str(), text, next as i64]))
-                .map_err(sql)?;
-            p.push(conn, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}))?
-        }
-        Mutation::Feedback { tenant, actor, guards, reputations, record } => {
-            let next = p.len;
-            for (id, expected, guard) in guards {
-                let rec: Option<String> = conn
-                    .prepare_cached("SELECT record FROM items WHERE id = ?1 AND tenant = ?2")
-                    .and_then(|mut s| s.query_row(params![id.as_bytes().as_slice(), tenant.as_str()], |r| r.get(0)).optional())
-                    .map_err(sql)?;
-                let Some(rec) = rec else { return Err(CommitError::ItemMissing(id.to_string())) };
-                // The guard state is not part of the identity digest: the record still verifies.
-                let mut v: serde_json::Value = serde_json::from_str(&rec).map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
-                if let Some(o) = v.as_object_mut() {
-                    o.insert("guard".into(), serde_json::to_value(guard).map_err(|e| CommitError::Storage(e.to_string()))?);
-                }
-                let text = to_json(&v)?;
-                // Refuse a state the validating decoder would not read back.
-                serde_json::from_str::<MemoryItem>(&text).map_err(|e| CommitError::Storage(format!("guard update for {id}: {e}")))?;
-                cas_record(conn, tenant, id, &text, *expected, next)?;
-            }
-            for (who, value) in reputations {
-                if !value.is_finite() || !(0.0..=1.0).contains(value) {
-                    return Err(CommitError::Storage(format!("reputation {value} of {who} is outside [0, 1]")));
-                }
-                conn.prepare_cached(
-                    "INSERT INTO reputation(tenant, principal, value, log_index) VALUES(?1, ?2, ?3, ?4)
-                     ON CONFLICT(tenant, principal) DO UPDATE SET value = excluded.value, log_index = excluded.log_index",
-                )
-                .and_then(|mut s| s.execute(params![tenant.as_str(), who.as_str(), value, next as i64]))
-                .map_err(sql)?;
-            }
-            p.push(conn, now_ms, EntryKind::Feedback, &json!({"tenant": tenant, "actor": actor, "feedback": record}))?
-        }
-        Mutation::GateDecision { tenant, actor, decision } => {
-            let text = to_json(decision)?;
-            if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
-                return Err(CommitError::LineageEventTooLarge(text.len()));
-            }
-            p.push(conn, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "gate": decision}))?
-        }
-        Mutation::Lineage { tenant, event } => {
-            let text = to_json(event)?;
-            if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
-                return Err(CommitError::LineageEventTooLarge(text.len()));
-            }
-            let next = p.len;
-            conn.prepare_cached("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)")
-                .and_then(|mut s| s.execute(params![tenant.as_str(), text, next as i64]))
-                .map_err(sql)?;
-            p.push(conn, now_ms, EntryKind::Lineage, &json!({"tenant": tenant, "event": event}))?
-        }
-        Mutation::Decision { actor, tenant, action, outcome } => {
-            for u in outcome.grant_uses() {
-                let g = &u.grant.grant;
-                let next = p.len;
-                let r = conn
-                    .prepare_cached("INSERT INTO grants_used(tenant, nonce, record, log_index) VALUES(?1, ?2, ?3, ?4)")
-                    .and_then(|mut s| s.execute(params![g.tenant.as_str(), g.nonce.as_slice(), to_json(u).unwrap_or_default(), next as i64]));
-                match r {
-                    Err(e) if is_constraint(&e) => return Err(CommitError::GrantAlreadyUsed(g.nonce_hex())),
-                    Err(e) => return Err(sql(e)),
-                    Ok(_) => {}
-                }
-                p.push(
-                    conn,
-                    now_ms,
-                    EntryKind::GrantUsed,
-                    &json!({"tenant": g.tenant, "nonce": g.nonce_hex(), "user": g.user, "tool": g.tool, "key": g.key, "value": g.value, "amount": g.amount}),
-                )?;
-            }
-            for e in outcome.new_elevations() {
-                let next = p.len;
-                conn.prepare_cached("INSERT OR IGNORE INTO elevations(tenant, key, value, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)")
-                    .and_then(|mut s| s.execute(params![e.tenant.as_str(), e.key, e.value.canonical, to_json(e).unwrap_or_default(), next as i64]))
-                    .map_err(sql)?;
-                p.push(conn, now_ms, EntryKind::Elevation, &json!(e))?;
-            }
-            p.push(conn, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "action": action, "verdict": outcome.verdict()}))?
-        }
-    };
-    Ok(Receipt { log_index, leaf })
-}
-
-fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared: &Shared) {
-    // Checkpoints carry the latest time a caller passed in (the store reads no clock of its own).
-    let mut last_now_ms = 0u64;
-    while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
-        let mut count = 0usize;
-        while count < shared.config.group_commit_max {
-            match rx.try_recv() {
-                Ok(j) => {
-                    if let Job::Commit { mutations, .. } = &j {
-                        count += mutations.len();
-                    }
-                    jobs.push(j);
-                }
-                Err(_) => break,
-            }
-        }
-        let mut commits = Vec::new();
-        let mut checkpoints = Vec::new();
-        for j in jobs {
-            match j {
-                Job::Commit { now_ms, mutations, atomic, reply } => {
-                    last_now_ms = last_now_ms.max(now_ms);
-                    commits.push(Group { now_ms, mutations, atomic, reply });
-                }
-                Job::Checkpoint { now_ms, reply } => {
-                    last_now_ms = last_now_ms.max(now_ms);
-                    checkpoints.push((now_ms, reply));
-                }
-            }
-        }
-        if !commits.is_empty() {
-            commit_group(&mut conn, shared, commits);
-            if shared.durability == Durability::Durable
-                && let Err(e) = shared.vectors.save(false)
-            {
-                eprintln!("memwarden-store: periodic save of a vector index failed (replayed at the next open): {e}");
-            }
-        }
-        let every = shared.config.checkpoint_every;
-        let len = shared.log.read().map(|l| l.len()).unwrap_or(0);
-        let due = every > 0 && len >= shared.last_checkpoint.load(Ordering::Relaxed) + every;
-        if due || !checkpoints.is_empty() {
-            let res = write_checkpoint(&conn, shared, last_now_ms).map_err(|e| e.to_string());
-            for (_, reply) in checkpoints {
-                let _ = reply.send(res.clone());
-            }
-        }
-    }
-    // Queue closed: save the vector indexes (a crash instead is recovered by replay at open).
-    if shared.durability == Durability::Durable
-        && let Err(e) = shared.vectors.save(true)
-    {
-        eprintln!("memwarden-store: saving the vector indexes failed (they are rebuilt at the next open): {e}");
-    }
-    // Sign a final checkpoint so a clean close leaves the whole log anchored.
-    let len = shared.log.read().map(|l| l.len()).unwrap_or(0);
-    if len > shared.last_checkpoint.load(Ordering::Relaxed) {
-        let _ = write_checkpoint(&conn, shared, last_now_ms);
-    }
-}
-
-fn write_checkpoint(conn: &Connection, shared: &Shared, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
-    let cp = {
-        let log = shared.log.read().map_err(|_| StoreError::WriterGone)?;
-        log.checkpoint(&shared.key, now_ms)
-    };
-    let record = serde_json::to_string(&cp).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    conn.execute(
-        "INSERT INTO checkpoints(size, record) VALUES(?1, ?2) ON CONFLICT(size) DO UPDATE SET record = excluded.record",
-        params![i64::try_from(cp.checkpoint.size).unwrap_or(i64::MAX), record],
-    )?;
-    shared.last_checkpoint.store(cp.checkpoint.size, Ordering::Relaxed);
-    Ok(cp)
-}
-
-/// One caller's mutations within a group commit.
-struct Group {
-    now_ms: u64,
-    mutations: Vec<Mutation>,
-    atomic: bool,
-    reply: Reply,
-}
-
-/// Where [`Pending`] stood before a savepoint, to roll it back with the savepoint.
-struct Mark {
-    len: u64,
-    head: Hash,
-    entries: usize,
-    vectors: usize,
-    access: usize,
-    dims: Option<usize>,
-}
-
-impl Pending {
-    fn mark(&self) -> Mark {
-        Mark { len: self.len, head: self.head, entries: self.entries.len(), vectors: self.vectors.len(), access: self.access.len(), dims: self.dims }
-    }
-
-    fn rollback(&mut self, m: Mark) {
-        self.len = m.len;
-        self.head = m.head;
-        self.entries.truncate(m.entries);
-        self.vectors.truncate(m.vectors);
-        self.access.truncate(m.access);
-        self.dims = m.dims;
-    }
-}
-
-/// Apply `mutations` inside one savepoint, all or nothing: the first error rolls back every
-/// one of them (rows, log entries, vectors, catalog changes) and is returned.
-fn apply_all(conn: &Connection, now_ms: u64, mutations: &[Mutation], p: &mut Pending) -> Result<Result<Vec<Receipt>, CommitError>, rusqlite::Error> {
-    conn.execute_batch("SAVEPOINT op")?;
-    let mark = p.mark();
-    let mut receipts = Vec::with_capacity(mutations.len());
-    for m in mutations {
-        match apply(conn, now_ms, m, p) {
-            Ok(r) => receipts.push(r),
-            Err(e) => {
-                conn.execute_batch("ROLLBACK TO op; RELEASE op")?;
-                p.rollback(mark);
-                return Ok(Err(e));
-            }
-        }
-    }
-    conn.execute_batch("RELEASE op")?;
-    Ok(Ok(receipts))
-}
-
-fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>) {
-    let (len, head) = match shared.log.read() {
-        Ok(l) => (l.len(), l.head()),
-        Err(_) => return,
-    };
-    let mut pending = Pending { len, head, entries: Vec::new(), vectors: Vec::new(), access: Vec::new(), dims: shared.vectors.dims() };
-    // Per caller: its receipts in mutation order (for an atomic caller that failed, one error).
-    let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
-    let outcome = (|| -> Result<(), rusqlite::Error> {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        for g in &commits {
-            if g.mutations.len() > BATCH_MUTATIONS_MAX {
-                results.push(vec![Err(CommitError::BatchTooLarge(g.mutations.len()))]);
-                continue;
-            }
-            if g.atomic {
-                results.push(match apply_all(conn, g.now_ms, &g.mutations, &mut pending)? {
-                    Ok(rs) => rs.into_iter().map(Ok).collect(),
-                    Err(e) => vec![Err(e)],
-                });
-                continue;
-            }
-            let mut rs = Vec::with_capacity(g.mutations.len());
-            for m in &g.mutations {
-                rs.push(match apply_all(conn, g.now_ms, std::slice::from_ref(m), &mut pending)? {
-                    Ok(mut r) => r.pop().ok_or_else(|| CommitError::Storage("a mutation left no receipt".into())),
-                    Err(e) => Err(e),
-                });
-            }
-            results.push(rs);
-        }
-        set_head(conn, pending.len, &pending.head)?;
-        conn.execute_batch("COMMIT")
-    })();
-    match outcome {
-        Ok(()) => {
-            if let Ok(mut log) = shared.log.write() {
-                for e in &pending.entries {
-                    // The writer is the only appender and linked these entries to the log's head.
-                    let appended = log.append(e);
-                    debug_assert!(appended.is_ok(), "writer chain out of step with the log");
-                }
-                debug_assert_eq!(log.len(), pending.len);
-            }
-            // Index before acknowledging, so the writer's next search finds what it wrote. A
-            // failure here marks the partition degraded (exact search until the next open
-            // rebuilds it); the rows are committed either way.
-            if let Some(d) = pending.dims {
-                shared.vectors.set_dims(d);
-            }
-            for v in pending.vectors {
-                if let Err(e) = shared.vectors.insert(v) {
-                    eprintln!("memwarden-store: vector index insert failed, searching exactly until reopen: {e}");
-                }
-            }
-            for a in pending.access {
-                shared.vectors.update_access(a);
-            }
-            // After an erasure, copy the zeroed pages into the database and empty the WAL, so
-            // the erased text survives in no file (best effort: a busy checkpoint is retried by
-            // SQLite's automatic checkpoints; the rows are gone from every read either way).
-            // (A failed atomic caller's one error pairs with its first mutation: not counted.)
-            let erased = commits.iter().zip(&results).any(|(g, rs)| g.mutations.iter().zip(rs).any(|(m, r)| matches!(m, Mutation::Erasure { .. }) && r.is_ok()));
-            if erased && let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
-                eprintln!("memwarden-store: checkpoint after erasure failed: {e}");
-            }
-            for (g, rs) in commits.into_iter().zip(results) {
-                let _ = g.reply.send(Ok(rs));
-            }
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            let msg = format!("commit failed: {e}");
-            for g in commits {
-                let _ = g.reply.send(Err(msg.clone()));
-            }
-        }
-    }
-}
-
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() {
@@ -1132,6 +702,14 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
         nb += y * y;
     }
     if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
+}
+
+fn limit_of(limit: usize) -> i64 {
+    i64::try_from(limit.min(crate::PAGE_ROWS_MAX)).unwrap_or(0)
+}
+
+fn after_of(after: Option<u64>) -> i64 {
+    after.map_or(-1, |a| i64::try_from(a).unwrap_or(i64::MAX))
 }
 
 impl Store for SqliteStore {
@@ -1162,18 +740,17 @@ impl Store for SqliteStore {
 
     fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let rec: Option<String> = conn
-            .prepare_cached("SELECT record FROM principals WHERE tenant = ?1 AND id = ?2")?
-            .query_row(params![tenant.as_str(), id.as_str()], |r| r.get(0))
-            .optional()?;
-        rec.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::Corrupt(format!("principal {id}: {e}")))).transpose()
+        let sql = format!("SELECT {} FROM principals WHERE tenant = ?1 AND id = ?2", PrincipalRow::COLUMNS);
+        let row: Option<PrincipalRow> = conn.prepare_cached(&sql)?.query_row(params![tenant.as_str(), id.as_str()], PrincipalRow::read).optional()?;
+        let key = row_key(Table::Principals, tenant.as_str(), &[id.as_str()]);
+        let Some(row) = self.checked(&key, row, || id.to_string())? else { return Ok(None) };
+        principal_of(&row).map(Some)
     }
 
     fn principals(&self, tenant: &TenantId) -> Result<Vec<Principal>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let mut stmt = conn.prepare_cached("SELECT record FROM principals WHERE tenant = ?1 ORDER BY id")?;
-        let rows = stmt.query_map(params![tenant.as_str()], |r| r.get::<_, String>(0))?;
-        rows.map(|r| serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("principal: {e}")))).collect()
+        let rows: Vec<PrincipalRow> = self.rows(&conn, "tenant = ?1 ORDER BY id", &[&tenant.as_str()])?;
+        rows.iter().map(principal_of).collect()
     }
 
     fn item(&self, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
@@ -1183,93 +760,66 @@ impl Store for SqliteStore {
 
     fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let ids: Vec<Vec<u8>> = conn
-            .prepare_cached("SELECT id FROM items WHERE tenant = ?1 AND namespace = ?2 ORDER BY created_ms, id LIMIT ?3")?
-            .query_map(params![tenant.as_str(), namespace.as_str(), i64::try_from(limit).unwrap_or(i64::MAX)], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        let mut out = Vec::with_capacity(ids.len());
-        for raw in ids {
-            let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
-            if let Some(i) = self.read_item(&conn, tenant, &id)? {
-                out.push(i);
-            }
-        }
-        Ok(out)
+        let rows: Vec<ItemRow> =
+            self.rows(&conn, "tenant = ?1 AND namespace = ?2 ORDER BY created_ms, id LIMIT ?3", &[&tenant.as_str(), &namespace.as_str(), &i64::try_from(limit).unwrap_or(i64::MAX)])?;
+        rows.iter()
+            .map(|row| {
+                let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+                item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })
+            })
+            .collect()
     }
 
     fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<OrderedItem>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let after = after.map_or(-1, |a| i64::try_from(a).unwrap_or(i64::MAX));
-        let limit = i64::try_from(limit.min(crate::PAGE_ROWS_MAX)).unwrap_or(0);
-        let rows: Vec<(Vec<u8>, i64, Option<String>)> = conn
-            .prepare_cached(
-                "SELECT id, log_index, NULL FROM items WHERE tenant = ?1 AND log_index > ?2
-                 UNION ALL SELECT id, item_log_index, tombstone FROM erased WHERE tenant = ?1 AND item_log_index > ?2
-                 ORDER BY 2 LIMIT ?3",
-            )?
-            .query_map(params![tenant.as_str(), after, limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<Result<_, _>>()?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (raw, idx, tombstone) in rows {
-            let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
-            let log_index = u64::try_from(idx).map_err(|_| StoreError::Corrupt("negative log index".into()))?;
-            match tombstone {
-                Some(t) => {
-                    let item: MemoryItem = serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("tombstone {id}: {e}")))?;
-                    if item.id() != id || item.tenant() != tenant {
-                        return Err(StoreError::ItemTampered { id: id.to_string(), reason: "tombstone names another id or tenant".into() });
-                    }
-                    out.push(OrderedItem { log_index, item, erased: true });
-                }
-                // Each record is verified against its digest and the log, as on every read.
-                None => {
-                    if let Some(item) = self.read_item(&conn, tenant, &id)? {
-                        out.push(OrderedItem { log_index, item, erased: false });
-                    }
-                }
-            }
+        let (a, l) = (after_of(after), limit_of(limit));
+        let live: Vec<ItemRow> = self.rows(&conn, "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3", &[&tenant.as_str(), &a, &l])?;
+        let gone: Vec<ErasedRow> = self.rows(&conn, "tenant = ?1 AND item_log_index > ?2 ORDER BY item_log_index LIMIT ?3", &[&tenant.as_str(), &a, &l])?;
+        let mut out = Vec::with_capacity(live.len() + gone.len());
+        for row in &live {
+            let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+            let item = item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })?;
+            out.push(OrderedItem { log_index: u64::try_from(row.log_index).unwrap_or(0), item, erased: false });
         }
+        for row in &gone {
+            let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+            let item: MemoryItem = serde_json::from_str(&row.tombstone).map_err(|e| StoreError::Corrupt(format!("tombstone {id}: {e}")))?;
+            if item.id() != id || item.tenant() != tenant {
+                return Err(StoreError::ItemTampered { id: id.to_string(), reason: "tombstone names another id or tenant".into() });
+            }
+            out.push(OrderedItem { log_index: u64::try_from(row.item_log_index).unwrap_or(0), item, erased: true });
+        }
+        out.sort_by_key(|o| o.log_index);
+        out.truncate(usize::try_from(l).unwrap_or(0));
+        let order: Vec<u64> = out.iter().map(|o| o.log_index).collect();
+        read_guard(&self.shared.state)
+            .check_page(tenant.as_str(), OrderKind::Items, after, usize::try_from(l).unwrap_or(0), &order)
+            .map_err(|reason| StoreError::RowTampered { table: "items", key: format!("{tenant} in commit order"), reason })?;
         Ok(out)
     }
 
     fn reputation(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<Option<f64>, StoreError> {
         let conn = lock(&self.shared.reader);
-        Ok(conn
-            .prepare_cached("SELECT value FROM reputation WHERE tenant = ?1 AND principal = ?2")?
-            .query_row(params![tenant.as_str(), principal.as_str()], |r| r.get(0))
-            .optional()?)
+        let sql = format!("SELECT {} FROM reputation WHERE tenant = ?1 AND principal = ?2", ReputationRow::COLUMNS);
+        let row: Option<ReputationRow> = conn.prepare_cached(&sql)?.query_row(params![tenant.as_str(), principal.as_str()], ReputationRow::read).optional()?;
+        let key = row_key(Table::Reputation, tenant.as_str(), &[principal.as_str()]);
+        Ok(self.checked(&key, row, || principal.to_string())?.map(|r| r.value))
     }
 
     fn lineage_events(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, serde_json::Value)>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let limit = i64::try_from(limit.min(crate::PAGE_ROWS_MAX)).unwrap_or(0);
-        let rows: Vec<(i64, String, i64)> = conn
-            .prepare_cached("SELECT seq, event, log_index FROM lineage_events WHERE tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3")?
-            .query_map(params![tenant.as_str(), after.map_or(-1, |a| i64::try_from(a).unwrap_or(i64::MAX)), limit], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<Result<_, _>>()?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (seq, text, log_index) in rows {
-            let tampered = |reason: &str| StoreError::Corrupt(format!("lineage event {seq}: {reason}"));
-            let event: serde_json::Value = serde_json::from_str(&text).map_err(|e| tampered(&e.to_string()))?;
-            // The row must be what the verified log committed to.
-            let entry: Vec<u8> = conn
-                .prepare_cached("SELECT entry FROM log WHERE idx = ?1")?
-                .query_row(params![log_index], |r| r.get(0))
-                .optional()?
-                .ok_or_else(|| tampered("its log entry is missing"))?;
-            let idx = usize::try_from(log_index).map_err(|_| tampered("negative log index"))?;
-            let leaf_ok = self.shared.log.read().map(|l| l.leaves().get(idx) == Some(&leaf_hash(&entry))).unwrap_or(false);
-            if !leaf_ok {
-                return Err(tampered("its log entry differs from the verified log"));
-            }
-            let decoded = Entry::decode(&entry).map_err(|e| tampered(&e.to_string()))?;
-            let body: serde_json::Value = serde_json::from_slice(&decoded.body).map_err(|e| tampered(&e.to_string()))?;
-            if !matches!(decoded.kind, EntryKind::Lineage | EntryKind::Erasure) || body.get("event") != Some(&event) || body.get("tenant").and_then(|t| t.as_str()) != Some(tenant.as_str()) {
-                return Err(tampered("the row differs from its log entry"));
-            }
-            out.push((idx as u64, event));
-        }
-        Ok(out)
+        let (a, l) = (after_of(after), limit_of(limit));
+        let rows: Vec<LineageRow> = self.rows(&conn, "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3", &[&tenant.as_str(), &a, &l])?;
+        let order: Vec<u64> = rows.iter().map(|r| u64::try_from(r.log_index).unwrap_or(0)).collect();
+        read_guard(&self.shared.state)
+            .check_page(tenant.as_str(), OrderKind::Lineage, after, usize::try_from(l).unwrap_or(0), &order)
+            .map_err(|reason| StoreError::RowTampered { table: "lineage_events", key: format!("{tenant} in commit order"), reason })?;
+        rows.into_iter()
+            .map(|r| {
+                let event = serde_json::from_str(&r.event).map_err(|e| StoreError::Corrupt(format!("lineage event {}: {e}", r.log_index)))?;
+                Ok((u64::try_from(r.log_index).unwrap_or(0), event))
+            })
+            .collect()
     }
 
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
@@ -1279,17 +829,24 @@ impl Store for SqliteStore {
     }
 
     fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError> {
-        records_by_key(&lock(&self.shared.reader), "attestations", tenant, keys)
+        let conn = lock(&self.shared.reader);
+        let mut out = Vec::new();
+        for k in keys {
+            let rows: Vec<AttestationRow> = self.rows(&conn, "tenant = ?1 AND key = ?2", &[&tenant.as_str(), k])?;
+            for r in rows {
+                out.push(attestation_of(&r)?);
+            }
+        }
+        Ok(out)
     }
 
     fn attestations_of(&self, tenant: &TenantId, key: &str, value: &NormValue) -> Result<Vec<Attestation>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let mut stmt = conn.prepare_cached(
-            "SELECT record FROM attestations WHERE tenant = ?1 AND key = ?2 AND json_extract(record, '$.value.canonical') = ?3",
-        )?;
+        let rows: Vec<AttestationRow> =
+            self.rows(&conn, "tenant = ?1 AND key = ?2 AND json_extract(record, '$.value.canonical') = ?3", &[&tenant.as_str(), &key, &value.canonical])?;
         let mut out = Vec::new();
-        for r in stmt.query_map(params![tenant.as_str(), key, value.canonical], |r| r.get::<_, String>(0))? {
-            let a: Attestation = serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("attestations: {e}")))?;
+        for r in rows {
+            let a = attestation_of(&r)?;
             if a.value == *value {
                 out.push(a);
             }
@@ -1298,24 +855,36 @@ impl Store for SqliteStore {
     }
 
     fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError> {
-        records_by_key(&lock(&self.shared.reader), "elevations", tenant, keys)
+        let conn = lock(&self.shared.reader);
+        let mut out = Vec::new();
+        for k in keys {
+            let rows: Vec<ElevationRow> = self.rows(&conn, "tenant = ?1 AND key = ?2", &[&tenant.as_str(), k])?;
+            for r in rows {
+                let e: Elevation = serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
+                if e.tenant.as_str() != r.tenant || e.key != r.key || e.value.canonical != r.value {
+                    return Err(StoreError::RowTampered { table: "elevations", key: r.parts().join("/"), reason: "the record names another key or value".into() });
+                }
+                out.push(e);
+            }
+        }
+        Ok(out)
     }
 
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
-        let conn = lock(&self.shared.reader);
-        let n: i64 = conn
-            .prepare_cached("SELECT COUNT(*) FROM grants_used WHERE tenant = ?1 AND nonce = ?2")?
-            .query_row(params![tenant.as_str(), nonce.as_slice()], |r| r.get(0))?;
-        Ok(n > 0)
+        // The log says whether a grant was used: a `grants_used` row deleted on disk does not
+        // make a grant usable again (and a forged one is reported by `verify_log`).
+        let key = row_key(Table::GrantsUsed, tenant.as_str(), &[&hex::encode(nonce)]);
+        Ok(read_guard(&self.shared.state).check(&key, None) != Check::Ok)
     }
 
     fn session(&self, tenant: &TenantId, principal: &PrincipalId, session: &SessionId) -> Result<Option<StoredSession>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let rec: Option<String> = conn
-            .prepare_cached("SELECT record FROM sessions WHERE tenant = ?1 AND principal = ?2 AND session = ?3")?
-            .query_row(params![tenant.as_str(), principal.as_str(), session.as_str()], |r| r.get(0))
-            .optional()?;
-        rec.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::Corrupt(format!("session: {e}")))).transpose()
+        let sql = format!("SELECT {} FROM sessions WHERE tenant = ?1 AND principal = ?2 AND session = ?3", SessionRow::COLUMNS);
+        let row: Option<SessionRow> =
+            conn.prepare_cached(&sql)?.query_row(params![tenant.as_str(), principal.as_str(), session.as_str()], SessionRow::read).optional()?;
+        let key = row_key(Table::Sessions, tenant.as_str(), &[principal.as_str(), session.as_str()]);
+        let Some(row) = self.checked(&key, row, || format!("{principal}/{session}"))? else { return Ok(None) };
+        serde_json::from_str(&row.record).map(Some).map_err(|e| StoreError::Corrupt(format!("session: {e}")))
     }
 
     fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
@@ -1350,11 +919,12 @@ impl Store for SqliteStore {
     }
 
     fn log_len(&self) -> u64 {
-        self.shared.log.read().map(|l| l.len()).unwrap_or(0)
+        read_guard(&self.shared.log).len()
     }
 
     fn log_root(&self) -> (u64, Hash, Hash) {
-        self.shared.log.read().map(|l| (l.len(), l.root(), l.head())).unwrap_or((0, [0; 32], [0; 32]))
+        let l = read_guard(&self.shared.log);
+        (l.len(), l.root(), l.head())
     }
 
     fn log_entries(&self, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
@@ -1365,13 +935,11 @@ impl Store for SqliteStore {
     }
 
     fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, StoreError> {
-        let log = self.shared.log.read().map_err(|_| StoreError::WriterGone)?;
-        log.inclusion_proof(index, size).map_err(|e| StoreError::Corrupt(e.to_string()))
+        read_guard(&self.shared.log).inclusion_proof(index, size).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     fn consistency_proof(&self, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError> {
-        let log = self.shared.log.read().map_err(|_| StoreError::WriterGone)?;
-        log.consistency_proof(old_size, new_size).map_err(|e| StoreError::Corrupt(e.to_string()))
+        read_guard(&self.shared.log).consistency_proof(old_size, new_size).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     fn checkpoint(&self, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
@@ -1392,23 +960,44 @@ impl Store for SqliteStore {
     fn verify_log(&self) -> Result<VerifyReport, StoreError> {
         let conn = lock(&self.shared.reader);
         let stored = read_stored_log(&conn)?;
-        Ok(verify_log(&stored.entries, &stored.checkpoints, &self.shared.key.verifying_key(), stored.expected))
-    }
-}
-
-/// JSON records of `table` (attestations or elevations) for a tenant's keys.
-fn records_by_key<T: serde::de::DeserializeOwned>(conn: &Connection, table: &'static str, tenant: &TenantId, keys: &[String]) -> Result<Vec<T>, StoreError> {
-    let mut out = Vec::new();
-    let mut stmt = conn.prepare_cached(&format!("SELECT record FROM {table} WHERE tenant = ?1 AND key = ?2"))?;
-    for k in keys {
-        for r in stmt.query_map(params![tenant.as_str(), k], |r| r.get::<_, String>(0))? {
-            out.push(serde_json::from_str(&r?).map_err(|e| StoreError::Corrupt(format!("{table}: {e}")))?);
+        let mut anchors = stored.checkpoints.clone();
+        anchors.extend(witnessed(&self.shared.key_dir, &self.shared.store_id)?);
+        let mut report = verify_log(&stored.entries, &anchors, &self.shared.key.verifying_key(), stored.expected);
+        if report.problem.is_none() {
+            // The stored log must be the one this process verified and extended (a consistent
+            // rewrite of the database under a running store is caught here).
+            let log = read_guard(&self.shared.log);
+            let n = stored.entries.len().min(log.leaves().len());
+            if let Some(i) = (0..n).find(|&i| leaf_hash(&stored.entries[i]) != log.leaves()[i]) {
+                report.problem = Some(Problem::BrokenLink { index: i as u64 });
+            } else if (stored.entries.len() as u64) < log.len() {
+                report.problem = Some(Problem::Truncated { expected: log.len(), found: stored.entries.len() as u64 });
+            }
         }
+        if report.problem.is_none() {
+            report.problem = crate::audit::audit(&conn, &stored.entries)?;
+        }
+        Ok(report)
     }
-    Ok(out)
 }
 
-fn read_stored_log_checkpoints(conn: &Connection) -> Result<Vec<SignedCheckpoint>, StoreError> {
+fn principal_of(row: &PrincipalRow) -> Result<Principal, StoreError> {
+    let p: Principal = serde_json::from_str(&row.record).map_err(|e| StoreError::Corrupt(format!("principal {}: {e}", row.id)))?;
+    if p.tenant.as_str() != row.tenant || p.id.as_str() != row.id {
+        return Err(StoreError::RowTampered { table: "principals", key: row.id.clone(), reason: "the record names another principal or tenant".into() });
+    }
+    Ok(p)
+}
+
+fn attestation_of(row: &AttestationRow) -> Result<Attestation, StoreError> {
+    let a: Attestation = serde_json::from_str(&row.record).map_err(|e| StoreError::Corrupt(format!("attestations: {e}")))?;
+    if a.tenant.as_str() != row.tenant || a.key != row.key {
+        return Err(StoreError::RowTampered { table: "attestations", key: row.log_index.to_string(), reason: "the record names another tenant or key".into() });
+    }
+    Ok(a)
+}
+
+pub(crate) fn read_stored_log_checkpoints(conn: &Connection) -> Result<Vec<SignedCheckpoint>, StoreError> {
     let mut stmt = conn.prepare("SELECT record FROM checkpoints ORDER BY size")?;
     let mut out = Vec::new();
     for rec in stmt.query_map([], |r| r.get::<_, String>(0))? {

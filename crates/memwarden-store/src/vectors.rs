@@ -38,6 +38,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::StoreError;
+use crate::binding::{BoundRow, ItemRow, embedding_digest};
+use crate::keys::{hmac_sha256, set_mode, write_private};
 
 /// Directory (under the data directory) holding one index file per partition.
 pub(crate) const INDEX_DIR: &str = "index";
@@ -276,6 +278,8 @@ pub(crate) struct Vectors {
     dir: PathBuf,
     /// Classes of at least this many vectors get their own graph.
     graph_min_count: usize,
+    /// Authenticates index files (derived from the store's signing key).
+    mac_key: [u8; 32],
     dims: RwLock<Option<usize>>,
     parts: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
 }
@@ -306,6 +310,26 @@ fn path_slot(p: SearchPath) -> usize {
     PATHS.iter().position(|q| *q == p).unwrap_or(0)
 }
 
+/// The MAC file beside an index file.
+fn mac_file(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".mac");
+    PathBuf::from(name)
+}
+
+/// The class a replayed or rebuilt vector takes: its catalogued one, or the parked class when
+/// its embedding is not the one its (bound) row's digest names.
+fn checked_class(catalog: &mut Catalog, seq: u64, emb: &[u8], digest: Option<Vec<u8>>) -> ClassId {
+    if digest.as_deref() == Some(embedding_digest(emb).as_slice()) {
+        return catalog.class_of.get(&seq).copied().unwrap_or(PARKED_CLASS);
+    }
+    eprintln!("memwarden-store: vector {seq} does not match its item row's digest; it is not searchable (see verify_log)");
+    if let Some(id) = catalog.leave(seq) {
+        catalog.insert(seq, id, Access::Nobody, PARKED_CLASS);
+    }
+    PARKED_CLASS
+}
+
 pub(crate) fn decode_f32(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
@@ -327,15 +351,33 @@ impl Vectors {
     /// tables, each index from its file (brought in step with the catalog) or rebuilt. An
     /// access class gets its own graph once it holds `graph_min_count` vectors (`None`:
     /// [`CLASS_GRAPH_MIN_COUNT`]).
-    pub(crate) fn open(data_dir: &Path, conn: &Connection, graph_min_count: Option<usize>, progress: Progress<'_>) -> Result<Self, StoreError> {
+    ///
+    /// Only rows the log commits to count: an item row that does not verify (`verify_row`),
+    /// or whose vector key or embedding does not match it, is parked (never searchable) and
+    /// reported by the store's reads and audit; an index file whose MAC (under `mac_key`, from
+    /// the store's key) does not verify is rebuilt from the table.
+    pub(crate) fn open(
+        data_dir: &Path,
+        conn: &Connection,
+        graph_min_count: Option<usize>,
+        mac_key: &[u8; 32],
+        verify_row: &dyn Fn(&ItemRow) -> bool,
+        progress: Progress<'_>,
+    ) -> Result<Self, StoreError> {
         let dir = data_dir.join(INDEX_DIR);
-        std::fs::create_dir_all(&dir).map_err(|error| StoreError::Io { path: dir.display().to_string(), error })?;
+        crate::keys::private_dir(&dir)?;
         remove_legacy_files(&dir);
         let dims: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key = 'vector_dims'", [], |r| r.get(0)).optional()?;
         let dims = dims.map(|d| usize::try_from(d).map_err(|_| StoreError::Corrupt("vector_dims".into()))).transpose()?;
         let graph_min_count = graph_min_count.unwrap_or(CLASS_GRAPH_MIN_COUNT);
-        let vectors =
-            Self { paths: Default::default(), dir, graph_min_count, dims: RwLock::new(dims), parts: RwLock::new(HashMap::new()) };
+        let vectors = Self {
+            paths: Default::default(),
+            dir,
+            graph_min_count,
+            mac_key: *mac_key,
+            dims: RwLock::new(dims),
+            parts: RwLock::new(HashMap::new()),
+        };
         let Some(dims) = dims else {
             return Ok(vectors);
         };
@@ -345,18 +387,29 @@ impl Vectors {
         let total = usize::try_from(total).unwrap_or(0);
         let mut catalogs: HashMap<PartitionKey, (Catalog, u64)> = HashMap::new();
         {
-            let mut stmt = conn.prepare("SELECT v.seq, v.id, v.tenant, v.namespace, i.record FROM vectors v JOIN items i ON i.id = v.id ORDER BY v.seq")?;
+            let columns: Vec<String> = ItemRow::COLUMNS.split(", ").map(|c| format!("i.{c}")).collect();
+            let sql = format!("SELECT {}, v.seq, v.tenant, v.namespace FROM vectors v JOIN items i ON i.id = v.id ORDER BY v.seq", columns.join(", "));
+            let mut stmt = conn.prepare(&sql)?;
             let mut rows = stmt.query([])?;
             let mut done = 0usize;
             while let Some(r) = rows.next()? {
-                let seq = to_u64(r.get(0)?)?;
-                let id = to_item_id(r.get(1)?)?;
-                let tenant = TenantId::new(&r.get::<_, String>(2)?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let namespace = Namespace::new(&r.get::<_, String>(3)?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let record: String = r.get(4)?;
-                let view: AccessView = serde_json::from_str(&record).map_err(|e| StoreError::Corrupt(format!("item {id}: {e}")))?;
+                let row = ItemRow::read(r)?;
+                let n = columns.len();
+                let seq_raw: i64 = r.get(n)?;
+                let seq = to_u64(seq_raw)?;
+                let id = to_item_id(row.id.clone())?;
+                let (vt, vn): (String, String) = (r.get(n + 1)?, r.get(n + 2)?);
+                let tenant = TenantId::new(&vt).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let namespace = Namespace::new(&vn).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let trusted = verify_row(&row) && row.vseq == Some(seq_raw) && row.tenant == vt && row.namespace == vn;
+                let access = match serde_json::from_str::<AccessView>(&row.record) {
+                    Ok(view) if trusted => Access::of(&view.scope, view.status),
+                    _ => {
+                        eprintln!("memwarden-store: item {id} does not match the verdict log; it is not searchable (see verify_log)");
+                        Access::Nobody
+                    }
+                };
                 let entry = catalogs.entry((tenant, namespace)).or_default();
-                let access = Access::of(&view.scope, view.status);
                 let class = entry.0.class_for(&access)?;
                 entry.0.insert(seq, id, access, class);
                 entry.1 = entry.1.max(seq);
@@ -370,15 +423,15 @@ impl Vectors {
 
         // 2. Each partition's index.
         let cfg = IndexConfig::with_dims(dims);
-        for ((tenant, namespace), (catalog, max_seq)) in catalogs {
+        for ((tenant, namespace), (mut catalog, max_seq)) in catalogs {
             let file = file_for(&vectors.dir, &tenant, &namespace);
-            let loaded = Self::load_and_reconcile(conn, &file, dims, graph_min_count, &tenant, &namespace, &catalog, progress);
+            let loaded = Self::load_and_reconcile(conn, &file, dims, graph_min_count, &tenant, &namespace, &mut catalog, mac_key, progress);
             let (index, unsaved) = match loaded {
                 Ok(Some(loaded)) => loaded,
                 // No usable file (missing, damaged, from another dimension, or out of step):
                 // rebuild from the table, and save it at the next save.
                 Ok(None) | Err(_) => {
-                    let index = Self::rebuild(conn, cfg, graph_min_count, &tenant, &namespace, &catalog, progress)?;
+                    let index = Self::rebuild(conn, cfg, graph_min_count, &tenant, &namespace, &mut catalog, progress)?;
                     let count = index.len().max(1);
                     (index, count)
                 }
@@ -402,10 +455,16 @@ impl Vectors {
         graph_min_count: usize,
         tenant: &TenantId,
         namespace: &Namespace,
-        catalog: &Catalog,
+        catalog: &mut Catalog,
+        mac_key: &[u8; 32],
         progress: Progress<'_>,
     ) -> Result<Option<(ClassedIndex, usize)>, StoreError> {
         if !file.exists() {
+            return Ok(None);
+        }
+        // The file is a cache, but one that ranks: trust it only with the store's own MAC.
+        let authentic = std::fs::read(file).ok().zip(std::fs::read_to_string(mac_file(file)).ok()).is_some_and(|(bytes, mac)| hex::encode(hmac_sha256(mac_key, &bytes)) == mac.trim());
+        if !authentic {
             return Ok(None);
         }
         let max_seq = catalog.ids.keys().copied().max().unwrap_or(0);
@@ -432,17 +491,18 @@ impl Vectors {
         }
         // Rows committed after the save.
         let mut stmt = conn.prepare_cached(
-            "SELECT v.seq, i.embedding FROM vectors v JOIN items i ON i.id = v.id WHERE v.tenant = ?1 AND v.namespace = ?2 AND v.seq > ?3 ORDER BY v.seq",
+            "SELECT v.seq, i.embedding, i.emb_digest FROM vectors v JOIN items i ON i.id = v.id WHERE v.tenant = ?1 AND v.namespace = ?2 AND v.seq > ?3 ORDER BY v.seq",
         )?;
         let mut rows = stmt.query(params![tenant.as_str(), namespace.as_str(), i64::try_from(watermark).unwrap_or(i64::MAX)])?;
         let mut replayed = 0usize;
         let expected = catalog.ids.len().saturating_sub(index.len());
         while let Some(r) = rows.next()? {
             let seq = to_u64(r.get(0)?)?;
-            let Some(&class) = catalog.class_of.get(&seq) else {
+            if !catalog.class_of.contains_key(&seq) {
                 return Ok(None); // a row the catalog did not see: out of step
-            };
+            }
             let emb: Vec<u8> = r.get(1)?;
+            let class = checked_class(catalog, seq, &emb, r.get(2)?);
             index.add(seq, class, &decode_f32(&emb)).map_err(index_err)?;
             replayed += 1;
             if replayed.is_multiple_of(PROGRESS_EVERY_COUNT) {
@@ -465,20 +525,24 @@ impl Vectors {
         graph_min_count: usize,
         tenant: &TenantId,
         namespace: &Namespace,
-        catalog: &Catalog,
+        catalog: &mut Catalog,
         progress: Progress<'_>,
     ) -> Result<ClassedIndex, StoreError> {
-        let mut stmt = conn.prepare_cached("SELECT v.seq, i.embedding FROM vectors v JOIN items i ON i.id = v.id WHERE v.tenant = ?1 AND v.namespace = ?2 ORDER BY v.seq")?;
-        let rows = stmt
-            .query_map(params![tenant.as_str(), namespace.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?)))?
-            .map(|r| {
-                r.map_err(StoreError::from).and_then(|(seq, emb)| {
-                    let seq = to_u64(seq)?;
-                    let class = *catalog.class_of.get(&seq).ok_or_else(|| StoreError::Corrupt(format!("vector {seq} is not catalogued")))?;
-                    Ok((seq, class, decode_f32(&emb)))
-                })
-            })
+        let mut stmt = conn.prepare_cached(
+            "SELECT v.seq, i.embedding, i.emb_digest FROM vectors v JOIN items i ON i.id = v.id WHERE v.tenant = ?1 AND v.namespace = ?2 ORDER BY v.seq",
+        )?;
+        let raw = stmt
+            .query_map(params![tenant.as_str(), namespace.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Option<Vec<u8>>>(2)?)))?
             .collect::<Result<Vec<_>, _>>()?;
+        let mut rows = Vec::with_capacity(raw.len());
+        for (seq, emb, digest) in raw {
+            let seq = to_u64(seq)?;
+            if !catalog.class_of.contains_key(&seq) {
+                return Err(StoreError::Corrupt(format!("vector {seq} is not catalogued")));
+            }
+            let class = checked_class(catalog, seq, &emb, digest);
+            rows.push((seq, class, decode_f32(&emb)));
+        }
         debug_assert_eq!(rows.len(), catalog.ids.len());
         let label = format!("rebuild {tenant}/{namespace}");
         ClassedIndex::build(cfg, graph_min_count, rows, &|done, total| progress(&label, done, total)).map_err(index_err)
@@ -574,6 +638,9 @@ impl Vectors {
                 continue;
             }
             part.index.save(&part.file, part.max_seq.load(Ordering::Acquire)).map_err(index_err)?;
+            set_mode(&part.file, 0o600)?;
+            let bytes = std::fs::read(&part.file).map_err(|error| StoreError::Io { path: part.file.display().to_string(), error })?;
+            write_private(&mac_file(&part.file), hex::encode(hmac_sha256(&self.mac_key, &bytes)).as_bytes())?;
             part.unsaved.store(0, Ordering::Release);
         }
         Ok(())

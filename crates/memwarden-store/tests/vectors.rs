@@ -72,8 +72,10 @@ fn vector(seed: u64) -> Vec<f32> {
     (0..DIMS).map(|d| next() * 0.6 + if d == centre { 1.0 } else { 0.0 }).collect()
 }
 
+/// The key directory inside the data directory (the old layout), so a copied directory (a
+/// crash image) carries its key and witness along.
 fn open(dir: &Path, exact_below: Option<usize>) -> SqliteStore {
-    SqliteStore::open(dir, StoreConfig { vector_exact_below: exact_below, ..StoreConfig::default() }).unwrap()
+    SqliteStore::open(dir, StoreConfig { vector_exact_below: exact_below, ..StoreConfig::default() }.with_keys_in_data_dir()).unwrap()
 }
 
 fn register_all(store: &SqliteStore) {
@@ -440,7 +442,7 @@ fn a_damaged_index_file_is_rebuilt_from_the_table() {
     bytes[mid] ^= 0xFF;
     std::fs::write(&file, bytes).unwrap();
     let stages = std::sync::Mutex::new(Vec::<String>::new());
-    let store = SqliteStore::open_with_progress(dir.path(), StoreConfig::default(), &|stage, _, _| {
+    let store = SqliteStore::open_with_progress(dir.path(), StoreConfig::default().with_keys_in_data_dir(), &|stage, _, _| {
         stages.lock().unwrap().push(stage.to_owned());
     })
     .unwrap();
@@ -449,26 +451,33 @@ fn a_damaged_index_file_is_rebuilt_from_the_table() {
     assert_eq!(all_answers(&store, &probes), before);
 }
 
+/// Rows erased after the index file was saved: a crash image's index file still holds their
+/// keys, and the reopen drops them. (Rows deleted behind the store's back are tampering, which
+/// tests/tamper_state.rs covers.)
 #[test]
-fn rows_erased_while_closed_leave_the_loaded_index() {
+fn rows_erased_after_the_last_save_leave_the_loaded_index() {
     let dir = tempfile::tempdir().unwrap();
     let specs = specs(120, 17);
     let ids = {
         let store = open(dir.path(), Some(0));
         register_all(&store);
         write(&store, &specs, 1)
-    };
+    }; // clean close: the index file holds every key
     let gone = ids[5];
-    {
-        let conn = rusqlite::Connection::open(dir.path().join("memwarden.db")).unwrap();
-        conn.execute("DELETE FROM vectors WHERE id = ?1", [gone.as_bytes().as_slice()]).unwrap();
-        conn.execute("DELETE FROM items WHERE id = ?1", [gone.as_bytes().as_slice()]).unwrap();
-    }
     let store = open(dir.path(), Some(0));
-    assert_eq!(store.indexed_count(), 119);
-    let hits = search(&store, &specs[5].vector, 10, specs[5].writer);
-    assert!(hits.iter().all(|(id, _)| *id != gone));
-    assert_eq!(hits.len(), 10);
+    let event = serde_json::json!({"erase": gone.to_string()});
+    store.commit(3, vec![Mutation::Erasure { tenant: tenant(), ids: vec![gone], event }]).unwrap().pop().unwrap().unwrap();
+    let image = tempfile::tempdir().unwrap();
+    copy_dir(dir.path(), image.path());
+    let _ = std::fs::remove_file(image.path().join("memwarden.db-shm"));
+    drop(store);
+    for root in [image.path(), dir.path()] {
+        let store = open(root, Some(0));
+        assert_eq!(store.indexed_count(), 119);
+        let hits = search(&store, &specs[5].vector, 10, specs[5].writer);
+        assert!(hits.iter().all(|(id, _)| *id != gone));
+        assert_eq!(hits.len(), 10);
+    }
 }
 
 #[test]

@@ -29,14 +29,20 @@ pub fn principal(id: &str, kind: PrincipalKind) -> Principal {
     .unwrap()
 }
 
-/// Test config for a test directory `root` (the data directory is `<root>/data`).
-pub fn config(_root: &Path) -> StoreConfig {
-    StoreConfig::default()
+/// Test config for a test directory `root`: the data directory is `<root>/data`, the key
+/// directory (signing key, witness) `<root>/keys`, outside it.
+pub fn config(root: &Path) -> StoreConfig {
+    StoreConfig::default().with_key_dir(root.join("keys"))
 }
 
 /// Opens the store in `<root>/data`.
 pub fn open(root: &Path) -> SqliteStore {
     SqliteStore::open(&root.join("data"), config(root)).unwrap()
+}
+
+/// The data directory's database file.
+pub fn db(root: &Path) -> std::path::PathBuf {
+    root.join("data").join("memwarden.db")
 }
 
 pub fn id(n: u64) -> ItemId {

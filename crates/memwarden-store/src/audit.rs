@@ -1,0 +1,149 @@
+//! The full audit behind `verify_log` / `audit verify`: every bound row against the bindings
+//! of the verified log (forged, edited, rolled-back and deleted rows), then the rows derived
+//! from bound ones (vector keys, embeddings, lineage edges). Names the first bad row.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use memwarden_log::{Entry, Problem};
+use rusqlite::Connection;
+
+use crate::StoreError;
+use crate::binding::{
+    AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow, PrincipalRow, ReputationRow, RowKey, SessionRow,
+    bindings_of, embedding_digest,
+};
+
+/// Live bindings: the row each names and the entry that bound it last.
+type Bindings = HashMap<RowKey, (Binding, u64)>;
+/// One table's scan.
+type Scan = fn(&Connection, &Bindings, &mut HashSet<RowKey>) -> Result<Option<Problem>, StoreError>;
+
+/// Every live binding of the log: the row it names and the entry that bound it last.
+fn bindings(entries: &[Vec<u8>]) -> Result<Bindings, StoreError> {
+    let mut out = HashMap::new();
+    for (i, bytes) in entries.iter().enumerate() {
+        let entry = Entry::decode(bytes).map_err(|e| StoreError::LogTampered(format!("entry {i}: {e}")))?;
+        for b in bindings_of(&entry.body).map_err(|e| StoreError::LogTampered(format!("entry {i}: {e}")))? {
+            let key = b.key();
+            if b.digest.is_some() {
+                out.insert(key, (b, i as u64));
+            } else {
+                out.remove(&key);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn bad(table: &str, key: String, entry: Option<u64>, reason: String) -> Option<Problem> {
+    Some(Problem::BadRow { table: table.to_owned(), key, entry, reason })
+}
+
+fn scan<R: BoundRow>(conn: &Connection, bound: &Bindings, seen: &mut HashSet<RowKey>) -> Result<Option<Problem>, StoreError> {
+    let sql = format!("SELECT {} FROM {} ORDER BY rowid", R::COLUMNS, R::TABLE.name());
+    let mut stmt = conn.prepare(&sql)?;
+    for r in stmt.query_map([], |r| R::read(r))? {
+        let row = r?;
+        let key = row.key();
+        match bound.get(&key) {
+            None => return Ok(bad(R::TABLE.name(), row.parts().join("/"), None, Check::Unbound.reason())),
+            Some((b, entry)) if b.digest != Some(row.digest()) => {
+                return Ok(bad(R::TABLE.name(), row.parts().join("/"), Some(*entry), Check::Differs { entry: *entry }.reason()));
+            }
+            Some(_) => {
+                seen.insert(key);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Audit every bound table of the database against the verified log `entries`.
+pub(crate) fn audit(conn: &Connection, entries: &[Vec<u8>]) -> Result<Option<Problem>, StoreError> {
+    let bound = bindings(entries)?;
+    let mut seen = HashSet::with_capacity(bound.len());
+    let scans: [Scan; 9] = [
+        scan::<PrincipalRow>,
+        scan::<ItemRow>,
+        scan::<ErasedRow>,
+        scan::<AttestationRow>,
+        scan::<ElevationRow>,
+        scan::<GrantUsedRow>,
+        scan::<SessionRow>,
+        scan::<ReputationRow>,
+        scan::<LineageRow>,
+    ];
+    for s in scans {
+        if let Some(p) = s(conn, &bound, &mut seen)? {
+            return Ok(Some(p));
+        }
+    }
+    // Rows the log committed that are gone, first by the entry that bound them.
+    let mut missing: Vec<&(Binding, u64)> = bound.iter().filter(|(k, _)| !seen.contains(k)).map(|(_, v)| v).collect();
+    missing.sort_by_key(|(b, e)| (*e, b.table, b.parts.clone()));
+    if let Some((b, e)) = missing.first() {
+        return Ok(bad(b.table.name(), b.parts.join("/"), Some(*e), Check::Missing { entry: *e }.reason()));
+    }
+    // Vector keys: one `vectors` row per item that has an embedding, naming it as its row does.
+    {
+        let mut stmt = conn.prepare(
+            "SELECT v.seq, v.id, v.tenant, v.namespace, i.vseq, i.tenant, i.namespace FROM vectors v LEFT JOIN items i ON i.id = v.id ORDER BY v.seq",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let (seq, id): (i64, Vec<u8>) = (r.get(0)?, r.get(1)?);
+            let vt: (String, String) = (r.get(2)?, r.get(3)?);
+            let it: (Option<i64>, Option<String>, Option<String>) = (r.get(4)?, r.get(5)?, r.get(6)?);
+            if it.0 != Some(seq) || it.1.as_deref() != Some(vt.0.as_str()) || it.2.as_deref() != Some(vt.1.as_str()) {
+                return Ok(bad("vectors", seq.to_string(), None, format!("the vector key of {} does not match its item row", hex::encode(id))));
+            }
+        }
+        let orphan: Option<(Vec<u8>, i64)> = conn
+            .query_row("SELECT id, vseq FROM items WHERE vseq IS NOT NULL AND vseq NOT IN (SELECT seq FROM vectors) ORDER BY rowid LIMIT 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .ok();
+        if let Some((id, seq)) = orphan {
+            return Ok(bad("vectors", seq.to_string(), None, format!("the vector key of item {} is missing", hex::encode(id))));
+        }
+    }
+    // Embeddings: each the one its (bound) digest column names.
+    {
+        let mut stmt = conn.prepare("SELECT id, embedding, emb_digest FROM items WHERE embedding IS NOT NULL OR emb_digest IS NOT NULL ORDER BY rowid")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let (id, emb, digest): (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>) = (r.get(0)?, r.get(1)?, r.get(2)?);
+            if emb.as_deref().map(|e| embedding_digest(e).to_vec()) != digest {
+                return Ok(bad("items", hex::encode(id), None, "the embedding differs from the digest its log entry committed".into()));
+            }
+        }
+    }
+    // Lineage edges: exactly the parents the (bound) records declare.
+    {
+        let mut want: BTreeSet<(Vec<u8>, Vec<u8>, String)> = BTreeSet::new();
+        for sql in ["SELECT id, record FROM items", "SELECT id, tombstone FROM erased"] {
+            let mut stmt = conn.prepare(sql)?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let (child, record): (Vec<u8>, String) = (r.get(0)?, r.get(1)?);
+                let v: serde_json::Value = serde_json::from_str(&record).map_err(|e| StoreError::Corrupt(format!("item {}: {e}", hex::encode(&child))))?;
+                for p in v.get("parents").and_then(|p| p.as_array()).into_iter().flatten() {
+                    let (Some(id), Some(kind)) = (p.get("id").and_then(|x| x.as_str()), p.get("kind").and_then(|x| x.as_str())) else { continue };
+                    let Ok(parent) = hex::decode(id) else { continue };
+                    want.insert((child.clone(), parent, kind.to_owned()));
+                }
+            }
+        }
+        let mut have: BTreeSet<(Vec<u8>, Vec<u8>, String)> = BTreeSet::new();
+        let mut stmt = conn.prepare("SELECT child, parent, kind FROM edges")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            have.insert((r.get(0)?, r.get(1)?, r.get(2)?));
+        }
+        if let Some((c, p, k)) = have.symmetric_difference(&want).next() {
+            let reason = if have.contains(&(c.clone(), p.clone(), k.clone())) { "an edge no record declares" } else { "an edge a record declares is missing" };
+            return Ok(bad("edges", format!("{}/{}/{k}", hex::encode(c), hex::encode(p)), None, reason.into()));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,279 @@
+//! The store's key directory: the checkpoint-signing key, the store it belongs to, and the
+//! **witness** — the latest signed tree head, rewritten after every group commit — kept
+//! *outside* the data directory (see the threat model in the crate docs).
+
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::SigningKey;
+use memwarden_log::SignedCheckpoint;
+use sha2::{Digest, Sha256};
+
+use crate::StoreError;
+
+/// The signing key's file in a key directory.
+pub(crate) const LOG_KEY_FILE: &str = "log.ed25519";
+/// Which store a key directory belongs to.
+const STORE_FILE: &str = "store.json";
+/// The witness: the latest signed checkpoint of each tenant's log.
+pub(crate) const WITNESS_DIR: &str = "witness";
+/// Longest directory-name prefix taken from the data directory's name.
+const NAME_BYTES_MAX: usize = 32;
+
+/// Where a store keeps its checkpoint-signing key and its witness (the latest signed tree
+/// head, against which opening and `verify_log` detect a rolled-back or replaced database).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum KeyLocation {
+    /// A directory of its own per data directory (by canonical path), outside it:
+    /// `$XDG_STATE_HOME/memwarden/keys/<name>-<hash>`, else
+    /// `$HOME/.local/state/memwarden/keys/<name>-<hash>`. Opening fails with a clear error when
+    /// neither variable is set (configure [`KeyLocation::Dir`]).
+    #[default]
+    Default,
+    /// This directory (created 0700 when missing). One key directory serves one store.
+    Dir(PathBuf),
+    /// `<data dir>/keys`, the layout of earlier versions: whoever can write the data directory
+    /// can then re-sign its log and witness, so neither detects a rollback. For tests and
+    /// throwaway stores only.
+    InDataDir,
+}
+
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |error| StoreError::Io { path: path.display().to_string(), error }
+}
+
+/// Create `dir` (and parents) and make it 0700.
+pub(crate) fn private_dir(dir: &Path) -> Result<(), StoreError> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir).map_err(io_err(dir))?;
+    set_mode(dir, 0o700)
+}
+
+/// Set a file's or directory's permission bits (Unix; a no-op elsewhere).
+pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<(), StoreError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io_err(path))?;
+    }
+    #[cfg(not(unix))]
+    let _ = (path, mode);
+    Ok(())
+}
+
+/// Write a file readable only by its owner (0600), fsync it, and move it into place
+/// atomically.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&tmp).map_err(io_err(&tmp))?;
+    f.write_all(bytes).map_err(io_err(&tmp))?;
+    f.sync_all().map_err(io_err(&tmp))?;
+    drop(f);
+    set_mode(&tmp, 0o600)?;
+    std::fs::rename(&tmp, path).map_err(io_err(path))
+}
+
+/// The key directory of the store in `data_dir`.
+pub(crate) fn resolve(data_dir: &Path, loc: &KeyLocation) -> Result<PathBuf, StoreError> {
+    match loc {
+        KeyLocation::Dir(d) => Ok(d.clone()),
+        KeyLocation::InDataDir => Ok(data_dir.join("keys")),
+        KeyLocation::Default => {
+            let base = std::env::var_os("XDG_STATE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".local").join("state")))
+                .ok_or_else(|| StoreError::KeyDir("neither XDG_STATE_HOME nor HOME is set: configure StoreConfig::keys".into()))?;
+            let canonical = std::fs::canonicalize(data_dir).map_err(io_err(data_dir))?;
+            Ok(base.join("memwarden").join("keys").join(default_name(&canonical)))
+        }
+    }
+}
+
+/// `<name>-<16 hex digits of SHA-256 of the canonical path>`.
+fn default_name(canonical: &Path) -> String {
+    let digest = Sha256::digest(canonical.as_os_str().as_encoded_bytes());
+    let name: String = canonical
+        .file_name()
+        .map(|n| n.to_string_lossy().chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect())
+        .unwrap_or_default();
+    let mut name = name.trim_start_matches('.').to_owned();
+    name.truncate(NAME_BYTES_MAX);
+    if name.is_empty() {
+        name.push_str("store");
+    }
+    format!("{name}-{}", hex::encode(&digest[..8]))
+}
+
+fn parse_key(path: &Path, text: &str) -> Result<SigningKey, StoreError> {
+    let mut seed = [0u8; 32];
+    hex::decode_to_slice(text.trim(), &mut seed).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// The key in `dir`, if there is one.
+pub(crate) fn load_key(dir: &Path) -> Result<Option<SigningKey>, StoreError> {
+    let path = dir.join(LOG_KEY_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse_key(&path, &text).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&path)(e)),
+    }
+}
+
+/// A fresh key, written to `dir` (0600).
+pub(crate) fn create_key(dir: &Path) -> Result<SigningKey, StoreError> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| StoreError::Corrupt(format!("no randomness for the log key: {e}")))?;
+    write_private(&dir.join(LOG_KEY_FILE), hex::encode(seed).as_bytes())?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// Store `key` in `dir` (moving a key out of an old-layout data directory).
+pub(crate) fn save_key(dir: &Path, key: &SigningKey) -> Result<(), StoreError> {
+    write_private(&dir.join(LOG_KEY_FILE), hex::encode(key.to_bytes()).as_bytes())
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoreFile {
+    store_id: String,
+    data_dir: String,
+}
+
+/// The id of the store the key directory belongs to, if it was bound to one.
+pub(crate) fn bound_store(dir: &Path) -> Result<Option<String>, StoreError> {
+    let path = dir.join(STORE_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let f: StoreFile = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+            Ok(Some(f.store_id))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&path)(e)),
+    }
+}
+
+/// Bind the key directory to `store_id`.
+pub(crate) fn bind_store(dir: &Path, store_id: &str, data_dir: &Path) -> Result<(), StoreError> {
+    let f = StoreFile { store_id: store_id.to_owned(), data_dir: data_dir.display().to_string() };
+    let bytes = serde_json::to_vec_pretty(&f).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    write_private(&dir.join(STORE_FILE), &bytes)
+}
+
+/// A sibling of the default key directory `default_dir` bound to `store_id` (how a copy of a
+/// data directory finds the key directory of the store it was copied from, for verification).
+pub(crate) fn find_by_store(default_dir: &Path, store_id: &str) -> Result<Option<PathBuf>, StoreError> {
+    let Some(parent) = default_dir.parent() else { return Ok(None) };
+    let Ok(entries) = std::fs::read_dir(parent) else { return Ok(None) };
+    for e in entries.flatten() {
+        let dir = e.path();
+        if dir.is_dir() && bound_store(&dir).ok().flatten().as_deref() == Some(store_id) {
+            return Ok(Some(dir));
+        }
+    }
+    Ok(None)
+}
+
+/// One tenant's witnessed head.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Witness {
+    pub(crate) store_id: String,
+    pub(crate) tenant: String,
+    pub(crate) checkpoint: SignedCheckpoint,
+}
+
+fn witness_file(dir: &Path, tenant: &str) -> PathBuf {
+    let digest = Sha256::digest(tenant.as_bytes());
+    dir.join(WITNESS_DIR).join(format!("{}.json", hex::encode(&digest[..16])))
+}
+
+/// Write a tenant's witness (fsynced, atomic).
+pub(crate) fn write_witness(dir: &Path, w: &Witness) -> Result<(), StoreError> {
+    let bytes = serde_json::to_vec(w).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let file = witness_file(dir, &w.tenant);
+    if let Some(parent) = file.parent()
+        && !parent.is_dir()
+    {
+        private_dir(parent)?;
+    }
+    write_private(&file, &bytes)
+}
+
+/// Every witness in the key directory.
+pub(crate) fn read_witnesses(dir: &Path) -> Result<Vec<Witness>, StoreError> {
+    let wdir = dir.join(WITNESS_DIR);
+    let entries = match std::fs::read_dir(&wdir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(&wdir)(e)),
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let path = e.map_err(io_err(&wdir))?.path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(io_err(&path))?;
+        let w: Witness = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(format!("witness {}: {e}", path.display())))?;
+        if witness_file(dir, &w.tenant) != path {
+            return Err(StoreError::Corrupt(format!("witness {} names another tenant", path.display())));
+        }
+        out.push(w);
+    }
+    out.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+    Ok(out)
+}
+
+/// HMAC-SHA256 (RFC 2104) of `message` under `key`.
+pub(crate) fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut k = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let mut inner = Sha256::new();
+    inner.update(k.map(|b| b ^ 0x36));
+    inner.update(message);
+    let mut outer = Sha256::new();
+    outer.update(k.map(|b| b ^ 0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 4231 test case 2.
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        assert_eq!(hex::encode(mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    }
+
+    #[test]
+    fn default_names_are_per_path_and_tame() {
+        let a = default_name(Path::new("/var/lib/memwarden"));
+        let b = default_name(Path::new("/srv/memwarden"));
+        assert!(a.starts_with("memwarden-") && b.starts_with("memwarden-"));
+        assert_ne!(a, b);
+        assert!(default_name(Path::new("/tmp/.tmpAbC")).starts_with("tmpAbC-"));
+        assert!(default_name(Path::new("/")).starts_with("store-"));
+        assert!(!default_name(Path::new("/x/a b/../c")).contains(' '));
+    }
+}

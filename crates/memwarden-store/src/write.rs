@@ -1,0 +1,825 @@
+//! The writer: one thread applies every mutation — its rows, their bindings and its log
+//! entries — in group-committed transactions, and keeps the in-memory log, the state index,
+//! the vector indexes and the witness in step once a transaction is durable.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+
+use memwarden_core::prelude::*;
+use memwarden_log::{Entry, EntryKind, Hash, SignedCheckpoint, leaf_hash};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Value, json};
+
+use crate::binding::{
+    AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow, PrincipalRow, ReputationRow, RowDigest,
+    RowKey, SessionRow, StateIndex, Table, embedding_digest, row_key,
+};
+use crate::sqlite::{Durability, Shared, read_guard, set_head, write_guard};
+use crate::vectors::{AccessChange, NewVector};
+use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Mutation, Receipt, StoreError, StoredSession};
+
+/// Bindings carried by one log entry, at most this many bytes of JSON; more continue in
+/// further entries of the same kind.
+const ROWS_BYTES_MAX: usize = 512 * 1024;
+
+pub(crate) type Reply = mpsc::Sender<Result<Vec<Result<Receipt, CommitError>>, String>>;
+
+pub(crate) enum Job {
+    /// `atomic`: all mutations in one savepoint, all or nothing (the reply then holds every
+    /// receipt, or one error).
+    Commit { now_ms: u64, mutations: Vec<Mutation>, atomic: bool, reply: Reply },
+    Checkpoint { now_ms: u64, reply: mpsc::Sender<Result<SignedCheckpoint, String>> },
+}
+
+/// The chain state while a group is being applied: entries are linked locally and appended to the
+/// shared log only after the transaction commits.
+pub(crate) struct Pending {
+    pub(crate) len: u64,
+    pub(crate) head: Hash,
+    pub(crate) entries: Vec<Entry>,
+    /// Vectors to index once the transaction commits.
+    pub(crate) vectors: Vec<NewVector>,
+    /// Catalog changes (status or scope) to apply once the transaction commits.
+    pub(crate) access: Vec<AccessChange>,
+    /// The store's vector dimension (set by the first vector ever, possibly in this group).
+    pub(crate) dims: Option<usize>,
+    /// Row bindings of this group, with the entry that carries each.
+    pub(crate) bindings: Vec<(RowKey, Binding, u64)>,
+}
+
+/// Where [`Pending`] stood before a savepoint, to roll it back with the savepoint.
+struct Mark {
+    len: u64,
+    head: Hash,
+    entries: usize,
+    vectors: usize,
+    access: usize,
+    dims: Option<usize>,
+    bindings: usize,
+}
+
+impl Pending {
+    pub(crate) fn new(len: u64, head: Hash, dims: Option<usize>) -> Self {
+        Self { len, head, entries: Vec::new(), vectors: Vec::new(), access: Vec::new(), dims, bindings: Vec::new() }
+    }
+
+    fn mark(&self) -> Mark {
+        Mark {
+            len: self.len,
+            head: self.head,
+            entries: self.entries.len(),
+            vectors: self.vectors.len(),
+            access: self.access.len(),
+            dims: self.dims,
+            bindings: self.bindings.len(),
+        }
+    }
+
+    fn rollback(&mut self, m: Mark) {
+        self.len = m.len;
+        self.head = m.head;
+        self.entries.truncate(m.entries);
+        self.vectors.truncate(m.vectors);
+        self.access.truncate(m.access);
+        self.dims = m.dims;
+        self.bindings.truncate(m.bindings);
+    }
+
+    /// Append one entry (no bindings).
+    fn push_entry(&mut self, conn: &Connection, now_ms: u64, kind: EntryKind, body: &Value) -> Result<(u64, Hash), CommitError> {
+        let body = serde_json::to_vec(body).map_err(|e| CommitError::Storage(e.to_string()))?;
+        if body.len() > Entry::BODY_BYTES_MAX {
+            return Err(CommitError::Storage(format!("a log entry of {} bytes exceeds the limit of {}", body.len(), Entry::BODY_BYTES_MAX)));
+        }
+        let entry = Entry { index: self.len, prev: self.head, time_ms: now_ms, kind, body };
+        let bytes = entry.encode();
+        let leaf = leaf_hash(&bytes);
+        conn.prepare_cached("INSERT INTO log(idx, entry) VALUES(?1, ?2)")
+            .and_then(|mut s| s.execute(params![i64::try_from(self.len).unwrap_or(i64::MAX), bytes]))
+            .map_err(sql)?;
+        let idx = self.len;
+        self.len += 1;
+        self.head = leaf;
+        self.entries.push(entry);
+        Ok((idx, leaf))
+    }
+
+    /// Append an entry that binds `rows` (listed in its body under `"rows"`; a long list
+    /// continues in further entries of the same kind). Returns the last entry's index and leaf.
+    pub(crate) fn push(&mut self, conn: &Connection, now_ms: u64, kind: EntryKind, body: &Value, rows: Vec<Binding>) -> Result<(u64, Hash), CommitError> {
+        let mut chunks: Vec<Vec<Value>> = vec![Vec::new()];
+        let mut bytes = 0usize;
+        for b in &rows {
+            let v = b.to_json();
+            let n = v.to_string().len() + 1;
+            if bytes + n > ROWS_BYTES_MAX && chunks.last().is_some_and(|c| !c.is_empty()) {
+                chunks.push(Vec::new());
+                bytes = 0;
+            }
+            bytes += n;
+            if let Some(c) = chunks.last_mut() {
+                c.push(v);
+            }
+        }
+        let first = self.len;
+        let mut body = body.clone();
+        let mut rows = rows.into_iter();
+        let mut last = (0, [0u8; 32]);
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let n = chunk.len();
+            let carried = if i == 0 {
+                if let Some(o) = body.as_object_mut()
+                    && n > 0
+                {
+                    o.insert("rows".into(), Value::Array(chunk));
+                }
+                self.push_entry(conn, now_ms, kind, &body)?
+            } else {
+                let tenant = body.get("tenant").cloned().unwrap_or(Value::Null);
+                self.push_entry(conn, now_ms, kind, &json!({"tenant": tenant, "continues": first, "rows": chunk}))?
+            };
+            for b in rows.by_ref().take(n) {
+                self.bindings.push((b.key(), b, carried.0));
+            }
+            last = carried;
+        }
+        Ok(last)
+    }
+
+    /// Check a row the writer read (`None`: no row) against this group's bindings and the
+    /// committed state.
+    fn check(&self, state: &StateIndex, key: &RowKey, digest: Option<&RowDigest>) -> Check {
+        if let Some((_, b, entry)) = self.bindings.iter().rev().find(|(k, _, _)| k == key) {
+            return match (&b.digest, digest) {
+                (None, None) => Check::Ok,
+                (Some(a), Some(d)) if a == d => Check::Ok,
+                (Some(_), Some(_)) => Check::Differs { entry: *entry },
+                (Some(_), None) => Check::Missing { entry: *entry },
+                (None, Some(_)) => Check::Unbound,
+            };
+        }
+        state.check(key, digest)
+    }
+
+    /// Whether a row is bound (by this group or the committed state), whatever the database
+    /// holds: a deleted row still exists for every uniqueness check.
+    fn exists(&self, state: &StateIndex, key: &RowKey) -> bool {
+        !matches!(self.check(state, key, None), Check::Ok)
+    }
+
+    /// Read a bound row the change depends on and check it against the log; a row that does
+    /// not match is never built upon (so a tampered row cannot be laundered into a new
+    /// binding).
+    fn read_verified<R: BoundRow>(&self, conn: &Connection, state: &StateIndex, sql_where: &str, args: &[&dyn rusqlite::ToSql], key: &RowKey) -> Result<Option<R>, CommitError> {
+        let sql = format!("SELECT {} FROM {} WHERE {sql_where}", R::COLUMNS, R::TABLE.name());
+        let row: Option<R> = conn.prepare_cached(&sql).and_then(|mut s| s.query_row(args, |r| R::read(r)).optional()).map_err(sql_err)?;
+        match self.check(state, key, row.as_ref().map(BoundRow::digest).as_ref()) {
+            Check::Ok => Ok(row),
+            bad => Err(CommitError::Tampered(format!("{} row {key:?}: {}", R::TABLE.name(), bad.reason()))),
+        }
+    }
+}
+
+pub(crate) fn sql(e: rusqlite::Error) -> CommitError {
+    CommitError::Storage(e.to_string())
+}
+
+fn sql_err(e: rusqlite::Error) -> CommitError {
+    sql(e)
+}
+
+fn is_constraint(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, CommitError> {
+    serde_json::to_string(v).map_err(|e| CommitError::Storage(e.to_string()))
+}
+
+fn i64_of(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn embedding_bytes(e: &[f32], dims: Option<usize>) -> Result<Vec<u8>, CommitError> {
+    if e.is_empty() || e.len() > EMBEDDING_DIMS_MAX || e.iter().any(|x| !x.is_finite()) {
+        return Err(CommitError::BadEmbedding(format!("{} dimensions (1..={EMBEDDING_DIMS_MAX}, finite)", e.len())));
+    }
+    if let Some(d) = dims
+        && d != e.len()
+    {
+        return Err(CommitError::BadEmbedding(format!("{} dimensions, but this store holds {d}-dimensional vectors", e.len())));
+    }
+    if e.iter().all(|x| *x == 0.0) {
+        return Err(CommitError::BadEmbedding("the zero vector has no direction".into()));
+    }
+    Ok(e.iter().flat_map(|x| x.to_le_bytes()).collect())
+}
+
+fn item_key(tenant: &str, id: &ItemId) -> RowKey {
+    row_key(Table::Items, tenant, &[&id.to_string()])
+}
+
+/// Insert an admitted item (its row, vector, edges) and log its write entry.
+fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &AdmittedWrite, embedding: &Option<Vec<f32>>, p: &mut Pending) -> Result<(u64, Hash), CommitError> {
+    let item = write.item();
+    let tenant = item.tenant().as_str();
+    let exists = || CommitError::ItemExists(item.id().to_string());
+    // An id is never reused: not while its row exists (or the log says it does), not after it
+    // was erased.
+    if p.exists(state, &item_key(tenant, &item.id())) || p.exists(state, &row_key(Table::Erased, tenant, &[&item.id().to_string()])) {
+        return Err(exists());
+    }
+    let erased: Option<i64> = conn
+        .prepare_cached("SELECT 1 FROM erased WHERE id = ?1")
+        .and_then(|mut s| s.query_row(params![item.id().as_bytes().as_slice()], |r| r.get(0)).optional())
+        .map_err(sql)?;
+    if erased.is_some() {
+        return Err(exists());
+    }
+    let emb = embedding.as_deref().map(|e| embedding_bytes(e, p.dims)).transpose()?;
+    let next = p.len;
+    let vseq = match (&emb, embedding) {
+        (Some(_), Some(e)) => {
+            let r = conn
+                .prepare_cached("INSERT INTO vectors(id, tenant, namespace) VALUES(?1, ?2, ?3)")
+                .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), tenant, item.namespace().as_str()]));
+            match r {
+                Err(e) if is_constraint(&e) => return Err(exists()),
+                Err(e) => return Err(sql(e)),
+                Ok(_) => {}
+            }
+            let seq = u64::try_from(conn.last_insert_rowid()).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+            if p.dims.is_none() {
+                conn.prepare_cached("INSERT INTO meta(key, value) VALUES('vector_dims', ?1)")
+                    .and_then(|mut s| s.execute(params![e.len() as i64]))
+                    .map_err(sql)?;
+                p.dims = Some(e.len());
+            }
+            p.vectors.push(NewVector {
+                seq,
+                id: item.id(),
+                tenant: item.tenant().clone(),
+                namespace: item.namespace().clone(),
+                embedding: e.clone(),
+                scope: item.scope().clone(),
+                status: item.status(),
+            });
+            Some(i64_of(seq))
+        }
+        _ => None,
+    };
+    let row = ItemRow {
+        id: item.id().as_bytes().to_vec(),
+        tenant: tenant.to_owned(),
+        namespace: item.namespace().as_str().to_owned(),
+        record: to_json(item)?,
+        digest: item.identity_digest().to_vec(),
+        log_index: i64_of(next),
+        created_ms: i64::try_from(item.created_ms()).unwrap_or(i64::MAX),
+        version: i64_of(next),
+        vseq,
+        emb_digest: emb.as_deref().map(|b| embedding_digest(b).to_vec()),
+    };
+    let r = conn
+        .prepare_cached(
+            "INSERT INTO items(id, tenant, namespace, record, digest, log_index, embedding, created_ms, version, vseq, emb_digest)
+             VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![row.id, row.tenant, row.namespace, row.record, row.digest, row.log_index, emb, row.created_ms, row.version, row.vseq, row.emb_digest])
+        });
+    match r {
+        Err(e) if is_constraint(&e) => return Err(exists()),
+        Err(e) => return Err(sql(e)),
+        Ok(_) => {}
+    }
+    for parent in item.parents() {
+        conn.prepare_cached("INSERT OR IGNORE INTO edges(child, parent, kind) VALUES(?1, ?2, ?3)")
+            .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), parent.id.as_bytes().as_slice(), parent.kind.as_str()]))
+            .map_err(sql)?;
+    }
+    let kind = match item.route() {
+        Route::Summary => EntryKind::Derive,
+        Route::ToolObservation => EntryKind::ToolCall,
+        _ => EntryKind::Write,
+    };
+    p.push(
+        conn,
+        now_ms,
+        kind,
+        &json!({
+            "tenant": item.tenant(), "id": item.id(), "namespace": item.namespace(), "writer": item.writer(),
+            "origin": item.origin(), "label": item.label(), "route": item.route(), "parents": item.parents(),
+            "status": item.status(), "digest": hex::encode(item.identity_digest()),
+        }),
+        vec![row.binding()],
+    )
+}
+
+/// Compare-and-set one item row: read it (checked against the log), refuse unless it is still
+/// at `expected` (the version the gate read), replace its record with `change(old record)`
+/// and move its version to the index of the entry about to be logged. Returns the new row.
+fn cas_item(
+    conn: &Connection,
+    state: &StateIndex,
+    p: &Pending,
+    tenant: &TenantId,
+    id: &ItemId,
+    expected: u64,
+    change: impl FnOnce(&str) -> Result<String, CommitError>,
+) -> Result<ItemRow, CommitError> {
+    let key = item_key(tenant.as_str(), id);
+    let row: Option<ItemRow> = p.read_verified(conn, state, "id = ?1 AND tenant = ?2", &[&id.as_bytes().as_slice(), &tenant.as_str()], &key)?;
+    let Some(mut row) = row else { return Err(CommitError::ItemMissing(id.to_string())) };
+    if u64::try_from(row.version).ok() != Some(expected) {
+        return Err(CommitError::Conflict { id: id.to_string() });
+    }
+    row.record = change(&row.record)?;
+    row.version = i64_of(p.len);
+    conn.prepare_cached("UPDATE items SET record = ?1, version = ?2 WHERE id = ?3 AND tenant = ?4")
+        .and_then(|mut s| s.execute(params![row.record, row.version, row.id, row.tenant]))
+        .map_err(sql)?;
+    Ok(row)
+}
+
+/// Store an item's changed status or scope (identity unchanged) if its row is still at the
+/// version the gate read, queue the index catalog's matching change (applied once the
+/// transaction commits), and log the change: `fields` plus the item's tenant, id, status and
+/// identity digest.
+fn access_changed(conn: &Connection, state: &StateIndex, p: &mut Pending, now_ms: u64, kind: EntryKind, item: &MemoryItem, fields: Value) -> Result<(u64, Hash), CommitError> {
+    let record = to_json(item)?;
+    let row = cas_item(conn, state, p, item.tenant(), &item.id(), item.version(), |_| Ok(record))?;
+    if let Some(seq) = row.vseq {
+        let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+        p.access.push(AccessChange {
+            seq,
+            tenant: item.tenant().clone(),
+            namespace: item.namespace().clone(),
+            scope: item.scope().clone(),
+            status: item.status(),
+            erased: false,
+        });
+    }
+    let mut body = fields;
+    if let Some(o) = body.as_object_mut() {
+        o.insert("tenant".into(), json!(item.tenant()));
+        o.insert("id".into(), json!(item.id()));
+        o.insert("status".into(), json!(item.status()));
+        o.insert("digest".into(), json!(hex::encode(item.identity_digest())));
+    }
+    p.push(conn, now_ms, kind, &body, vec![row.binding()])
+}
+
+fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &mut Pending) -> Result<Receipt, CommitError> {
+    let next = p.len;
+    let (log_index, leaf) = match m {
+        Mutation::Principal(pr) => {
+            let key = row_key(Table::Principals, pr.tenant.as_str(), &[pr.id.as_str()]);
+            if p.exists(state, &key) {
+                return Err(CommitError::PrincipalExists(pr.id.to_string()));
+            }
+            let row = PrincipalRow { tenant: pr.tenant.as_str().to_owned(), id: pr.id.as_str().to_owned(), record: to_json(pr)?, log_index: i64_of(next) };
+            let r = conn
+                .prepare_cached("INSERT INTO principals(tenant, id, record, log_index) VALUES(?1, ?2, ?3, ?4)")
+                .and_then(|mut s| s.execute(params![row.tenant, row.id, row.record, row.log_index]));
+            match r {
+                Err(e) if is_constraint(&e) => return Err(CommitError::PrincipalExists(pr.id.to_string())),
+                Err(e) => return Err(sql(e)),
+                Ok(_) => {}
+            }
+            p.push(conn, now_ms, EntryKind::Principal, &json!({"tenant": pr.tenant, "principal": pr}), vec![row.binding()])?
+        }
+        Mutation::Item { write, embedding } => insert_item(conn, state, now_ms, write, embedding, p)?,
+        Mutation::Update { update, embedding } => {
+            let r = insert_item(conn, state, now_ms, update.write(), embedding, p)?;
+            let old = update.superseded();
+            access_changed(conn, state, p, now_ms, EntryKind::Revocation, old, json!({"superseded_by": old.superseded_by()}))?;
+            r
+        }
+        Mutation::Attestation(a) => {
+            let a = a.attestation();
+            let row = AttestationRow { tenant: a.tenant.as_str().to_owned(), key: a.key.clone(), record: to_json(a)?, log_index: i64_of(next) };
+            conn.prepare_cached("INSERT INTO attestations(tenant, key, record, log_index) VALUES(?1, ?2, ?3, ?4)")
+                .and_then(|mut s| s.execute(params![row.tenant, row.key, row.record, row.log_index]))
+                .map_err(sql)?;
+            p.push(conn, now_ms, EntryKind::Attestation, &json!(a), vec![row.binding()])?
+        }
+        Mutation::GrantIssued(g) => {
+            let gr = &g.grant;
+            p.push(
+                conn,
+                now_ms,
+                EntryKind::GrantIssued,
+                &json!({"tenant": gr.tenant, "user": gr.user, "tool": gr.tool, "key": gr.key, "value": gr.value, "amount": gr.amount,
+                        "nonce": gr.nonce_hex(), "expires_ms": gr.expires_ms, "signature": hex::encode(g.signature)}),
+                Vec::new(),
+            )?
+        }
+        Mutation::SessionTaint { tenant, principal, session, observed } => {
+            let key = row_key(Table::Sessions, tenant.as_str(), &[principal.as_str(), session.as_str()]);
+            let existing: Option<SessionRow> = p.read_verified(
+                conn,
+                state,
+                "tenant = ?1 AND principal = ?2 AND session = ?3",
+                &[&tenant.as_str(), &principal.as_str(), &session.as_str()],
+                &key,
+            )?;
+            // The row only falls: meet of the stored floor and the new one, witnesses merged.
+            let mut merged = StoredSession { floor: observed.floor(), witnesses: observed.witnesses().to_vec() };
+            if let Some(old) = existing {
+                let old: StoredSession = serde_json::from_str(&old.record).map_err(|e| CommitError::Storage(format!("stored session is corrupt: {e}")))?;
+                merged.floor = merged.floor.min(old.floor);
+                for w in old.witnesses {
+                    if !merged.witnesses.contains(&w) && merged.witnesses.len() < memwarden_core::session::WITNESSES_MAX {
+                        merged.witnesses.push(w);
+                    }
+                }
+            }
+            let row = SessionRow {
+                tenant: tenant.as_str().to_owned(),
+                principal: principal.as_str().to_owned(),
+                session: session.as_str().to_owned(),
+                record: to_json(&merged)?,
+                log_index: i64_of(next),
+            };
+            conn.prepare_cached(
+                "INSERT INTO sessions(tenant, principal, session, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(tenant, principal, session) DO UPDATE SET record = excluded.record, log_index = excluded.log_index",
+            )
+            .and_then(|mut s| s.execute(params![row.tenant, row.principal, row.session, row.record, row.log_index]))
+            .map_err(sql)?;
+            p.push(
+                conn,
+                now_ms,
+                EntryKind::SessionTaint,
+                &json!({"tenant": tenant, "principal": principal, "session": session, "floor": merged.floor, "witnesses": merged.witnesses}),
+                vec![row.binding()],
+            )?
+        }
+        Mutation::Revocation(r) => access_changed(conn, state, p, now_ms, EntryKind::Revocation, r.item(), json!({"by": r.by(), "reason": r.reason()}))?,
+        Mutation::Promotion(pr) => access_changed(
+            conn,
+            state,
+            p,
+            now_ms,
+            EntryKind::Promotion,
+            pr.item(),
+            json!({"by": pr.by(), "from": pr.from(), "readers": pr.item().scope().readers}),
+        )?,
+        Mutation::Hold(h) => access_changed(conn, state, p, now_ms, EntryKind::Decision, h.item(), json!({"hold": {"by": h.by(), "reason": h.reason()}}))?,
+        Mutation::Erasure { tenant, ids, event } => {
+            if ids.is_empty() || ids.len() > crate::ERASE_IDS_MAX {
+                return Err(CommitError::Storage(format!("an erasure names 1..={} memories", crate::ERASE_IDS_MAX)));
+            }
+            let text = to_json(event)?;
+            if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
+                return Err(CommitError::LineageEventTooLarge(text.len()));
+            }
+            let mut rows = Vec::with_capacity(ids.len() * 2 + 1);
+            for id in ids {
+                let key = item_key(tenant.as_str(), id);
+                let row: Option<ItemRow> = p.read_verified(conn, state, "id = ?1 AND tenant = ?2", &[&id.as_bytes().as_slice(), &tenant.as_str()], &key)?;
+                let Some(row) = row else {
+                    return Err(CommitError::ItemMissing(id.to_string()));
+                };
+                // The tombstone keeps the identity and lineage fields, never the text.
+                let mut tomb: Value = serde_json::from_str(&row.record).map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
+                if let Some(o) = tomb.as_object_mut() {
+                    o.insert("content".into(), Value::String(crate::TOMBSTONE_CONTENT.into()));
+                    o.insert("metadata".into(), Value::Object(serde_json::Map::new()));
+                }
+                let erased = ErasedRow {
+                    id: row.id.clone(),
+                    tenant: row.tenant.clone(),
+                    namespace: row.namespace.clone(),
+                    tombstone: to_json(&tomb)?,
+                    item_log_index: row.log_index,
+                    log_index: i64_of(next),
+                };
+                conn.prepare_cached("INSERT INTO erased(id, tenant, namespace, tombstone, item_log_index, log_index) VALUES(?1, ?2, ?3, ?4, ?5, ?6)")
+                    .and_then(|mut s| s.execute(params![erased.id, erased.tenant, erased.namespace, erased.tombstone, erased.item_log_index, erased.log_index]))
+                    .map_err(sql)?;
+                conn.prepare_cached("DELETE FROM vectors WHERE id = ?1").and_then(|mut s| s.execute(params![row.id])).map_err(sql)?;
+                conn.prepare_cached("DELETE FROM items WHERE id = ?1").and_then(|mut s| s.execute(params![row.id])).map_err(sql)?;
+                if let Some(seq) = row.vseq {
+                    let namespace = Namespace::new(&row.namespace).map_err(|e| CommitError::Storage(e.to_string()))?;
+                    let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+                    let scope = Scope { owner: PrincipalId::new("erased").map_err(|e| CommitError::Storage(e.to_string()))?, readers: Readers::Only(Default::default()), visibility: Visibility::Revoked };
+                    p.access.push(AccessChange { seq, tenant: tenant.clone(), namespace, scope, status: Status::Revoked, erased: true });
+                }
+                rows.push(Binding::deleted(Table::Items, tenant.as_str(), vec![id.to_string()]));
+                rows.push(erased.binding());
+            }
+            let lineage = LineageRow { tenant: tenant.as_str().to_owned(), event: text, log_index: i64_of(next) };
+            conn.prepare_cached("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)")
+                .and_then(|mut s| s.execute(params![lineage.tenant, lineage.event, lineage.log_index]))
+                .map_err(sql)?;
+            rows.push(lineage.binding());
+            p.push(conn, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}), rows)?
+        }
+        Mutation::Feedback { tenant, actor, guards, reputations, record } => {
+            let mut rows = Vec::with_capacity(guards.len() + reputations.len());
+            for (id, expected, guard) in guards {
+                let row = cas_item(conn, state, p, tenant, id, *expected, |rec| {
+                    // The guard state is not part of the identity digest: the record still verifies.
+                    let mut v: Value = serde_json::from_str(rec).map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("guard".into(), serde_json::to_value(guard).map_err(|e| CommitError::Storage(e.to_string()))?);
+                    }
+                    let text = to_json(&v)?;
+                    // Refuse a state the validating decoder would not read back.
+                    serde_json::from_str::<MemoryItem>(&text).map_err(|e| CommitError::Storage(format!("guard update for {id}: {e}")))?;
+                    Ok(text)
+                })?;
+                rows.push(row.binding());
+            }
+            for (who, value) in reputations {
+                if !value.is_finite() || !(0.0..=1.0).contains(value) {
+                    return Err(CommitError::Storage(format!("reputation {value} of {who} is outside [0, 1]")));
+                }
+                let row = ReputationRow { tenant: tenant.as_str().to_owned(), principal: who.as_str().to_owned(), value: *value, log_index: i64_of(next) };
+                conn.prepare_cached(
+                    "INSERT INTO reputation(tenant, principal, value, log_index) VALUES(?1, ?2, ?3, ?4)
+                     ON CONFLICT(tenant, principal) DO UPDATE SET value = excluded.value, log_index = excluded.log_index",
+                )
+                .and_then(|mut s| s.execute(params![row.tenant, row.principal, row.value, row.log_index]))
+                .map_err(sql)?;
+                rows.push(row.binding());
+            }
+            p.push(conn, now_ms, EntryKind::Feedback, &json!({"tenant": tenant, "actor": actor, "feedback": record}), rows)?
+        }
+        Mutation::GateDecision { tenant, actor, decision } => {
+            let text = to_json(decision)?;
+            if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
+                return Err(CommitError::LineageEventTooLarge(text.len()));
+            }
+            p.push(conn, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "gate": decision}), Vec::new())?
+        }
+        Mutation::Lineage { tenant, event } => {
+            let text = to_json(event)?;
+            if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
+                return Err(CommitError::LineageEventTooLarge(text.len()));
+            }
+            let row = LineageRow { tenant: tenant.as_str().to_owned(), event: text, log_index: i64_of(next) };
+            conn.prepare_cached("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)")
+                .and_then(|mut s| s.execute(params![row.tenant, row.event, row.log_index]))
+                .map_err(sql)?;
+            p.push(conn, now_ms, EntryKind::Lineage, &json!({"tenant": tenant, "event": event}), vec![row.binding()])?
+        }
+        Mutation::Decision { actor, tenant, action, outcome } => {
+            for u in outcome.grant_uses() {
+                let g = &u.grant.grant;
+                let key = row_key(Table::GrantsUsed, g.tenant.as_str(), &[&hex::encode(g.nonce)]);
+                // The log, not the table, says whether a grant was used: a deleted row does not
+                // make it usable again.
+                if p.exists(state, &key) {
+                    return Err(CommitError::GrantAlreadyUsed(g.nonce_hex()));
+                }
+                let row = GrantUsedRow { tenant: g.tenant.as_str().to_owned(), nonce: g.nonce.to_vec(), record: to_json(u)?, log_index: i64_of(p.len) };
+                let r = conn
+                    .prepare_cached("INSERT INTO grants_used(tenant, nonce, record, log_index) VALUES(?1, ?2, ?3, ?4)")
+                    .and_then(|mut s| s.execute(params![row.tenant, row.nonce, row.record, row.log_index]));
+                match r {
+                    Err(e) if is_constraint(&e) => return Err(CommitError::GrantAlreadyUsed(g.nonce_hex())),
+                    Err(e) => return Err(sql(e)),
+                    Ok(_) => {}
+                }
+                p.push(
+                    conn,
+                    now_ms,
+                    EntryKind::GrantUsed,
+                    &json!({"tenant": g.tenant, "nonce": g.nonce_hex(), "user": g.user, "tool": g.tool, "key": g.key, "value": g.value, "amount": g.amount}),
+                    vec![row.binding()],
+                )?;
+            }
+            for e in outcome.new_elevations() {
+                let key = row_key(Table::Elevations, e.tenant.as_str(), &[&e.key, &e.value.canonical]);
+                let mut rows = Vec::new();
+                if !p.exists(state, &key) {
+                    let row = ElevationRow {
+                        tenant: e.tenant.as_str().to_owned(),
+                        key: e.key.clone(),
+                        value: e.value.canonical.clone(),
+                        record: to_json(e)?,
+                        log_index: i64_of(p.len),
+                    };
+                    let n = conn
+                        .prepare_cached("INSERT OR IGNORE INTO elevations(tenant, key, value, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)")
+                        .and_then(|mut s| s.execute(params![row.tenant, row.key, row.value, row.record, row.log_index]))
+                        .map_err(sql)?;
+                    if n == 1 {
+                        rows.push(row.binding());
+                    }
+                }
+                p.push(conn, now_ms, EntryKind::Elevation, &json!(e), rows)?;
+            }
+            p.push(conn, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "action": action, "verdict": outcome.verdict()}), Vec::new())?
+        }
+    };
+    Ok(Receipt { log_index, leaf })
+}
+
+/// Apply `mutations` inside one savepoint, all or nothing: the first error rolls back every
+/// one of them (rows, bindings, log entries, vectors, catalog changes) and is returned.
+fn apply_all(conn: &Connection, state: &StateIndex, now_ms: u64, mutations: &[Mutation], p: &mut Pending) -> Result<Result<Vec<Receipt>, CommitError>, rusqlite::Error> {
+    conn.execute_batch("SAVEPOINT op")?;
+    let mark = p.mark();
+    let mut receipts = Vec::with_capacity(mutations.len());
+    for m in mutations {
+        match apply(conn, state, now_ms, m, p) {
+            Ok(r) => receipts.push(r),
+            Err(e) => {
+                conn.execute_batch("ROLLBACK TO op; RELEASE op")?;
+                p.rollback(mark);
+                return Ok(Err(e));
+            }
+        }
+    }
+    conn.execute_batch("RELEASE op")?;
+    Ok(Ok(receipts))
+}
+
+/// One caller's mutations within a group commit.
+pub(crate) struct Group {
+    now_ms: u64,
+    mutations: Vec<Mutation>,
+    atomic: bool,
+    reply: Reply,
+}
+
+pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared: &Shared) {
+    // Checkpoints carry the latest time a caller passed in (the store reads no clock of its own).
+    let mut last_now_ms = shared.last_time_ms.load(Ordering::Relaxed);
+    while let Ok(first) = rx.recv() {
+        let mut jobs = vec![first];
+        let mut count = 0usize;
+        while count < shared.config.group_commit_max {
+            match rx.try_recv() {
+                Ok(j) => {
+                    if let Job::Commit { mutations, .. } = &j {
+                        count += mutations.len();
+                    }
+                    jobs.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        let mut commits = Vec::new();
+        let mut checkpoints = Vec::new();
+        for j in jobs {
+            match j {
+                Job::Commit { now_ms, mutations, atomic, reply } => {
+                    last_now_ms = last_now_ms.max(now_ms);
+                    commits.push(Group { now_ms, mutations, atomic, reply });
+                }
+                Job::Checkpoint { now_ms, reply } => {
+                    last_now_ms = last_now_ms.max(now_ms);
+                    checkpoints.push((now_ms, reply));
+                }
+            }
+        }
+        if !commits.is_empty() {
+            commit_group(&mut conn, shared, commits, last_now_ms);
+            if shared.durability == Durability::Durable
+                && let Err(e) = shared.vectors.save(false)
+            {
+                eprintln!("memwarden-store: periodic save of a vector index failed (replayed at the next open): {e}");
+            }
+        }
+        let every = shared.config.checkpoint_every;
+        let len = read_guard(&shared.log).len();
+        let due = every > 0 && len >= shared.last_checkpoint.load(Ordering::Relaxed) + every;
+        if due || !checkpoints.is_empty() {
+            let res = write_checkpoint(&conn, shared, last_now_ms).map_err(|e| e.to_string());
+            for (_, reply) in checkpoints {
+                let _ = reply.send(res.clone());
+            }
+        }
+    }
+    // Queue closed: save the vector indexes (a crash instead is recovered by replay at open).
+    if shared.durability == Durability::Durable
+        && let Err(e) = shared.vectors.save(true)
+    {
+        eprintln!("memwarden-store: saving the vector indexes failed (they are rebuilt at the next open): {e}");
+    }
+    // Sign a final checkpoint so a clean close leaves the whole log anchored.
+    let len = read_guard(&shared.log).len();
+    if len > shared.last_checkpoint.load(Ordering::Relaxed) {
+        let _ = write_checkpoint(&conn, shared, last_now_ms);
+    }
+}
+
+pub(crate) fn write_checkpoint(conn: &Connection, shared: &Shared, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
+    let cp = read_guard(&shared.log).checkpoint(&shared.key, now_ms);
+    let record = serde_json::to_string(&cp).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    conn.execute(
+        "INSERT INTO checkpoints(size, record) VALUES(?1, ?2) ON CONFLICT(size) DO UPDATE SET record = excluded.record",
+        params![i64::try_from(cp.checkpoint.size).unwrap_or(i64::MAX), record],
+    )?;
+    shared.last_checkpoint.store(cp.checkpoint.size, Ordering::Relaxed);
+    shared.witness(&cp)?;
+    Ok(cp)
+}
+
+fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now_ms: u64) {
+    let (len, head) = {
+        let l = read_guard(&shared.log);
+        (l.len(), l.head())
+    };
+    let mut pending = Pending::new(len, head, shared.vectors.dims());
+    // Per caller: its receipts in mutation order (for an atomic caller that failed, one error).
+    let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
+    let outcome = (|| -> Result<(), rusqlite::Error> {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        {
+            let state = read_guard(&shared.state);
+            for g in &commits {
+                if g.mutations.len() > BATCH_MUTATIONS_MAX {
+                    results.push(vec![Err(CommitError::BatchTooLarge(g.mutations.len()))]);
+                    continue;
+                }
+                if g.atomic {
+                    results.push(match apply_all(conn, &state, g.now_ms, &g.mutations, &mut pending)? {
+                        Ok(rs) => rs.into_iter().map(Ok).collect(),
+                        Err(e) => vec![Err(e)],
+                    });
+                    continue;
+                }
+                let mut rs = Vec::with_capacity(g.mutations.len());
+                for m in &g.mutations {
+                    rs.push(match apply_all(conn, &state, g.now_ms, std::slice::from_ref(m), &mut pending)? {
+                        Ok(mut r) => r.pop().ok_or_else(|| CommitError::Storage("a mutation left no receipt".into())),
+                        Err(e) => Err(e),
+                    });
+                }
+                results.push(rs);
+            }
+        }
+        set_head(conn, pending.len, &pending.head)?;
+        // While the transaction commits, readers accept a changed row in its old or new state.
+        let staged: Vec<(Binding, u64)> = pending.bindings.iter().map(|(_, b, e)| (b.clone(), *e)).collect();
+        write_guard(&shared.state).stage(&staged);
+        conn.execute_batch("COMMIT")
+    })();
+    match outcome {
+        Ok(()) => {
+            {
+                let mut state = write_guard(&shared.state);
+                for (_, b, entry) in &pending.bindings {
+                    state.apply(b, *entry);
+                }
+                state.unstage();
+            }
+            {
+                let mut log = write_guard(&shared.log);
+                for e in &pending.entries {
+                    // The writer is the only appender and linked these entries to the log's head.
+                    let appended = log.append(e);
+                    debug_assert!(appended.is_ok(), "writer chain out of step with the log");
+                }
+                debug_assert_eq!(log.len(), pending.len);
+            }
+            // Index before acknowledging, so the writer's next search finds what it wrote. A
+            // failure here marks the partition degraded (exact search until the next open
+            // rebuilds it); the rows are committed either way.
+            if let Some(d) = pending.dims {
+                shared.vectors.set_dims(d);
+            }
+            for v in pending.vectors {
+                if let Err(e) = shared.vectors.insert(v) {
+                    eprintln!("memwarden-store: vector index insert failed, searching exactly until reopen: {e}");
+                }
+            }
+            for a in pending.access {
+                shared.vectors.update_access(a);
+            }
+            // After an erasure, copy the zeroed pages into the database and empty the WAL, so
+            // the erased text survives in no file (best effort: a busy checkpoint is retried by
+            // SQLite's automatic checkpoints; the rows are gone from every read either way).
+            // (A failed atomic caller's one error pairs with its first mutation: not counted.)
+            let erased = commits.iter().zip(&results).any(|(g, rs)| g.mutations.iter().zip(rs).any(|(m, r)| matches!(m, Mutation::Erasure { .. }) && r.is_ok()));
+            if erased && let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+                eprintln!("memwarden-store: checkpoint after erasure failed: {e}");
+            }
+            // The witness moves with every durable group, before anyone hears of it, so a
+            // database rolled back to before an acknowledged commit is refused.
+            if !pending.entries.is_empty() && shared.config.witness_every_commit {
+                let cp = read_guard(&shared.log).checkpoint(&shared.key, now_ms);
+                if let Err(e) = shared.witness(&cp) {
+                    eprintln!("memwarden-store: writing the witness failed (rollback detection lags until the next commit): {e}");
+                }
+            }
+            for (g, rs) in commits.into_iter().zip(results) {
+                let _ = g.reply.send(Ok(rs));
+            }
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            write_guard(&shared.state).unstage();
+            let msg = format!("commit failed: {e}");
+            for g in commits {
+                let _ = g.reply.send(Err(msg.clone()));
+            }
+        }
+    }
+}

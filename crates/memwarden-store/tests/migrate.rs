@@ -1,0 +1,103 @@
+//! Stores written by earlier builds open (migrate) under this one. `tests/fixtures/schema4` is
+//! a store written by the schema-4 build (commit 8f3f02e; generator in
+//! `tests/fixtures/legacy_fixture.rs`): one global verdict log, the signing key inside the data
+//! directory, rows not bound to the log. Two tenants, each with principals, shared / private /
+//! quarantined / revoked / erased memories with vectors, an attestation, a tainted session, a
+//! feedback (guard state and reputation), lineage events and a decision that consumed a grant.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod common;
+
+use common::*;
+use memwarden_core::prelude::*;
+use memwarden_store::{SqliteStore, Store, StoreError};
+use std::path::Path;
+
+const NONCE: [u8; 16] = [7; 16];
+
+fn fixture(root: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join("schema4");
+    let data = root.join("data");
+    std::fs::create_dir_all(data.join("keys")).unwrap();
+    std::fs::copy(src.join("memwarden.db"), data.join("memwarden.db")).unwrap();
+    std::fs::copy(src.join("keys").join("log.ed25519"), data.join("keys").join("log.ed25519")).unwrap();
+}
+
+fn tid(t: &str) -> TenantId {
+    TenantId::new(t).unwrap()
+}
+
+fn item_id(n: u64) -> ItemId {
+    id(n)
+}
+
+/// What the fixture holds, per tenant, read through the migrated store.
+fn assert_world(store: &SqliteStore) {
+    for (t, base) in [("acme", 0u64), ("globex", 100u64)] {
+        let tenant = tid(t);
+        assert_eq!(store.principals(&tenant).unwrap().len(), 4, "{t}");
+        assert_eq!(store.principal(&tenant, &pid("uma")).unwrap().unwrap().kind, PrincipalKind::User);
+        assert_eq!(store.item(&tenant, &item_id(base + 1)).unwrap().unwrap().guard().successes, 1, "{t}: the feedback's guard state");
+        assert_eq!(store.item(&tenant, &item_id(base + 3)).unwrap().unwrap().status(), Status::Quarantined);
+        assert_eq!(store.item(&tenant, &item_id(base + 4)).unwrap().unwrap().status(), Status::Revoked);
+        assert!(store.item(&tenant, &item_id(base + 5)).unwrap().is_none(), "{t}: erased");
+        assert!(store.grant_used(&tenant, &NONCE).unwrap(), "{t}: the consumed grant stays consumed");
+        assert!(!store.grant_used(&tenant, &[8; 16]).unwrap());
+        assert!(store.session(&tenant, &pid("ana"), &SessionId::new("s1").unwrap()).unwrap().is_some());
+        assert_eq!(store.reputation(&tenant, &pid("ana")).unwrap(), Some(0.25));
+        assert_eq!(store.attestations_of(&tenant, "payee", &NormValue::new(ValueKind::Account, "ACCT-9").unwrap()).unwrap().len(), 1);
+        let order = store.items_in_order(&tenant, None, 100).unwrap();
+        assert_eq!(order.len(), 6, "{t}");
+        assert!(order.windows(2).all(|w| w[0].log_index < w[1].log_index));
+        assert_eq!(order.iter().filter(|o| o.erased).count(), 1);
+        assert_eq!(store.lineage_events(&tenant, None, 100).unwrap().len(), 2, "{t}: the read event and the erasure");
+        // Private stays private, shared is found.
+        let hits = store.search(&tenant, &Namespace::new("notes").unwrap(), &fixture_vector(base + 2), 10, &pid("ben")).unwrap();
+        assert!(hits.iter().all(|h| h.item.id() != item_id(base + 2)));
+        assert!(hits.iter().any(|h| h.item.id() == item_id(base + 1)));
+    }
+    assert!(store.verify_log().unwrap().is_ok(), "{:?}", store.verify_log().unwrap().problem);
+}
+
+/// The fixture generator's vectors.
+fn fixture_vector(seed: u64) -> Vec<f32> {
+    (0..8).map(|d| if d as u64 == seed % 8 { 1.0 } else { 0.1 * ((seed + d as u64) % 5) as f32 }).collect()
+}
+
+#[test]
+fn a_schema_4_store_is_migrated_bound_and_its_key_moved_out() {
+    let root = tempfile::tempdir().unwrap();
+    fixture(root.path());
+    {
+        let store = open(root.path());
+        assert_world(&store);
+    }
+    assert!(root.path().join("keys").join("log.ed25519").exists(), "the key is in the key directory");
+    assert!(!root.path().join("data").join("keys").exists(), "and no longer in the data directory");
+    // Reopens, verifies offline, and the rows are now bound: an edit is caught.
+    assert_world(&open(root.path()));
+    assert!(SqliteStore::verify_dir_with(&root.path().join("data"), &config(root.path())).unwrap().is_ok());
+    {
+        let conn = rusqlite::Connection::open(db(root.path())).unwrap();
+        conn.execute("UPDATE items SET record = replace(record, '\"quarantined\"', '\"active\"') WHERE id = ?1", [item_id(3).as_bytes().as_slice()]).unwrap();
+    }
+    let store = open(root.path());
+    assert!(matches!(store.item(&tid("acme"), &item_id(3)), Err(StoreError::ItemTampered { .. })));
+    assert!(!store.verify_log().unwrap().is_ok());
+}
+
+#[test]
+fn a_legacy_store_whose_log_does_not_verify_is_refused_and_left_as_it_was() {
+    let root = tempfile::tempdir().unwrap();
+    fixture(root.path());
+    SqliteStore::tamper_log_entry(&root.path().join("data"), 5).unwrap();
+    match SqliteStore::open(&root.path().join("data"), config(root.path())) {
+        Err(StoreError::LogTampered(m)) => assert!(m.contains("first bad index 5"), "{m}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a tampered legacy store was migrated"),
+    }
+    let conn = rusqlite::Connection::open(db(root.path())).unwrap();
+    let schema: i64 = conn.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| r.get(0)).unwrap();
+    assert_eq!(schema, 4, "nothing adopted");
+    assert!(root.path().join("data").join("keys").join("log.ed25519").exists(), "the key was not moved either");
+}
