@@ -97,10 +97,20 @@ fn run(kind: &str, open: &dyn Fn() -> (SqliteStore, Option<tempfile::TempDir>), 
 fn main() {
     let rounds: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(300);
     run(
-        "durable (SqliteStore::open, synchronous=FULL, a fresh directory on the root filesystem)",
+        "durable (SqliteStore::open, synchronous=FULL, witness every commit; a fresh directory on the root filesystem)",
         &|| {
             let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-            (SqliteStore::open(&dir.path().join("data"), StoreConfig::default()).unwrap(), Some(dir))
+            let config = StoreConfig::default().with_key_dir(dir.path().join("keys"));
+            (SqliteStore::open(&dir.path().join("data"), config).unwrap(), Some(dir))
+        },
+        rounds,
+    );
+    run(
+        "durable, witness only at checkpoints (witness_every_commit = false)",
+        &|| {
+            let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
+            let config = StoreConfig { witness_every_commit: false, ..StoreConfig::default() }.with_key_dir(dir.path().join("keys"));
+            (SqliteStore::open(&dir.path().join("data"), config).unwrap(), Some(dir))
         },
         rounds,
     );
