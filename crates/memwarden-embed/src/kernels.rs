@@ -505,32 +505,45 @@ fn attention_tiled<S: Simd, const MR: usize, const NV: usize, const PR: usize, c
     }
     let hidden = heads * dh;
     let stride = 3 * hidden;
-    let scale = 1.0 / (dh as f32).sqrt();
+    let scale = simd.splat_f32s(1.0 / (dh as f32).sqrt());
     let score_rows = t.div_ceil(MR) * MR; // query rows, padded for the score tiles
     let rows = score_rows.max(t.div_ceil(PR) * PR); // and for the value tiles
     let cols = t.div_ceil(NV * lanes) * NV * lanes; // key columns, padded
-    let mut q = vec![0f32; rows * dh];
+    let whole_tiles_rows = t / MR * MR;
+    // Queries and values are read in place from `qkv` (a head's 32 floats are contiguous in a
+    // row); only the keys are transposed, and the queries of a last partial tile copied and
+    // zero-padded.
+    let mut q_tail = vec![0f32; MR * dh];
     let mut kt = vec![0f32; dh * cols];
-    let mut v = vec![0f32; t * dh];
     let mut scores = vec![0f32; rows * cols];
+    let (qkv_v, _) = S::as_simd_f32s(qkv);
+    let col_vecs = cols / lanes;
     for h in 0..heads {
         for j in 0..t {
-            let row = &qkv[j * stride + h * dh..];
-            for (d, (qd, vd)) in q[j * dh..(j + 1) * dh].iter_mut().zip(&mut v[j * dh..(j + 1) * dh]).enumerate() {
-                *qd = row[d] * scale;
-                kt[d * cols + j] = row[hidden + d];
-                *vd = row[2 * hidden + d];
+            let key = &qkv[j * stride + hidden + h * dh..][..dh];
+            for (d, &x) in key.iter().enumerate() {
+                kt[d * cols + j] = x;
+            }
+        }
+        for (r, row) in q_tail.chunks_exact_mut(dh).enumerate() {
+            let i = whole_tiles_rows + r;
+            if i < t {
+                row.copy_from_slice(&qkv[i * stride + h * dh..][..dh]);
+            } else {
+                row.fill(0.0);
             }
         }
         {
             let (ktv, _) = S::as_simd_f32s(&kt);
             let (sv, _) = S::as_mut_simd_f32s(&mut scores);
-            let col_vecs = cols / lanes;
             for i0 in (0..score_rows).step_by(MR) {
+                let (a, lda) = if i0 < whole_tiles_rows { (&qkv[i0 * stride + h * dh..], stride) } else { (&q_tail[..], dh) };
                 for c0 in (0..col_vecs).step_by(NV) {
-                    let acc = tile_strided::<S, MR, NV>(simd, &q[i0 * dh..], dh, dh, &ktv[c0..], col_vecs);
+                    let acc = tile_strided::<S, MR, NV>(simd, a, lda, dh, &ktv[c0..], col_vecs);
                     for (r, acc_r) in acc.iter().enumerate() {
-                        sv[(i0 + r) * col_vecs + c0..][..NV].copy_from_slice(acc_r);
+                        for (o, x) in sv[(i0 + r) * col_vecs + c0..][..NV].iter_mut().zip(acc_r) {
+                            *o = simd.mul_f32s(*x, scale);
+                        }
                     }
                 }
             }
@@ -538,9 +551,9 @@ fn attention_tiled<S: Simd, const MR: usize, const NV: usize, const PR: usize, c
         for i in 0..t {
             softmax_in_place(simd, &mut scores[i * cols..i * cols + t]);
         }
-        let (vv, _) = S::as_simd_f32s(&v);
+        let values = &qkv_v[(2 * hidden + h * dh) / lanes..];
         for i0 in (0..t).step_by(PR) {
-            let acc = tile_strided::<S, PR, DV>(simd, &scores[i0 * cols..], cols, t, vv, DV);
+            let acc = tile_strided::<S, PR, DV>(simd, &scores[i0 * cols..], cols, t, values, stride / lanes);
             for (r, acc_r) in acc.iter().enumerate().take(t - i0) {
                 let (out, _) = S::as_mut_simd_f32s(&mut ctx[(i0 + r) * hidden + h * dh..][..dh]);
                 out.copy_from_slice(acc_r);
@@ -638,7 +651,14 @@ fn axpy<S: Simd>(simd: S, a: f32, x: &[f32], y: &mut [f32]) {
 /// Softmax of `x` in place (max subtracted first, as PyTorch does).
 #[inline(always)]
 fn softmax_in_place<S: Simd>(simd: S, x: &mut [f32]) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = {
+        let (xv, xt) = S::as_simd_f32s(x);
+        let mut m = simd.splat_f32s(f32::NEG_INFINITY);
+        for v in xv {
+            m = simd.max_f32s(m, *v);
+        }
+        xt.iter().fold(simd.reduce_max_f32s(m), |a, &b| a.max(b))
+    };
     let m = simd.splat_f32s(max);
     let mut sum = 0f32;
     {
