@@ -101,6 +101,10 @@ pub(crate) enum Storage {
     /// Experiment only: weights rounded to bfloat16 (as a `vdpbf16ps` kernel would hold them).
     #[cfg(test)]
     Bf16Sim,
+    /// Experiment only: symmetric int8 weights with one scale per output channel and group of
+    /// this many inputs (weight-only int8, as a kernel widening int8 to f32 would hold them).
+    #[cfg(test)]
+    Int8GroupSim(usize),
 }
 
 /// Experiment only: how activations are rounded before every linear layer.
@@ -167,6 +171,12 @@ impl Linear {
                 quantised = weight.iter().map(|&x| half::bf16::from_f32(x).to_f32()).collect();
                 &quantised[..]
             }
+            Storage::Int8GroupSim(group) => {
+                let mut w = weight.to_vec();
+                w.chunks_exact_mut(k).for_each(|row| row.chunks_mut(group.max(1)).for_each(int8_round_trip));
+                quantised = w;
+                &quantised[..]
+            }
             Storage::F32 | Storage::F16 => weight,
         };
         let mut packed = vec![0f32; n_padded * k];
@@ -194,7 +204,7 @@ impl Linear {
             ),
             (Storage::F16, _) => Panels::F32(packed.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect()),
             #[cfg(test)]
-            (Storage::Int8Sim | Storage::Bf16Sim, _) => Panels::F32(packed),
+            (Storage::Int8Sim | Storage::Bf16Sim | Storage::Int8GroupSim(_), _) => Panels::F32(packed),
         };
         Ok(Self { n, k, panel, data, bias })
     }
@@ -1001,6 +1011,7 @@ mod tests {
                         w
                     }
                     Storage::Bf16Sim => w.iter().map(|&x| half::bf16::from_f32(x).to_f32()).collect(),
+                    Storage::Int8GroupSim(_) => continue,
                 };
                 let mut c = vec![f32::NAN; m * n];
                 linear(arch, &a, m, &packed, &mut c, false);

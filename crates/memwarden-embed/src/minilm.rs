@@ -430,6 +430,9 @@ mod tests {
         for (label, storage, activations) in [
             ("int8 weights only", Storage::Int8Sim, A::None),
             ("int8 weights and activations", Storage::Int8Sim, A::Int8),
+            ("int8 weights, one scale per 32 inputs", Storage::Int8GroupSim(32), A::None),
+            ("int8 weights, one scale per 64 inputs", Storage::Int8GroupSim(64), A::None),
+            ("int8 weights, one scale per 128 inputs", Storage::Int8GroupSim(128), A::None),
             ("bf16 weights only", Storage::Bf16Sim, A::None),
             ("bf16 weights and activations", Storage::Bf16Sim, A::Bf16),
             ("f16 weights (the default), for comparison", Storage::F16, A::None),
