@@ -84,11 +84,21 @@ fn rule_name(r: &Rule) -> &'static str {
     r.name()
 }
 
+/// An id short enough to read and still distinct for consecutive items: ids are time-ordered,
+/// so their first characters agree; show the head and the tail (`01a232c6…9f3e07b1`).
+fn short_id(id: ItemId) -> String {
+    let s = id.to_string();
+    match (s.get(..8), s.get(s.len().saturating_sub(8)..)) {
+        (Some(head), Some(tail)) => format!("{head}…{tail}"),
+        _ => s,
+    }
+}
+
 fn item_line(out: &mut dyn Write, who: &str, item: &MemoryItem) -> Result<(), EngineError> {
     writeln!(
         out,
         "   stored {} by {who}: origin={} label={} act_class={:?}",
-        &item.id().to_string()[..12],
+        short_id(item.id()),
         item.origin().as_str(),
         item.label().integrity().as_str(),
         item.act_class()

@@ -165,17 +165,26 @@ pub struct EngineConfig {
 }
 
 impl Default for EngineConfig {
+    /// The shipped `full` preset: all three layers on, the lifecycle layer under the product's
+    /// evidence rules. This is what `memwarden serve` runs; a test that names no preset tests it.
     fn default() -> Self {
-        Self {
-            authority: AuthorityConfig::default(),
-            store: StoreConfig::default(),
-            embedder: None,
-            clock: Arc::new(system_ms),
-            lineage: Some(LineageConfig::default()),
-            lifecycle: None,
-            query_cache_entries: DEFAULT_QUERY_CACHE_ENTRIES,
-        }
+        // The built-in product rules are a constant; `default_is_full` proves they compile.
+        Self { lifecycle: product_scorer().ok(), ..Self::base() }
     }
+}
+
+/// The lifecycle layer's product scorer (specification constants, evidence rules, English
+/// rule set), compiled once per process.
+pub fn product_scorer() -> Result<Arc<memwarden_lifecycle::RiskScorer>, EngineError> {
+    static SCORER: std::sync::OnceLock<Result<Arc<memwarden_lifecycle::RiskScorer>, String>> = std::sync::OnceLock::new();
+    SCORER
+        .get_or_init(|| {
+            memwarden_lifecycle::RiskScorer::new(memwarden_lifecycle::LifecycleConfig::product(), &memwarden_lifecycle::RuleSet::english())
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(|e| EngineError::Invalid(format!("lifecycle rules: {e}")))
 }
 
 /// Query embeddings kept by default (about 1.5 MiB at 384 dimensions).
@@ -284,14 +293,23 @@ impl EngineConfig {
     /// The default configuration with the layers of `preset` (default settings for each layer
     /// that is on). Fails only if the built-in lifecycle rules do not compile.
     pub fn for_preset(preset: Preset) -> Result<Self, EngineError> {
-        let d = Self::default();
+        let d = Self::base();
         let authority = if preset.authority() { d.authority } else { AuthorityConfig { enforce: false, ..d.authority } };
-        let lifecycle = if preset.lifecycle() {
-            Some(Arc::new(memwarden_lifecycle::RiskScorer::with_defaults().map_err(|e| EngineError::Invalid(format!("lifecycle rules: {e}")))?))
-        } else {
-            None
-        };
+        let lifecycle = if preset.lifecycle() { Some(product_scorer()?) } else { None };
         Ok(Self { authority, lineage: preset.lineage().then(LineageConfig::default), lifecycle, ..d })
+    }
+
+    /// The layers' defaults without the lifecycle layer (what the presets start from).
+    fn base() -> Self {
+        Self {
+            authority: AuthorityConfig::default(),
+            store: StoreConfig::default(),
+            embedder: None,
+            clock: Arc::new(system_ms),
+            lineage: Some(LineageConfig::default()),
+            lifecycle: None,
+            query_cache_entries: DEFAULT_QUERY_CACHE_ENTRIES,
+        }
     }
 
     /// Which preset this configuration amounts to, if it is one (ablations set by hand, such
@@ -516,6 +534,15 @@ impl Engine {
         if p.kind != PrincipalKind::Tool && p.allow_listed {
             return Err(EngineError::Invalid(format!("only tools can be allow-listed; {} is a {}", p.id, p.kind.as_str())));
         }
+        if let Some(a) = &p.action {
+            if p.kind != PrincipalKind::Tool {
+                return Err(EngineError::Invalid(format!("only tools carry an action class; {} is a {}", p.id, p.kind.as_str())));
+            }
+            a.validate().map_err(|e| EngineError::Invalid(e.to_string()))?;
+        }
+        if p.public_key.is_some() && !matches!(p.kind, PrincipalKind::User | PrincipalKind::Tool) {
+            return Err(EngineError::Invalid(format!("only users and tools hold signing keys; {} is a {}", p.id, p.kind.as_str())));
+        }
         let receipt = one(self.store.commit(self.now_ms(), vec![Mutation::Principal(p.clone())])?)?;
         if let Some(l) = &self.lineage {
             let _ = l.with(self.store.as_ref(), &p.tenant, |g| lineage::ensure_principal(g, &p));
@@ -667,7 +694,7 @@ impl Engine {
         let Some(scorer) = &self.lifecycle else { return Ok(()) };
         let item = write.item();
         let mut m = LifecycleMemory::new(item.writer().clone(), item.content(), lifecycle_route(item.route()), item.guard().clone());
-        m.parents = item.parents().iter().map(|p| p.id.to_string()).collect();
+        m.parents = self.parent_routes(actor.tenant(), item.parents());
         let d = derive_and_write_gate(scorer, &m);
         let rule = serde_json::to_value(d.rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into());
         if d.outcome != WriteOutcome::Allow {
@@ -847,6 +874,27 @@ impl Engine {
         inputs: &[ItemId],
         output: String,
     ) -> Result<(MemoryItem, Receipt), EngineError> {
+        self.tool_call_signed(caller, tool, namespace, args, inputs, output, None)
+    }
+
+    /// [`Engine::tool_call`] with the tool's Ed25519 signature over the call and its output (a
+    /// [`memwarden_core::authority::tool::ToolStatement`] of this tenant, tool, caller,
+    /// namespace, arguments, inputs and output). Who vouches for the output decides its label:
+    /// the tool itself when it is the caller, the tool's verified signature, or nobody — then
+    /// the output is at most the caller's label, its session floor and its arguments' and
+    /// inputs' labels, and a source can never create anything above untrusted. A signature that
+    /// does not verify is refused (403), never downgraded silently.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tool_call_signed(
+        &self,
+        caller: &Actor,
+        tool: &PrincipalId,
+        namespace: Namespace,
+        args: Vec<ToolArg>,
+        inputs: &[ItemId],
+        output: String,
+        signature: Option<&[u8; 64]>,
+    ) -> Result<(MemoryItem, Receipt), EngineError> {
         let tool = self.authenticate(caller.tenant(), tool)?;
         let input_ids = inputs;
         let inputs = self.resolve(caller, inputs)?;
@@ -858,7 +906,25 @@ impl Engine {
         let source_refs: Vec<&MemoryItem> = sources.iter().collect();
         let now = self.now_ms();
         let observed = self.observed(caller)?;
-        let vouch = if caller.id() == tool.id() { Vouch::Writer } else { Vouch::CallerReported };
+        let vouch = if caller.id() == tool.id() {
+            Vouch::Writer
+        } else if let Some(sig) = signature {
+            let statement = memwarden_core::authority::tool::ToolStatement {
+                tenant: caller.tenant().clone(),
+                tool: tool.id().clone(),
+                caller: caller.id().clone(),
+                namespace: namespace.clone(),
+                args: args.clone(),
+                inputs: input_ids.to_vec(),
+                output: output.clone(),
+            };
+            if !statement.verify(tool.principal(), sig) {
+                return Err(EngineError::Forbidden(format!("the signature is not tool {}'s over this call and output", tool.id())));
+            }
+            Vouch::Signature
+        } else {
+            Vouch::CallerReported
+        };
         let write = self.authority.admit_tool_output(
             caller.principal(),
             &observed,
@@ -970,10 +1036,8 @@ impl Engine {
             session: &observed,
             session_witnesses: &witness_refs,
         };
-        let analysis = match self.authority.analyse(action, &ctx) {
-            Ok(a) => Some(a),
-            Err(_) => None,
-        };
+        // An invalid request has no analysis: `Authority::decide` blocks it below.
+        let analysis = self.authority.analyse(action, &ctx).ok();
         let mut verdicts = Vec::new();
         let mut lineage_event = None;
         let mut outcome = match &analysis {
@@ -992,9 +1056,10 @@ impl Engine {
                     classed.kind = class.action.kind;
                     classed.risk = class.action.risk;
                     let request = lineage::gate_request(actor.id(), &classed, ids.clone(), witness_ids, elevated);
-                    match l.with(self.store.as_ref(), &tenant, |g| Ok(g.decide(&request))) {
-                        Ok(gd) => {
-                            verdicts.push(lineage::verdict(&gd));
+                    // The product gate: per value, over the memories that carry or push it.
+                    match l.with(self.store.as_ref(), &tenant, |g| Ok(lineage::product_verdict(analysis, actor.id(), &mut |r| g.decide(r)))) {
+                        Ok(v) => {
+                            verdicts.push(v);
                             lineage_event = Some(lineage::StoredEvent::Action(memwarden_lineage::ActionEvent {
                                 id: new_id(now)?,
                                 request,
@@ -1180,6 +1245,15 @@ impl Engine {
 
     /// Semantic search: the permission filter decides eligibility before ranking.
     pub fn search(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize) -> Result<Vec<SearchHit>, EngineError> {
+        self.search_labelled(actor, namespace, query, k, Integrity::Untrusted)
+    }
+
+    /// [`Engine::search`] returning only memories labelled `min_label` or higher. A planning
+    /// session that asks for `Trusted` is handed nothing that can lower its floor (the dual-LLM
+    /// pattern): the others are never handed to it, so they do not taint it. Memories below the
+    /// floor are not withheld from the caller for good — a search without the floor (best in
+    /// another session) returns them, labelled.
+    pub fn search_labelled(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize, min_label: Integrity) -> Result<Vec<SearchHit>, EngineError> {
         if query.trim().is_empty() || query.len() > QUERY_BYTES_MAX {
             return Err(EngineError::Invalid(format!("query must be 1..={QUERY_BYTES_MAX} bytes of text")));
         }
@@ -1195,7 +1269,9 @@ impl Engine {
         };
         let Some(l) = &self.lineage else {
             let fetch = if self.lifecycle.is_some() { k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX) } else { k };
-            let hits = self.lifecycle_firewall(actor, query, self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?)?;
+            let hits = self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?;
+            let hits: Vec<Hit> = hits.into_iter().filter(|h| h.item.label().integrity() >= min_label).collect();
+            let hits = self.lifecycle_firewall(actor, query, hits)?;
             let mut hits = self.broker_hits(actor, hits)?;
             hits.truncate(k);
             self.hand_over(actor, hits.iter().map(|h| &h.item))?;
@@ -1210,6 +1286,7 @@ impl Engine {
         let (hits, ranking) = loop {
             let hits = self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?;
             let exhausted = hits.len() < fetch || fetch == memwarden_store::SEARCH_K_MAX;
+            let hits: Vec<Hit> = hits.into_iter().filter(|h| h.item.label().integrity() >= min_label).collect();
             // The lifecycle read firewall (if on) removes candidates before the rerank.
             let hits = self.lifecycle_firewall(actor, query, hits)?;
             let hits = self.broker_hits(actor, hits)?;
@@ -1273,13 +1350,26 @@ impl Engine {
         Ok(hits.into_iter().zip(blocked).filter(|(_, b)| !b).map(|(h, _)| h).collect())
     }
 
+    /// The routes of a memory's parents, as the lifecycle scorer's lineage markers read them
+    /// (`web_retrieval`, `email_ingestion`, ...). A parent that cannot be read from the store
+    /// counts as external: an error never lowers the risk.
+    fn parent_routes(&self, tenant: &TenantId, parents: &[memwarden_core::item::ParentRef]) -> Vec<String> {
+        parents
+            .iter()
+            .map(|p| match self.store.item(tenant, &p.id) {
+                Ok(Some(parent)) => memwarden_lifecycle::route_source_name(lifecycle_route(parent.route())).to_owned(),
+                _ => memwarden_lifecycle::route_source_name(Route::ExternalObservation).to_owned(),
+            })
+            .collect()
+    }
+
     /// The lifecycle layer's view of a stored memory (scope, status, guard state, the writer's
     /// reputation; a reputation lookup error reads as none: the default, never a raised trust).
     fn lifecycle_memory(&self, tenant: &TenantId, i: &MemoryItem) -> memwarden_lifecycle::LifecycleMemory {
         let mut m = memwarden_lifecycle::LifecycleMemory::new(i.scope().owner.clone(), i.content(), lifecycle_route(i.route()), i.guard().clone());
         m.readers = i.scope().readers.clone();
         m.status = i.status();
-        m.parents = i.parents().iter().map(|p| p.id.to_string()).collect();
+        m.parents = self.parent_routes(tenant, i.parents());
         m.source_agent_trust = self.store.reputation(tenant, i.writer()).ok().flatten();
         m
     }
@@ -1516,5 +1606,22 @@ mod query_cache_tests {
         let mut off = QueryCache::new(0);
         off.put("a", None);
         assert_eq!(off.get("a"), None);
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::{EngineConfig, Preset};
+
+    #[test]
+    fn default_is_full() {
+        let d = EngineConfig::default();
+        assert_eq!(d.preset(), Some(Preset::Full), "EngineConfig::default() is the shipped full preset");
+        let scorer = d.lifecycle.as_ref().unwrap();
+        assert_eq!(scorer.config().mode, memwarden_lifecycle::RuleMode::Evidence, "the product runs the evidence rules");
+        for p in Preset::ALL {
+            assert_eq!(EngineConfig::for_preset(p).unwrap().preset(), Some(p));
+        }
     }
 }

@@ -323,3 +323,100 @@ pub(crate) fn split_readable(g: &LineageGraph, reader: &PrincipalId, ids: impl I
     }
     (shown, hidden)
 }
+
+/// The lineage layer's product gate: MAP-Graph's action gate asked once per safety-relevant
+/// value, over the memories that carry or push that value (never over unrelated context).
+///
+/// - A value no cited memory carries, and no untrusted memory pushes, gets no objection here:
+///   the authority layer's positive-support rule decides it (an unrelated untrusted item in the
+///   context neither blocks the action nor lifts it).
+/// - A value the acting user asked for is the user's: its carriers' ancestry does not matter.
+/// - Evidence on a carrier's path (revoked, poisoned, erased, a permission the agent lacks, an
+///   id the graph does not know) blocks.
+/// - A trust objection alone (an untrusted ancestor, a pending propagation, path trust below
+///   the threshold, no carrier surviving) asks the user for exactly that value, so a grant for
+///   the tuple resolves it.
+///
+/// Actions without values are checked over every cited memory, for evidence only.
+pub(crate) fn product_verdict(
+    analysis: &memwarden_core::authority::ActionAnalysis,
+    agent: &PrincipalId,
+    decide: &mut dyn FnMut(&GateRequest) -> GateDecision,
+) -> Verdict {
+    use memwarden_core::authority::Support;
+    let class = &analysis.class.action;
+    let mut asks = Vec::new();
+    let mut evaluated: Vec<ItemId> = Vec::new();
+    let mut asked_cause = String::new();
+    let gate = |supports: Vec<ItemId>, elevated: bool| GateRequest {
+        agent: agent.clone(),
+        kind: class.kind,
+        risk: class.risk,
+        elevated: if elevated { supports.iter().copied().collect() } else { std::collections::BTreeSet::new() },
+        retrieved: supports,
+        context: Vec::new(),
+    };
+    for v in &analysis.values {
+        let supports: Vec<ItemId> = if v.pseudo {
+            analysis.cited.clone()
+        } else {
+            let mut s: Vec<ItemId> = v.carriers.iter().chain(&v.pushed_by).copied().collect();
+            s.sort();
+            s.dedup();
+            s
+        };
+        if supports.is_empty() || v.support.iter().any(|s| matches!(s, Support::UserRequest { .. })) {
+            continue;
+        }
+        let d = decide(&gate(supports.clone(), v.elevated));
+        evaluated.extend(supports);
+        if d.decision == Decision::Allow {
+            continue;
+        }
+        if d.cause.is_some_and(is_evidence) {
+            let mut out = verdict(&d);
+            out.decision = Decision::Block;
+            out.cause = format!("value {}: {}", v.key, d.explanation);
+            return out;
+        }
+        if v.pseudo {
+            // No value to ask about: trust alone is the authority layer's call.
+            continue;
+        }
+        asks.push(v.ask(&analysis.class.tool, analysis.amount.as_ref()));
+        if asked_cause.is_empty() {
+            asked_cause = format!("value {}: {}", v.key, d.explanation);
+        }
+    }
+    evaluated.sort();
+    evaluated.dedup();
+    let rule = |gate_rule: &str| Rule::Lineage { gate_rule: gate_rule.to_owned(), cause: None };
+    let mut out = Verdict {
+        decision: Decision::Allow,
+        layer: "lineage".into(),
+        rule: rule("value_paths_clear"),
+        cause: "no carrier of an action value has revoked, poisoned, untrusted or unreadable ancestry".into(),
+        supporting: evaluated,
+        affected: Vec::new(),
+        pushed: Vec::new(),
+        ask: Vec::new(),
+        threshold: None,
+        layers: Vec::new(),
+    };
+    if !asks.is_empty() {
+        out.decision = Decision::AskUser;
+        out.rule = rule("value_path_untrusted");
+        out.cause = asked_cause;
+        out.ask = asks;
+    }
+    out
+}
+
+/// Causes that are evidence against a support (not a judgement of its trust).
+fn is_evidence(c: memwarden_lineage::GateCause) -> bool {
+    use memwarden_lineage::GateCause as C;
+    match c {
+        C::Revoked | C::Poisoned | C::PermissionInvalid | C::PrivateToOther | C::Erased | C::UnknownSupport | C::TooManySupports => true,
+        C::PropagationPending | C::Untrusted => false,
+    }
+}

@@ -645,7 +645,33 @@ pub struct LifecycleConfig {
     pub initial: InitialStates,
     /// Input limits.
     pub limits: Limits,
+    /// Which rules withhold and quarantine: the paper's (route-conditioned scores) or the
+    /// product's (specific evidence only).
+    pub mode: RuleMode,
 }
+
+/// Which rules of the write gate, read firewall and promotion gate decide.
+///
+/// The paper's rules ([`RuleMode::Paper`], MAPLE-Guard as published) threshold scores that the
+/// route alone moves: every memory from a web page, document or e-mail starts external, low-trust
+/// and hazardous, so the read firewall withholds benign external knowledge too. The product's
+/// rules ([`RuleMode::Evidence`]) withhold, quarantine or refuse only on specific evidence about
+/// the memory itself: a secret's shape, poison, an instruction or trigger in tainted text, a
+/// self-claim of authority in tainted text, a low-reputation writer. The route still lowers
+/// the ranking score and is reported with every result (its label), but never hides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleMode {
+    /// MAPLE-Guard's published rules (the benchmarks' paper rows).
+    #[default]
+    Paper,
+    /// Specific evidence only (the product).
+    Evidence,
+}
+
+/// Lowest writer reputation whose memories the product's read firewall passes (a writer whose
+/// outcome feedback drove its reputation below this is evidence against what it wrote).
+pub const EVIDENCE_REPUTATION_MIN: f64 = 0.25;
 
 /// Tolerance for the weights summing to one.
 const WEIGHT_SUM_TOLERANCE: f64 = 1e-9;
@@ -655,6 +681,12 @@ const TEXT_LIMIT_CEILING: usize = 16 * 1024 * 1024;
 const CANDIDATE_LIMIT_CEILING: usize = 100_000;
 
 impl LifecycleConfig {
+    /// The product's configuration: the specification's constants under the evidence rules
+    /// ([`RuleMode::Evidence`]).
+    pub fn product() -> Self {
+        Self { mode: RuleMode::Evidence, ..Self::default() }
+    }
+
     /// The long-history QA preset: the defaults, keeping 16 retrieval survivors instead of 3.
     pub fn long_history_qa() -> Self {
         let mut c = Self::default();

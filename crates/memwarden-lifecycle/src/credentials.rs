@@ -19,8 +19,8 @@ pub struct CredentialFinding {
 }
 
 impl RiskScorer {
-    /// Scan a text for credentials: secret shapes first (the more specific findings), then the
-    /// paper's keywords. At most `limits.credential_findings_max` findings, ordered by position.
+    /// Scan a text for credentials: secret shapes first (the more specific findings), then (under
+    /// the paper's rules only) the paper's keywords. At most `limits.credential_findings_max` findings, ordered by position.
     /// The caller must check the text size first (the gates do).
     pub fn find_credentials(&self, text: &str) -> Vec<CredentialFinding> {
         let max = self.config().limits.credential_findings_max;
@@ -38,7 +38,13 @@ impl RiskScorer {
                 out.push(CredentialFinding { kind: *kind, rule: name.clone(), start: m.start(), end: m.end() });
             }
         }
+        // The paper's keywords ("password", "API key") flag prose about credentials as well as
+        // credentials; the product refuses secrets by their shape alone.
+        let keywords = self.config().mode == crate::config::RuleMode::Paper;
         'keywords: for (re, name) in rules.credential_keywords.iter().zip(&rules.credential_keyword_names) {
+            if !keywords {
+                break;
+            }
             for m in re.find_iter(text) {
                 if out.len() >= max {
                     break 'keywords;

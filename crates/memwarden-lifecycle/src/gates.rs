@@ -4,7 +4,7 @@
 //! limit, a non-finite number) never allows: write rejects, retrieval blocks, promotion blocks
 //! (quarantining the item), the broker blocks.
 
-use crate::config::{PromotionGateConfig, WriteGateConfig};
+use crate::config::{EVIDENCE_REPUTATION_MIN, PromotionGateConfig, RuleMode, WriteGateConfig};
 use crate::credentials::CredentialFinding;
 use crate::memory::{
     GuardSnapshot, LifecycleMemory, LifecycleScope, Restrictions, status_max, taint_max, task_class_admitted,
@@ -202,7 +202,18 @@ pub fn write_gate(scorer: &RiskScorer, m: &LifecycleMemory) -> WriteDecision {
         signals.answer_binding,
         signals.total,
     );
-    let quarantine = if p >= c.quarantine_provenance_min && (b >= c.quarantine_claim_min || s >= c.quarantine_claim_min)
+    let evidence = scorer.config().mode == RuleMode::Evidence;
+    let quarantine = if evidence {
+        // Only what the text itself shows: external text claiming authority, or external text
+        // carrying a directive the rules forbid. The route alone never quarantines.
+        if p >= c.quarantine_provenance_min && s >= c.quarantine_claim_min {
+            Some(WriteRule::ProvenanceClaim)
+        } else if p >= c.quarantine_provenance_min && signals.evidence.forbidden_directive {
+            Some(WriteRule::HighRiskProvenance)
+        } else {
+            None
+        }
+    } else if p >= c.quarantine_provenance_min && (b >= c.quarantine_claim_min || s >= c.quarantine_claim_min)
     {
         Some(WriteRule::ProvenanceClaim)
     } else if r >= c.quarantine_risk_min && (p >= c.quarantine_provenance_min || l >= c.quarantine_lineage_min) {
@@ -216,6 +227,8 @@ pub fn write_gate(scorer: &RiskScorer, m: &LifecycleMemory) -> WriteDecision {
         None
     } else if i > c.rewrite_instruction_above {
         Some(WriteRule::InstructionLike)
+    } else if evidence {
+        (s > 0.0 && r >= c.rewrite_risk_min).then_some(WriteRule::RiskyClaim)
     } else if r >= c.rewrite_risk_min && (b > 0.0 || s > 0.0) {
         Some(WriteRule::RiskyClaim)
     } else {
@@ -337,6 +350,12 @@ pub enum RetrievalRule {
     UnverifiedAnswerBinding,
     /// Firewall 7: `S < −0.5`.
     LowScore,
+    /// Product rule: the memory is poisoned (taint set by a revocation or a poison flag).
+    Poisoned,
+    /// Product rule: tainted text carrying a directive the rules forbid.
+    TaintedDirective,
+    /// Product rule: the writer's reputation is below [`EVIDENCE_REPUTATION_MIN`].
+    LowReputation,
     /// Survived, within the top `n`.
     TopN,
     /// Survived, below the top `n`.
@@ -603,10 +622,30 @@ pub fn retrieval_gate(
             - rc.kappa_scope * sv
             - rc.mu_risk * signals.total;
 
+        let evidence = cfg.mode == RuleMode::Evidence;
         let rule = if m.status != Status::Active || !m.scope.is_open() {
             Some(RetrievalRule::NotActive)
         } else if sv > 0.0 {
             Some(RetrievalRule::ScopeViolation)
+        } else if evidence {
+            // The product withholds only on evidence about this memory; its route lowers the
+            // score (the ranking) and shows in its label, nothing more.
+            if g.taint == Taint::Poisoned {
+                Some(RetrievalRule::Poisoned)
+            } else if forbidden && tainted {
+                Some(RetrievalRule::TaintedDirective)
+            } else if signals.trigger >= rc.firewall_trigger_min && tainted {
+                Some(RetrievalRule::TriggerSensitive)
+            } else if signals.answer_binding >= rc.firewall_binding_min
+                && signals.self_claim >= rc.firewall_self_claim_min
+                && tainted
+            {
+                Some(RetrievalRule::UnverifiedAnswerBinding)
+            } else if m.source_agent_trust.is_some_and(|t| t < EVIDENCE_REPUTATION_MIN) {
+                Some(RetrievalRule::LowReputation)
+            } else {
+                None
+            }
         } else if hazard_q >= rc.firewall_hazard_min && g.tau <= rc.firewall_hazard_trust_max {
             Some(RetrievalRule::HazardLowTrust)
         } else if signals.total >= rc.firewall_risk_min {
@@ -807,8 +846,24 @@ pub fn promotion_gate(scorer: &RiskScorer, m: &LifecycleMemory, target: Promotio
     };
     let g = effective_guard(m);
     let (p, s, b, r) = (signals.provenance, signals.self_claim, signals.answer_binding, signals.total);
+    let evidence = scorer.config().mode == RuleMode::Evidence;
     let rule = if m.status != Status::Active || !m.scope.is_open() {
         PromotionRule::NotActive
+    } else if evidence {
+        // The product: a memory's route does not keep it private; its claims and poison do.
+        if g.taint == Taint::Poisoned {
+            PromotionRule::TaintedSource
+        } else if p >= c.provenance_min && s >= c.claim_min {
+            PromotionRule::ProvenanceClaim
+        } else if signals.evidence.forbidden_directive {
+            PromotionRule::Hazard
+        } else if g.taint != Taint::Clean && s > 0.0 {
+            PromotionRule::UnverifiedClaim
+        } else if m.source_agent_trust.is_some_and(|t| t < EVIDENCE_REPUTATION_MIN) {
+            PromotionRule::LowTrust
+        } else {
+            PromotionRule::Safe
+        }
     } else if r >= c.risk_min {
         PromotionRule::HighRisk
     } else if p >= c.provenance_min && (b >= c.claim_min || s >= c.claim_min) {

@@ -152,7 +152,7 @@ pub mod risk;
 pub mod rules;
 pub mod state;
 
-pub use config::{ConfigError, LifecycleConfig};
+pub use config::{ConfigError, EVIDENCE_REPUTATION_MIN, LifecycleConfig, RuleMode};
 pub use credentials::CredentialFinding;
 pub use gates::{
     BrokerDecision, BrokerOutcome, BrokerRequest, BrokerRule, GateKind, PromotionDecision, PromotionOutcome,

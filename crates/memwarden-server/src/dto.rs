@@ -282,6 +282,23 @@ pub struct SearchIn {
     #[serde(default = "default_k")]
     #[schema(minimum = 1, maximum = 100)]
     pub k: usize,
+    /// Return only memories labelled this or higher (`untrusted` = all, the default; `agent`;
+    /// `trusted`). A planning session that searches with `trusted` is handed nothing that can
+    /// taint it; read the rest in another (quarantined) session.
+    #[serde(default)]
+    pub min_label: Option<LabelName>,
+}
+
+/// An integrity label, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LabelName {
+    /// External content.
+    Untrusted,
+    /// An agent's own output.
+    Agent,
+    /// A user, or an allow-listed tool computing from trusted inputs.
+    Trusted,
 }
 
 /// A search hit.
@@ -339,8 +356,10 @@ pub struct ValueIn {
     pub sources: Vec<String>,
 }
 
-/// A tool call through the monitor: the tool's output is stored as written by the tool.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+/// A tool call through the monitor: the tool's output is stored as written by the tool, labelled
+/// by who vouches for it (the tool itself as the caller, or the tool's signature; otherwise no
+/// higher than the caller).
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCallIn {
     /// The tool principal's id.
@@ -358,6 +377,14 @@ pub struct ToolCallIn {
     pub inputs: Vec<String>,
     /// The tool's output text.
     pub output: String,
+    /// The tool's Ed25519 signature (128 hex digits) over the call and output: the bytes
+    /// `memwarden-tool-output-v1\n` followed by the JSON of `{tenant, tool, caller, namespace,
+    /// args, inputs, output}` (args as `{key, value, kind, sources}`). Without it, an output
+    /// reported by anyone but the tool itself is labelled no higher than the caller, its
+    /// session and its arguments and inputs.
+    #[serde(default)]
+    #[schema(pattern = "^[0-9a-f]{128}$")]
+    pub signature: Option<String>,
 }
 
 /// Attest a value for a key as the caller.
@@ -714,9 +741,17 @@ pub struct RegisterPrincipalIn {
     /// Tools only: on the source-authority allow-list.
     #[serde(default)]
     pub allow_listed: bool,
-    /// Users only (required for them): Ed25519 public key, 64 hex digits.
+    /// Users (required for them: they sign grants) and tools (optional: they sign their
+    /// outputs): Ed25519 public key, 64 hex digits.
     #[serde(default)]
     pub public_key: Option<String>,
+    /// Tools only: what a call of the tool does, as the system classes it (a request's own
+    /// `kind` and `risk` are ignored for a registered tool; an unregistered tool is an act of
+    /// high risk): `{"kind": "act", "risk": "high", "values": [{"key": "payee", "kind":
+    /// "account"}], "moves_money": true}`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub action: Option<serde_json::Value>,
 }
 
 /// Query naming a tenant (admin listings).

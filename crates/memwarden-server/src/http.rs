@@ -845,7 +845,7 @@ async fn alias_search(State(st): State<AppState>, c: Caller, ApiJson(body): ApiJ
     let query = body.get("query").and_then(|q| q.as_str()).ok_or_else(|| ApiError::invalid("query is required"))?.to_owned();
     let namespace = body.get("namespace").and_then(|v| v.as_str()).unwrap_or("default").to_owned();
     let k = ["k", "limit", "top_k"].iter().find_map(|f| body.get(*f).and_then(|v| v.as_u64())).unwrap_or(5);
-    let s = SearchIn { namespace, query, k: usize::try_from(k).unwrap_or(usize::MAX) };
+    let s = SearchIn { namespace, query, k: usize::try_from(k).unwrap_or(usize::MAX), min_label: None };
     Ok(Json(st.run(move |e| ops::search(e, &c.actor, s)).await?))
 }
 

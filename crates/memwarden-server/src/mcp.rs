@@ -5,7 +5,7 @@
 //! passes the same Bearer-key middleware as the REST routes, and each tool call acts as the
 //! principal of the key on *that* request; nothing in the tool arguments can name another one.
 
-use crate::dto::{AddMemory, AttestIn, DecideIn, ListQuery, SearchIn};
+use crate::dto::{AddMemory, AttestIn, DecideIn, ListQuery, SearchIn, ToolCallIn};
 use crate::http::{Auth, blocking};
 use crate::metrics::Metrics;
 use crate::ops;
@@ -177,6 +177,14 @@ impl MemwardenMcp {
             m.observe_decision(d);
         }
         r
+    }
+
+    /// Report a tool's output.
+    #[tool(description = "Store what a tool returned to you. Its label is decided by who vouches for it: the \
+        tool itself (calling as the tool) or the tool's Ed25519 signature over the call and output; a report \
+        without either is no more trusted than you, your session and the arguments and inputs you passed.")]
+    async fn report_tool_output(&self, Parameters(t): Parameters<ToolCallIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::tool_call(e, a, t)).await
     }
 
     /// Attest a value.

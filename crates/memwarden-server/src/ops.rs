@@ -218,7 +218,12 @@ pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize) -> Result<Li
 
 /// Semantic search.
 pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, ApiError> {
-    let hits = engine.search(actor, &namespace(&s.namespace)?, &s.query, s.k)?;
+    let min_label = match s.min_label {
+        None | Some(LabelName::Untrusted) => Integrity::Untrusted,
+        Some(LabelName::Agent) => Integrity::Agent,
+        Some(LabelName::Trusted) => Integrity::Trusted,
+    };
+    let hits = engine.search_labelled(actor, &namespace(&s.namespace)?, &s.query, s.k, min_label)?;
     Ok(SearchOut {
         results: hits
             .iter()
@@ -248,7 +253,15 @@ pub fn tool_call(engine: &Engine, actor: &Actor, t: ToolCallIn) -> Result<WriteO
         .map(|a| Ok(ToolArg { key: a.key.clone(), value: a.value.clone(), kind: conv(a.kind, "value kind")?, sources: parse_ids(&a.sources)? }))
         .collect::<Result<Vec<_>, ApiError>>()?;
     let tool = PrincipalId::new(&t.tool)?;
-    let (item, r) = engine.tool_call(actor, &tool, namespace(&t.namespace)?, args, &parse_ids(&t.inputs)?, t.output)?;
+    let signature = match &t.signature {
+        None => None,
+        Some(h) => {
+            let mut sig = [0u8; 64];
+            hex::decode_to_slice(h, &mut sig).map_err(|_| ApiError::invalid("signature must be 128 hex digits"))?;
+            Some(sig)
+        }
+    };
+    let (item, r) = engine.tool_call_signed(actor, &tool, namespace(&t.namespace)?, args, &parse_ids(&t.inputs)?, t.output, signature.as_ref())?;
     Ok(WriteOut { item: memory_out(&item), log_index: r.log_index })
 }
 
@@ -411,7 +424,11 @@ pub fn register_principal(engine: &Engine, p: RegisterPrincipalIn) -> Result<Pri
         kind: conv(p.kind, "principal kind")?,
         domain: p.domain.as_deref().map(Domain::new).transpose()?,
         allow_listed: p.allow_listed,
-        public_key, action: None,
+        public_key,
+        action: p
+            .action
+            .map(|a| serde_json::from_value::<memwarden_core::principal::ToolAction>(a).map_err(|e| ApiError::invalid(format!("action: {}", redact_serde(&e)))))
+            .transpose()?,
     };
     engine.register_principal(principal.clone())?;
     Ok(principal_out(&principal))
@@ -443,4 +460,10 @@ pub fn export_lineage(engine: &Engine, actor: &Actor, format: ExportFormatName) 
         ExportFormatName::Memwarden => serde_json::to_value(engine.audit_trail(actor)?).map_err(ApiError::internal),
         ExportFormatName::Prov => Ok(engine.prov_json(actor)?),
     }
+}
+
+/// A serde error's message without the offending input (it may be a secret): its category and
+/// position only.
+fn redact_serde(e: &serde_json::Error) -> String {
+    format!("{:?} error at line {} column {}", e.classify(), e.line(), e.column())
 }

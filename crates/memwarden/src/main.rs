@@ -124,6 +124,10 @@ enum Cmd {
         inputs: Vec<String>,
         /// The tool's output text.
         output: String,
+        /// The tool's Ed25519 signature over the call and output (128 hex digits): without it,
+        /// an output reported by anyone but the tool is no more trusted than the caller.
+        #[arg(long)]
+        signature: Option<String>,
     },
     /// Attest a value for a key.
     Attest {
@@ -245,6 +249,9 @@ enum Cmd {
         /// Results wanted.
         #[arg(short, long, default_value_t = 5)]
         k: usize,
+        /// Only memories labelled this or higher: untrusted (all), agent, trusted.
+        #[arg(long, default_value = "untrusted")]
+        min_label: String,
         /// The query.
         query: String,
     },
@@ -322,6 +329,14 @@ enum PrincipalCmd {
         /// Tools only: on the source-authority allow-list.
         #[arg(long)]
         allow_listed: bool,
+        /// Tools only: what a call does, as JSON (`{"kind":"act","risk":"high","values":
+        /// [{"key":"payee","kind":"account"}],"moves_money":true}`); the system classes the
+        /// tool's calls by it, never by the request.
+        #[arg(long)]
+        action: Option<String>,
+        /// Tools only: the Ed25519 public key (64 hex digits) its signed outputs verify with.
+        #[arg(long)]
+        public_key: Option<String>,
     },
     /// List principals of the tenant.
     List,
@@ -757,12 +772,24 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             }
         }
         Cmd::Init => println!("store ready in {} ({} log entries)", cli.data.display(), engine.store().log_len()),
-        Cmd::Principal(PrincipalCmd::Add { id, kind, domain, allow_listed }) => {
+        Cmd::Principal(PrincipalCmd::Add { id, kind, domain, allow_listed, action, public_key }) => {
             let id = parse::<PrincipalId>("principal", &id)?;
             let kind = parse::<PrincipalKind>("kind", &kind)?;
             let domain = domain.map(|d| parse::<Domain>("domain", &d)).transpose()?;
             let key = if kind == PrincipalKind::User { Some(generate_key()?) } else { None };
-            let p = Principal { id: id.clone(), tenant: tenant.clone(), kind, domain, allow_listed, public_key: key.as_ref().map(|k| k.verifying_key().to_bytes()), action: None };
+            let action = action
+                .map(|a| serde_json::from_str::<memwarden_core::principal::ToolAction>(&a).map_err(|e| fail(format!("--action: {:?} error at column {}", e.classify(), e.column()))))
+                .transpose()?;
+            let tool_key = match public_key {
+                None => None,
+                Some(h) => {
+                    let mut k = [0u8; 32];
+                    hex::decode_to_slice(&h, &mut k).map_err(|_| fail("--public-key must be 64 hex digits"))?;
+                    Some(k)
+                }
+            };
+            let public_key = key.as_ref().map(|k| k.verifying_key().to_bytes()).or(tool_key);
+            let p = Principal { id: id.clone(), tenant: tenant.clone(), kind, domain, allow_listed, public_key, action };
             let r = engine.register_principal(p.clone())?;
             if let Some(k) = key {
                 let path = save_user_key(&cli.data, &tenant, &id, &k)?;
@@ -826,12 +853,20 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let (item, r) = engine.derive(&actor(&a)?, parse("namespace", &ns)?, &ids(&parents)?, text_arg(&text)?)?;
             print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
         }
-        Cmd::ToolCall { actor: a, tool, ns, args, inputs, output } => {
+        Cmd::ToolCall { actor: a, tool, ns, args, inputs, output, signature } => {
             let args = args
                 .iter()
                 .map(|s| parse_value(s).map(|(key, value, kind, sources)| ToolArg { key, value, kind, sources }))
                 .collect::<Result<Vec<_>, _>>()?;
-            let (item, r) = engine.tool_call(&actor(&a)?, &parse("tool", &tool)?, parse("namespace", &ns)?, args, &ids(&inputs)?, text_arg(&output)?)?;
+            let signature = match signature {
+                None => None,
+                Some(h) => {
+                    let mut sig = [0u8; 64];
+                    hex::decode_to_slice(&h, &mut sig).map_err(|_| fail("--signature must be 128 hex digits"))?;
+                    Some(sig)
+                }
+            };
+            let (item, r) = engine.tool_call_signed(&actor(&a)?, &parse("tool", &tool)?, parse("namespace", &ns)?, args, &ids(&inputs)?, text_arg(&output)?, signature.as_ref())?;
             print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
         }
         Cmd::Attest { actor: a, key, value, kind, sources } => {
@@ -874,8 +909,14 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let (v, r) = engine.decide(&actor(&d.actor)?, &action)?;
             print_json(&json!({"verdict": v, "log_index": r.log_index}));
         }
-        Cmd::Search { actor: a, ns, k, query } => {
-            let hits = engine.search(&actor(&a)?, &parse("namespace", &ns)?, &query, k)?;
+        Cmd::Search { actor: a, ns, k, min_label, query } => {
+            let min_label = match min_label.as_str() {
+                "untrusted" => Integrity::Untrusted,
+                "agent" => Integrity::Agent,
+                "trusted" => Integrity::Trusted,
+                _ => return Err(fail("--min-label: one of untrusted, agent, trusted")),
+            };
+            let hits = engine.search_labelled(&actor(&a)?, &parse("namespace", &ns)?, &query, k, min_label)?;
             print_json(&json!(hits.iter().map(|h| json!({
                 "score": h.score, "similarity": h.similarity, "path_trust": h.path_trust, "id": h.item.id(), "content": h.item.content(), "origin": h.item.origin(),
                 "label": h.item.label(), "act_class": h.item.act_class(), "writer": h.item.writer(),

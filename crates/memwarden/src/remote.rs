@@ -360,9 +360,9 @@ fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
             json!({"imported": imported, "refused": refused})
         }
         Cmd::Derive { ns, parents, text, .. } => r.post("/v1/derive", &json!({"namespace": ns, "parents": parents, "content": text_arg(text).map_err(from_engine)?}))?,
-        Cmd::ToolCall { tool, ns, args, inputs, output, .. } => r.post(
+        Cmd::ToolCall { tool, ns, args, inputs, output, signature, .. } => r.post(
             "/v1/tool-calls",
-            &json!({"tool": tool, "namespace": ns, "args": values_json(args)?, "inputs": inputs, "output": text_arg(output).map_err(from_engine)?}),
+            &json!({"tool": tool, "namespace": ns, "args": values_json(args)?, "inputs": inputs, "output": text_arg(output).map_err(from_engine)?, "signature": signature}),
         )?,
         Cmd::Attest { key, value, kind, sources, .. } => r.post("/v1/attestations", &json!({"key": key, "value": value, "kind": kind, "sources": sources}))?,
         Cmd::Decide(d) => r.post("/v1/actions/decide", &decide_body(d)?)?,
@@ -377,7 +377,7 @@ fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
         Cmd::Erase { id, .. } => r.delete(&memory(id, ""))?,
         Cmd::Lineage { id, .. } => r.get(&memory(id, "/lineage"))?,
         Cmd::ExportLineage { prov, .. } => r.get(&format!("/v1/lineage/export?format={}", if *prov { "prov" } else { "memwarden" }))?,
-        Cmd::Search { ns, k, query, .. } => r.post("/v1/search", &json!({"namespace": ns, "query": query, "k": k}))?,
+        Cmd::Search { ns, k, min_label, query, .. } => r.post("/v1/search", &json!({"namespace": ns, "query": query, "k": k, "min_label": min_label}))?,
         Cmd::List { ns, limit, .. } => r.get(&format!("/v1/memories?namespace={}&limit={limit}", enc(ns)))?,
         Cmd::Feedback { used, outcome, .. } => r.post("/v1/feedback", &json!({"used": used, "success": outcome == "success"}))?,
         Cmd::Audit(AuditCmd::Verify) => {

@@ -371,10 +371,10 @@ impl Authority {
         if ctx.actor.kind == PrincipalKind::User && ctx.actor.tenant == *ctx.tenant {
             facts.support.push(Support::UserRequest { user: ctx.actor.id.clone() });
         }
-        if let Some(e) = ctx.elevations.iter().find(|e| e.tenant == *ctx.tenant && e.key == facts.key && e.value.same_exact(&v)) {
-            if self.config.elevation {
-                facts.support.push(Support::Elevation { attesters: e.attesters.clone() });
-            }
+        if self.config.elevation
+            && let Some(e) = ctx.elevations.iter().find(|e| e.tenant == *ctx.tenant && e.key == facts.key && e.value.same_exact(&v))
+        {
+            facts.support.push(Support::Elevation { attesters: e.attesters.clone() });
         }
         let mut domains: BTreeSet<String> = BTreeSet::new();
         if !pseudo {

@@ -7,6 +7,7 @@ use memwarden_core::item::{GuardState, Route, Taint};
 mod config_rules;
 mod core_integration;
 mod credentials;
+mod evidence;
 mod gates_promotion_broker;
 mod gates_retrieval;
 mod gates_write;

@@ -146,6 +146,18 @@ impl TestServer {
         self.post_raw(path, key, body.to_string().as_bytes())
     }
 
+    /// POST in a named session (`X-Memwarden-Session`).
+    pub fn post_in(&self, session: &str, path: &str, key: &str, body: &Value) -> Resp {
+        let rq = self.agent.post(format!("{}{path}", self.base)).content_type("application/json").header("Authorization", format!("Bearer {key}")).header("X-Memwarden-Session", session);
+        Self::finish(rq.send(body.to_string().as_bytes()))
+    }
+
+    /// GET in a named session (`X-Memwarden-Session`).
+    pub fn get_in(&self, session: &str, path: &str, key: &str) -> Resp {
+        let rq = self.agent.get(format!("{}{path}", self.base)).header("Authorization", format!("Bearer {key}")).header("X-Memwarden-Session", session);
+        Self::finish(rq.call())
+    }
+
     pub fn post_raw(&self, path: &str, key: Option<&str>, body: &[u8]) -> Resp {
         self.post_typed(path, key, "application/json", body)
     }
