@@ -663,11 +663,17 @@ impl AuthorityModel {
     }
 
     /// Ghost Sec for an allowed action: if a context slot descending from an untrusted write
-    /// carries the value, `k` distinct-domain trusted principals attested that same value, or a
+    /// carries the value, the user stated that same value in a cited slot of its own (positive
+    /// support: the user's statement), `k` distinct-domain trusted principals attested it, or a
     /// genuine, fresh, unused grant bound to (tool, value, amount) was consumed by this action.
     fn ghost_sec_ok(&self, s: &ModelState, value: Val, ctx: Ctx, grant: Option<Presented>, consumed: &[u8]) -> bool {
-        let pushed = Self::context_slots(s, ctx).iter().any(|&i| s.slots.get(i).is_some_and(|sl| sl.ghost_untrusted && sl.value == value));
+        let slots = Self::context_slots(s, ctx);
+        let pushed = slots.iter().any(|&i| s.slots.get(i).is_some_and(|sl| sl.ghost_untrusted && sl.value == value));
         if !pushed {
+            return true;
+        }
+        let user_stated = slots.iter().any(|&i| s.slots.get(i).is_some_and(|sl| sl.op == SlotOp::Write(Who::User) && sl.value == value));
+        if user_stated {
             return true;
         }
         let domains: BTreeSet<&str> =

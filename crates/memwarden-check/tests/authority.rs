@@ -66,8 +66,10 @@ fn t1_lineage_edge_gate_is_laundered_by_an_omitted_edge() {
 fn t2_without_origin_binding_sec_is_violated() {
     let r = run(GateKind::NoOriginBinding, &CheckConfig::paper());
     let t = r.counterexample.as_ref().expect("a Sec counterexample");
-    assert!(t[0].starts_with("write(inbox [untrusted_external], v_attack) => slot 0, label trusted"), "{t:#?}");
-    assert!(t.last().unwrap().starts_with("act(pay v_attack") && t.last().unwrap().contains("Sec VIOLATED"));
+    // The inbox's text is labelled trusted; an action on the value it pushes (whichever value
+    // the breadth-first search meets first) is allowed without corroboration.
+    assert!(t[0].starts_with("write(inbox [untrusted_external], v_") && t[0].ends_with("label trusted"), "{t:#?}");
+    assert!(t.last().unwrap().starts_with("act(pay v_") && t.last().unwrap().contains("Sec VIOLATED"), "{t:#?}");
     assert!(r.as_expected());
 }
 

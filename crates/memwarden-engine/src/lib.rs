@@ -1554,7 +1554,10 @@ impl Engine {
         let mut reputations: HashMap<PrincipalId, Option<f64>> = HashMap::new();
         let mut records = Vec::with_capacity(items.len());
         let mut guards = Vec::with_capacity(items.len());
-        for item in &items {
+        // A principal's feedback about its own memories moves neither their trust nor its
+        // reputation: a writer cannot vouch for itself (issue 19 item 7).
+        let own: Vec<ItemId> = items.iter().filter(|i| i.writer() == actor.id()).map(|i| i.id()).collect();
+        for item in items.iter().filter(|i| i.writer() != actor.id()) {
             let rep = match reputations.get(item.writer()) {
                 Some(r) => *r,
                 None => self.store.reputation(actor.tenant(), item.writer())?,
@@ -1564,7 +1567,7 @@ impl Engine {
             guards.push((item.id(), item.version(), rec.after.guard.clone()));
             records.push(rec);
         }
-        let record = json!({"outcome": if success { "success" } else { "failure" }, "items": ids, "updates": records});
+        let record = json!({"outcome": if success { "success" } else { "failure" }, "items": ids, "updates": records, "ignored_own": own});
         let m = Mutation::Feedback {
             tenant: actor.tenant().clone(),
             actor: actor.id().clone(),

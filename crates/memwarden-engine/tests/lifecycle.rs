@@ -27,6 +27,17 @@ fn agent(e: &Engine) -> Actor {
     e.authenticate(&t, &id).unwrap()
 }
 
+/// Another agent (feedback on someone else's memories counts; on one's own it does not).
+fn peer(e: &Engine) -> Actor {
+    let t = TenantId::new("acme").unwrap();
+    let id = PrincipalId::new("bo").unwrap();
+    if e.authenticate(&t, &id).is_err() {
+        e.register_principal(Principal { id: id.clone(), tenant: t.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None })
+            .unwrap();
+    }
+    e.authenticate(&t, &id).unwrap()
+}
+
 fn ns() -> Namespace {
     Namespace::new("notes").unwrap()
 }
@@ -152,7 +163,12 @@ fn feedback_moves_guard_state_and_reputation_durably() {
         let a = agent(&e);
         let (item, _) = e.add(&a, WriteRequest::new(ns(), "Parse the date column as ISO-8601, then sort.", Route::PostTaskExperience)).unwrap();
         let before = item.guard().clone();
+        // Regression (issue 19 item 7): the writer's own report moves nothing.
         let (recs, _) = e.feedback(&a, &[item.id()], true).unwrap();
+        assert!(recs.is_empty());
+        assert_eq!(e.get(&a, &item.id()).unwrap().guard(), &before);
+        let b = peer(&e);
+        let (recs, _) = e.feedback(&b, &[item.id()], true).unwrap();
         assert_eq!(recs.len(), 1);
         let after = e.get(&a, &item.id()).unwrap().guard().clone();
         assert_eq!(after.successes, before.successes + 1);
@@ -160,8 +176,8 @@ fn feedback_moves_guard_state_and_reputation_durably() {
         let rep = e.store().reputation(&TenantId::new("acme").unwrap(), &PrincipalId::new("ana").unwrap()).unwrap().unwrap();
         assert!((rep - 0.515).abs() < 1e-9, "{rep}");
         // Two failures: trust falls below where it started, reputation too.
-        e.feedback(&a, &[item.id()], false).unwrap();
-        e.feedback(&a, &[item.id()], false).unwrap();
+        e.feedback(&b, &[item.id()], false).unwrap();
+        e.feedback(&b, &[item.id()], false).unwrap();
         let g = e.get(&a, &item.id()).unwrap().guard().clone();
         assert_eq!(g.failures, 2);
         assert!(g.tau < before.tau, "{g:?}");
@@ -169,7 +185,7 @@ fn feedback_moves_guard_state_and_reputation_durably() {
         assert!(matches!(e.feedback(&a, &[ItemId::from_bytes([7; 16])], true), Err(EngineError::NotFound(_))));
         assert!(matches!(e.feedback(&a, &[], true), Err(EngineError::Invalid(_))));
         let log = e.store().log_entries(0, e.store().log_len()).unwrap();
-        assert_eq!(log.iter().filter(|b| Entry::decode(b).unwrap().kind == EntryKind::Feedback).count(), 3);
+        assert_eq!(log.iter().filter(|b| Entry::decode(b).unwrap().kind == EntryKind::Feedback).count(), 4);
         item.id()
     };
     // After a restart the state is still there and the log verifies.

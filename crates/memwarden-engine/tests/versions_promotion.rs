@@ -182,8 +182,8 @@ fn presets_are_one_value() {
         assert_eq!(Preset::parse(p.as_str()).unwrap(), p);
     }
     assert!(Preset::parse("paranoid").is_err());
-    // The default engine is authority + lineage (no preset); full adds the lifecycle layer.
-    assert_eq!(EngineConfig::default().preset(), None);
+    // The default engine is the shipped `full` preset.
+    assert_eq!(EngineConfig::default().preset(), Some(Preset::Full));
     // The same untrusted-pushed payment: held under authority, allowed with no layer on (the
     // label is still recorded: it is provenance, not a defense).
     for (preset, expected) in [(Preset::Authority, Decision::AskUser), (Preset::None, Decision::Allow), (Preset::Full, Decision::AskUser)] {

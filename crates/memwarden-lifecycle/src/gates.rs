@@ -857,7 +857,8 @@ pub fn promotion_gate(scorer: &RiskScorer, m: &LifecycleMemory, target: Promotio
             PromotionRule::ProvenanceClaim
         } else if signals.evidence.forbidden_directive {
             PromotionRule::Hazard
-        } else if g.taint != Taint::Clean && s > 0.0 {
+        } else if (g.taint != Taint::Clean && s > 0.0) || (s >= c.claim_min && g.successes == 0) {
+            // A claim of verification that no outcome has confirmed yet stays with its writer.
             PromotionRule::UnverifiedClaim
         } else if m.source_agent_trust.is_some_and(|t| t < EVIDENCE_REPUTATION_MIN) {
             PromotionRule::LowTrust

@@ -237,7 +237,7 @@ fn untrusted_payment_asks_then_grant_allows_once() {
     s.post("/v1/grants", Some(&alice), &serde_json::to_value(&forged).unwrap()).problem(403, "forbidden");
 
     let v = s.post("/v1/actions/decide", Some(&agent), &pay(vec![gj.clone()])).json()["verdict"].clone();
-    assert_eq!((v["decision"].as_str(), v["rule"].as_str()), (Some("allow"), Some("elevated")), "{v}");
+    assert_eq!((v["decision"].as_str(), v["rule"].as_str()), (Some("allow"), Some("granted")), "{v}");
 
     // Replay of the same grant: refused and blocked.
     let v = s.post("/v1/actions/decide", Some(&agent), &pay(vec![gj])).json()["verdict"].clone();
@@ -434,7 +434,7 @@ fn openapi_health_metrics_and_audit() {
     let size = r.json()["size"].as_u64().unwrap();
     let p = s.get(&format!("/v1/audit/proof/{}", size - 1), Some(&agent)).json();
     assert_eq!(p["verified"], true, "{p}");
-    assert_eq!(s.get("/v1/audit/verify", Some(ADMIN)).json()["checkpoints_checked"], 1);
+    assert!(s.get("/v1/audit/verify", Some(ADMIN)).json()["checkpoints_checked"].as_u64().unwrap() >= 1);
 
     let m = s.get("/metrics", None);
     assert!(m.content_type.starts_with("text/plain"));

@@ -268,8 +268,11 @@ fn erasure_over_http_deletes_the_dependents_and_keeps_survivors() {
 
 #[test]
 fn feedback_over_http_needs_the_lifecycle_layer_and_moves_guard_state() {
-    // Layer off (the default): 409 layer_off.
-    let s = TestServer::start();
+    // Layer off (the authority preset): 409 layer_off.
+    let s = TestServer::start_engine(
+        memwarden_engine::EngineConfig { embedder: common::engine_config().embedder, ..memwarden_engine::EngineConfig::for_preset(memwarden_engine::Preset::Authority).unwrap() },
+        |c| c,
+    );
     let agent = s.principal_key("acme", "agent", "agent");
     let id = add(&s, &agent, "notes", "Parse the date column as ISO-8601, then sort.");
     s.post("/v1/feedback", Some(&agent), &json!({"used": [id], "success": true})).problem(409, "layer_off");
@@ -284,7 +287,13 @@ fn feedback_over_http_needs_the_lifecycle_layer_and_moves_guard_state() {
     let r = s.post("/v1/memories", Some(&agent), &json!({"namespace": "notes", "content": "Parse the date column as ISO-8601, then sort.", "route": "post_task_experience"}));
     assert_eq!(r.status, 201, "{}", r.text);
     let id = r.json()["item"]["id"].as_str().unwrap().to_owned();
+    // Regression (issue 19 item 7): the writer's own success reports change nothing.
     let r = s.post("/v1/feedback", Some(&agent), &json!({"used": [id], "success": true}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["updated"], json!([]), "a writer cannot vouch for itself");
+    // Another agent that used it: its report moves the guard state.
+    let peer = s.principal_key("acme", "peer", "agent");
+    let r = s.post("/v1/feedback", Some(&peer), &json!({"used": [id], "success": true}));
     assert_eq!(r.status, 200, "{}", r.text);
     let v = r.json();
     assert_eq!(v["updated"][0]["id"], id.as_str());

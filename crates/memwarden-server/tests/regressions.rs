@@ -175,7 +175,7 @@ fn a_value_nothing_supports_asks_the_user() {
     let v = verdict(&w.s, &w.asst, &pay("ACCT-NOWHERE-6", &[id(&fact)], vec![]));
     assert_eq!(decision(&v), "ask_user", "{v}");
     assert_eq!(v["ask"][0]["key"], "payee", "the ask names the tuple a grant binds: {v}");
-    assert_eq!(v["ask"][0]["value"], "ACCT-NOWHERE-6");
+    assert_eq!(v["ask"][0]["value"], "acctnowhere6", "the exact (lossless) form a grant binds: {v}");
 }
 
 #[test]
@@ -211,7 +211,7 @@ fn nothing_cited_asks_for_the_exact_tuple_and_a_grant_allows() {
     assert_eq!(decision(&v), "ask_user", "{v}");
     let ask = v["ask"].as_array().unwrap();
     assert_eq!(ask.len(), 1, "{v}");
-    assert_eq!((ask[0]["tool"].as_str(), ask[0]["key"].as_str(), ask[0]["value"].as_str()), (Some("pay"), Some("payee"), Some("ACCT-LANDLORD-1")));
+    assert_eq!((ask[0]["tool"].as_str(), ask[0]["key"].as_str(), ask[0]["value"].as_str()), (Some("pay"), Some("payee"), Some("acctlandlord1")));
     let g = w.grant("ACCT-LANDLORD-1");
     let v = verdict(&w.s, &w.asst, &pay("ACCT-LANDLORD-1", &[], vec![g]));
     assert_eq!(decision(&v), "allow", "a valid grant for the asked tuple resolves the ask: {v}");
@@ -254,7 +254,7 @@ fn prose_about_credentials_is_stored_and_secrets_are_refused() {
         assert_eq!(r.status, 201, "{prose}: {}", r.text);
     }
     for secret in ["aws key AKIAIOSFODNN7EXAMPLE", "use ghp_0123456789abcdefghijABCDEFGHIJ0123456789"] {
-        let p = w.s.post("/v1/memories", Some(&w.asst), &json!({"namespace": "policy", "content": secret})).problem(422, "write_refused");
+        let p = w.s.post("/v1/memories", Some(&w.asst), &json!({"namespace": "policy", "content": secret})).problem(422, "refused");
         assert!(!p["detail"].as_str().unwrap().contains("AKIA"), "the refusal never echoes the secret: {p}");
     }
 }

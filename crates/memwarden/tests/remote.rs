@@ -186,7 +186,10 @@ fn the_remote_cli_drives_the_memory_operations_as_the_keys_principal() {
     assert_eq!(lineage["parents"][0], second.as_str(), "{lineage}");
     assert_eq!(lineage["record"]["parents"][0]["kind"], "summarized_from", "{lineage}");
     let fb = s.ok(&assistant, &["feedback", "--used", &note, "--outcome", "success"]);
-    assert_eq!(fb["updated"][0]["id"], note.as_str(), "{fb}");
+    // A writer's report on its own memory moves nothing (issue 19 item 7); a reader's does.
+    assert_eq!(fb["updated"], json!([]), "{fb}");
+    let fb = s.ok(&helper, &["feedback", "--used", &second, "--outcome", "success"]);
+    assert_eq!(fb["updated"][0]["id"], second.as_str(), "{fb}");
     // The lineage export is for users only.
     assert_one_line_error(&s.cli(&assistant, &["export-lineage"]), "forbidden: ", "");
     // Erase (owner).

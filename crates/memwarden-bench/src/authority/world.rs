@@ -205,10 +205,10 @@ impl World {
         // "oldest first" order is the order the world wrote in.
         let tick = Arc::new(AtomicU64::new(memwarden_engine::system_ms()));
         let clock: Arc<dyn Fn() -> u64 + Send + Sync> = Arc::new(move || tick.fetch_add(1, Ordering::Relaxed));
-        // The shipped engine: `full` (all three layers, the product rules), as `memwarden serve`
-        // runs it; the ablation rows change only the authority layer's settings on top of it.
-        let shipped = EngineConfig::for_preset(memwarden_engine::Preset::Full)?;
-        let config = |authority: AuthorityConfig| EngineConfig { authority, store: StoreConfig::default(), embedder: None, clock: Arc::clone(&clock), query_cache_entries: 0, ..shipped.clone() };
+        // The authority layer alone: MEM-INV-Bench measures Algorithm 1 (the lineage layer has
+        // its own benchmark, and `full` composes both there).
+        let config =
+            |authority: AuthorityConfig| EngineConfig { authority, store: StoreConfig::default(), embedder: None, clock: Arc::clone(&clock), lineage: None, lifecycle: None, query_cache_entries: 0 };
         let eng = Engine::open(&path, config(AuthorityConfig::default()))?;
         let store = Arc::clone(eng.store());
         let eng_noelev = Engine::with_store(Arc::clone(&store), config(AuthorityConfig { elevation: false, ..AuthorityConfig::default() }))?;

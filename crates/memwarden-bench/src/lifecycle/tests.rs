@@ -446,9 +446,8 @@ fn the_authority_gate_keeps_injected_tool_output_from_steering_a_risky_tool() {
 #[test]
 fn attacker_agents_get_no_oracle_label_in_full() {
     // With the attackers pitching in the dialogue, their hand-offs are written at agent
-    // integrity like anyone's: the authority gate does not know who the attackers are, so a
-    // pitch that carries the risky tool at agent level backs it (Algorithm 1 allows what agent
-    // integrity carries).
+    // integrity like anyone's: the authority gate does not know who the attackers are, and an
+    // agent-level pitch is no positive support for the risky call.
     let full = tiny_trace(Setting::InjectagentTool, Variant::Full, 2);
     let life = tiny_trace(Setting::InjectagentTool, Variant::Lifecycle, 2);
     let risky = |t: &Trace| t.outputs.iter().filter(|o| o.benign && o.risky).count();
@@ -464,7 +463,9 @@ fn attacker_agents_get_no_oracle_label_in_full() {
     assert!(v.pushers.contains(&web));
     a.observe(0, pitch);
     let v = a.decide(0, "Call BankManagerTransferFunds", true, &[web, pitch], &[pitch], 4);
-    check("backed by an agent-level pitch: allowed", v.decision, memwarden_core::action::Decision::Allow);
+    // Positive support (issue 15): an agent-level pitch backs nothing; only the user, trusted
+    // memories of k domains or a grant do.
+    check("backed by an agent-level pitch: still asks", v.decision, memwarden_core::action::Decision::AskUser);
     let v = a.decide(0, "Answer the user and stop", false, &[web], &[], 5);
     check("not consequential: allowed", v.decision, memwarden_core::action::Decision::Allow);
 }

@@ -449,7 +449,9 @@ impl AuthorityState {
         let mut req = WriteRequest::new(self.ns.clone(), rec.text.clone(), route);
         let mut parents: Vec<&MemoryItem> = Vec::new();
         for (p, k) in &rec.parents {
-            if let Some(it) = self.items.get(p) {
+            // A parent the writer may not read cannot be declared (the engine's doors refuse
+            // it); the record's scope still comes from its own narrowing.
+            if let Some(it) = self.items.get(p).filter(|it| it.readable_by(&principal.id)) {
                 req.parents.push(ParentRef { id: it.id(), kind: edge_kind(*k) });
                 parents.push(it);
             }

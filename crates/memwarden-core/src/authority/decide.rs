@@ -377,6 +377,7 @@ impl Authority {
             facts.support.push(Support::Elevation { attesters: e.attesters.clone() });
         }
         let mut domains: BTreeSet<String> = BTreeSet::new();
+        let mut user_attested = false;
         if !pseudo {
             for id in &facts.exact_carriers {
                 let Some(item) = item_of(id) else { continue };
@@ -401,6 +402,9 @@ impl Authority {
                         Independence::DomainAware => a.independence.clone(),
                         Independence::Naive => format!("principal:{}", a.attester),
                     };
+                    if (ctx.principal)(&a.attester).is_some_and(|p| p.kind == PrincipalKind::User) {
+                        user_attested = true;
+                    }
                     domains.insert(independence.clone());
                     facts.support.push(Support::Attestation { attester: a.attester.clone(), independence });
                 }
@@ -413,7 +417,12 @@ impl Authority {
         let corroborated = self.config.elevation && facts.domains.len() >= k;
         facts.elevated = by_elevation || (facts.pushed() && corroborated);
         facts.new_elevation = !by_elevation && facts.pushed() && corroborated;
-        let by_principals = if facts.pushed() { corroborated } else { !facts.domains.is_empty() };
+        // Trusted principals other than the user (allow-listed tools writing or attesting) count
+        // one witness per independent domain, whatever their kind of write, and a value needs
+        // `k` of them even when nothing untrusted pushes it: two compromised tools of one
+        // registry are one witness (issue 15 case 1).
+        // A user's own trusted attestation of the exact value is the user's statement of it.
+        let by_principals = if facts.pushed() { corroborated } else { facts.domains.len() >= k || user_attested };
         let plain = by_user || by_elevation || by_principals;
         // A suspicious surface is released only by the user (or a grant for its exact form).
         facts.supported = plain && (facts.suspicion.is_none() || facts.support.iter().any(|s| matches!(s, Support::UserRequest { .. })));
