@@ -366,7 +366,10 @@ impl SqliteStore {
             crate::migrate::relog(&mut writer, &key, &store_id, time)?;
         }
         let witnessed = stored::witnesses(&key_dir, &store_id)?;
-        if bound.is_some() && witnessed.is_empty() && log_entries > 0 && legacy.is_none() {
+        // Any witness (a tenant's, or the store's own, written at the first open) counts: a
+        // crash between a tenant's first commit and its first witness leaves the store's.
+        let any_witness = !keys::read_witnesses(&key_dir)?.is_empty();
+        if bound.is_some() && !any_witness && log_entries > 0 && legacy.is_none() {
             return Err(StoreError::LogTampered(format!("the witness of this store is missing from {}", key_dir.join(keys::WITNESS_DIR).display())));
         }
         let all = stored::read_logs(&writer, None)?;
@@ -407,6 +410,12 @@ impl SqliteStore {
             };
             for (t, cp) in heads {
                 shared.witness(&t, &cp)?;
+            }
+            if !any_witness && read_guard(&shared.logs).tenants.is_empty() {
+                // Before any tenant has a log: the store's own witness, so that from the first
+                // commit on the key directory holds one (its deletion is then detected).
+                let cp = read_guard(&shared.logs).global.checkpoint(&shared.key, last_time_ms);
+                shared.witness(GLOBAL, &cp)?;
             }
             if legacy.is_some() {
                 keys::remove_legacy_witness(&key_dir);
@@ -533,6 +542,21 @@ impl SqliteStore {
             *b ^= 0x01;
         }
         conn.execute(&format!("UPDATE log SET entry = ?1 WHERE {column} = ?2"), params![entry, idx])?;
+        Ok(())
+    }
+
+    /// For demonstrations and tests only: flip the last byte of entry `index` of `tenant`'s log
+    /// in a store directory (open or not) — what an attacker with write access to the disk could
+    /// do. [`StoreError::UnknownLog`] if there is no such entry.
+    pub fn tamper_log_entry_of(dir: &Path, tenant: &TenantId, index: u64) -> Result<(), StoreError> {
+        let conn = open_conn(&dir.join(DB_FILE), false, Durability::Durable)?;
+        let idx = i64::try_from(index).unwrap_or(i64::MAX);
+        let entry: Option<Vec<u8>> = conn.query_row("SELECT entry FROM log WHERE tenant = ?1 AND idx = ?2", params![tenant.as_str(), idx], |r| r.get(0)).optional()?;
+        let mut entry = entry.ok_or_else(|| StoreError::UnknownLog(format!("{tenant} (entry {index})")))?;
+        if let Some(b) = entry.last_mut() {
+            *b ^= 0x01;
+        }
+        conn.execute("UPDATE log SET entry = ?1 WHERE tenant = ?2 AND idx = ?3", params![entry, tenant.as_str(), idx])?;
         Ok(())
     }
 

@@ -84,14 +84,18 @@ pub(crate) fn read_logs(conn: &Connection, only: Option<&str>) -> Result<StoredL
     Ok(out)
 }
 
-/// The witnessed head of every tenant log, checked against the store it must belong to.
+/// The witnessed head of every tenant log, checked against the store it must belong to. The
+/// store's own witness ([`GLOBAL`], written at open before any tenant has a log, so that a store
+/// with entries always has a witness) names no tenant log and is left out.
 pub(crate) fn witnesses(key_dir: &std::path::Path, store_id: &str) -> Result<HashMap<String, SignedCheckpoint>, StoreError> {
     let mut out = HashMap::new();
     for Witness { store_id: sid, tenant, checkpoint } in keys::read_witnesses(key_dir)? {
         if sid != store_id {
             return Err(StoreError::KeyDir(format!("the witness in {} belongs to store {sid}, not to this one ({store_id})", key_dir.display())));
         }
-        out.insert(tenant, checkpoint);
+        if tenant != GLOBAL {
+            out.insert(tenant, checkpoint);
+        }
     }
     Ok(out)
 }
@@ -120,7 +124,8 @@ pub(crate) fn verify(stored: &StoredLogs, key: &VerifyingKey, witnessed: &HashMa
     names.sort_unstable();
     names.dedup();
     let empty = TenantStored::default();
-    let mut total = VerifyReport { entries: 0, root: [0; 32], head: [0; 32], checkpoints_checked: 0, problem: None };
+    // A tenant without a log reports the empty tree.
+    let mut total = VerifyReport { entries: 0, root: memwarden_log::empty_root(), head: [0; 32], checkpoints_checked: 0, problem: None };
     for t in names {
         let s = stored.tenants.get(t).unwrap_or(&empty);
         let mut anchors = s.checkpoints.clone();

@@ -171,3 +171,89 @@ fn with_one_tenant_the_global_view_has_the_tenants_indexes() {
     assert_eq!(cp.checkpoint.root, root_hash);
     assert!(store.checkpoints().unwrap().contains(&cp));
 }
+
+/// Issue 19 item 2: a changed entry of tenant A's log (the disk edited under a running store) is
+/// reported for A, naming the entry, while B's log still verifies on its own; the whole-store
+/// audit names A's log.
+#[test]
+fn tampered_entry_is_named_in_its_tenants_log_and_the_other_tenant_still_verifies() {
+    let root = tempfile::tempdir().unwrap();
+    let store = world(root.path());
+    SqliteStore::tamper_log_entry_of(&root.path().join("data"), &tenant(), 4).unwrap();
+    let mine = store.verify_log_of(&tenant()).unwrap();
+    match &mine.problem {
+        Some(Problem::InLog { log, problem }) => {
+            assert_eq!(log, tenant().as_str());
+            assert_eq!(problem.first_bad_index(), Some(4), "{problem}");
+        }
+        p => panic!("{p:?}"),
+    }
+    assert_eq!(mine.first_bad_index(), Some(4));
+    let theirs = store.verify_log_of(&globex()).unwrap();
+    assert!(theirs.is_ok(), "{:?}", theirs.problem);
+    assert_eq!(theirs.entries, 6);
+    match store.verify_log().unwrap().problem {
+        Some(Problem::InLog { log, .. }) => assert_eq!(log, tenant().as_str()),
+        p => panic!("{p:?}"),
+    }
+    assert!(matches!(SqliteStore::tamper_log_entry_of(&root.path().join("data"), &globex(), 99), Err(StoreError::UnknownLog(_))));
+}
+
+/// Issue 19 item 2: the logs are independent chains — each starts at index 0 with its own
+/// genesis, no entry links to another tenant's, and one tenant's writes change neither the
+/// other's size, root nor head.
+#[test]
+fn tenant_logs_are_independent_chains() {
+    let root = tempfile::tempdir().unwrap();
+    let store = world(root.path());
+    let before = store.log_root_of(&globex());
+    for n in 10..20 {
+        write_in(&store, &tenant(), n);
+    }
+    assert_eq!(store.log_root_of(&globex()), before, "acme's writes moved globex's tree head");
+    let a = store.log_entries_of(&tenant(), 0, store.log_len_of(&tenant())).unwrap();
+    let g = store.log_entries_of(&globex(), 0, store.log_len_of(&globex())).unwrap();
+    let leaves_a: std::collections::HashSet<_> = a.iter().map(|e| memwarden_log::leaf_hash(e)).collect();
+    for (i, e) in g.iter().enumerate() {
+        let entry = Entry::decode(e).unwrap();
+        assert_eq!(entry.index, i as u64);
+        assert!(!leaves_a.contains(&entry.prev), "globex entry {i} links to an acme entry");
+        assert!(i == 0 || entry.prev == memwarden_log::leaf_hash(&g[i - 1]));
+    }
+    assert_eq!(Entry::decode(&g[0]).unwrap().prev, [0; 32]);
+    assert_ne!(store.log_root_of(&tenant()).1, before.1);
+}
+
+/// Crash safety of lazily opened tenant logs: a crash between a tenant's first commit and its
+/// first witness (simulated by removing that witness) still opens, because the store wrote its
+/// own witness at the first open; a key directory with no witness at all is still refused.
+#[test]
+fn first_commit_without_its_witness_opens_but_no_witness_at_all_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let wdir = root.path().join("keys").join("witness");
+    drop(open(root.path()));
+    let before: Vec<_> = std::fs::read_dir(&wdir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(before.len(), 1, "the store's own witness is written at the first open");
+    {
+        let store = open(root.path());
+        register(&store);
+        write(&store, 1, "first");
+    }
+    for e in std::fs::read_dir(&wdir).unwrap() {
+        let p = e.unwrap().path();
+        if !before.contains(&p) {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    {
+        let store = open(root.path());
+        assert!(store.verify_log().unwrap().is_ok());
+        assert!(store.log_len_of(&tenant()) > 2);
+    }
+    std::fs::remove_dir_all(&wdir).unwrap();
+    match SqliteStore::open(&root.path().join("data"), config(root.path())) {
+        Err(StoreError::LogTampered(m)) => assert!(m.contains("witness"), "{m}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened without any witness"),
+    }
+}

@@ -226,7 +226,9 @@ proptest! {
             1 => prop_assert_eq!(used(SearchPath::ClassedExact), empty_answers),
             _ => {}
         }
-        if mode == 1 && classes_of(&specs).len() > 1 {
+        // (A reader with nothing to read in any query is answered exactly, without a walk.)
+        let asked = 2 * queries.len() as u64;
+        if mode == 1 && classes_of(&specs).len() > 1 && empty_answers < asked {
             prop_assert!(used(SearchPath::ClassedAnn) + used(SearchPath::ClassedExactAfterShortAnn) > 0);
         }
     }
