@@ -124,8 +124,8 @@ fn dispatch(engine: &Engine, actor: &Actor, op: &str, mut body: Value) -> Result
         "attest" => to_json(&ops::attest(engine, actor, de::<AttestIn>(body, "attest")?)?),
         "grant" => to_json(&ops::record_grant(engine, actor, body)?),
         "decide" => to_json(&ops::decide(engine, actor, de::<DecideIn>(body, "decide")?)?),
-        "verify" => to_json(&ops::verify(engine)?),
-        "checkpoint" => to_json(&ops::checkpoint(engine)?),
+        "verify" => to_json(&ops::verify(engine, Some(actor.tenant()))?),
+        "checkpoint" => to_json(&ops::checkpoint(engine, Some(actor))?),
         "proof" => {
             let index = take_u64(&mut body, "index")?;
             to_json(&ops::proof(engine, Some(actor.tenant()), index)?)

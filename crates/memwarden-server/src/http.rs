@@ -601,36 +601,56 @@ async fn decide(State(st): State<AppState>, c: Caller, ApiJson(d): ApiJson<Decid
 // ---------------------------------------------------------------------------------------------
 // Audit
 
-/// Verify the whole verdict log (hash chain, checkpoints, head).
-#[utoipa::path(get, path = "/v1/audit/verify", tag = "audit",
-    responses(
-        (status = 200, description = "Report (`ok: false` names the first bad entry)", body = VerifyOut),
-        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
-    ))]
-async fn audit_verify(State(st): State<AppState>, _c: AnyCaller) -> Result<Json<VerifyOut>, ApiError> {
-    Ok(Json(st.run(ops::verify).await?))
+/// Extractor: an API key's principal, or the admin token (`None`); `ops::checkpoint` decides
+/// whether it may sign.
+pub(crate) struct Signer(Option<Actor>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Signer {
+    type Rejection = ApiError;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        match parts.extensions.get::<Auth>() {
+            Some(Auth::Key { actor, .. }) => Ok(Signer(Some(actor.clone()))),
+            Some(Auth::Admin) => Ok(Signer(None)),
+            None => Err(ApiError::unauthorized("missing or invalid API key")),
+        }
+    }
 }
 
-/// Sign a checkpoint of the log now.
+/// Verify the caller's tenant's verdict log (hash chain, checkpoints, recorded head, witness,
+/// and every row the log binds); the admin token verifies every tenant's log. The figures are
+/// the caller's tenant's only.
+#[utoipa::path(get, path = "/v1/audit/verify", tag = "audit",
+    responses(
+        (status = 200, description = "Report for the caller's tenant (`ok: false` names the first bad entry)", body = VerifyOut),
+        (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn audit_verify(State(st): State<AppState>, AnyCaller(tenant): AnyCaller) -> Result<Json<VerifyOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::verify(e, tenant.as_ref())).await?))
+}
+
+/// Sign a checkpoint of the caller's tenant's log now (a user's key; the admin token signs every
+/// tenant's log and answers with the whole store's).
 #[utoipa::path(post, path = "/v1/audit/checkpoint", tag = "audit",
     responses(
         (status = 201, description = "Signed checkpoint", body = CheckpointOut),
         (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a user's key nor the admin token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The caller's tenant has no log yet", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn audit_checkpoint(State(st): State<AppState>, _c: AnyCaller) -> Result<Response, ApiError> {
-    Ok(created(st.run(ops::checkpoint).await?))
+async fn audit_checkpoint(State(st): State<AppState>, Signer(signer): Signer) -> Result<Response, ApiError> {
+    Ok(created(st.run(move |e| ops::checkpoint(e, signer.as_ref())).await?))
 }
 
-/// Inclusion proof of one log entry in the current tree, with the entry itself. An API key sees
-/// only its own tenant's entries (another tenant's is a 404, like an index past the end); the
-/// admin token sees every entry.
+/// Inclusion proof of one entry of the caller's tenant's log (the index a receipt's
+/// `log_index` names) in that log's current tree, with the entry itself; the admin token
+/// addresses the whole store's view.
 #[utoipa::path(get, path = "/v1/audit/proof/{index}", tag = "audit",
-    params(("index" = u64, Path, description = "Entry index")),
+    params(("index" = u64, Path, description = "Entry index in the caller's tenant's log")),
     responses(
         (status = 200, description = "Proof, verified by the server", body = ProofOut),
         (status = 400, description = "Bad index", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such entry visible to the caller", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such entry in the caller's log", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn audit_proof(State(st): State<AppState>, AnyCaller(tenant): AnyCaller, ApiPath(index): ApiPath) -> Result<Json<ProofOut>, ApiError> {
     let index: u64 = index.parse().map_err(|_| ApiError::invalid("index must be a non-negative integer"))?;
@@ -859,7 +879,8 @@ async fn healthz() -> Json<HealthOut> {
     Json(HealthOut { status: "ok".into(), log_entries: None })
 }
 
-/// Readiness: the store and the key table answer.
+/// Readiness: the store and the key table answer (no figure of any tenant's log: the route is
+/// unauthenticated).
 #[utoipa::path(get, path = "/readyz", tag = "system", security(()),
     responses(
         (status = 200, description = "Ready", body = HealthOut),
@@ -867,15 +888,14 @@ async fn healthz() -> Json<HealthOut> {
     ))]
 async fn readyz(State(st): State<AppState>) -> Result<Json<HealthOut>, ApiError> {
     let keys = Arc::clone(&st.0.keys);
-    let r = st
-        .run(move |e| {
+    st.run(move |e| {
             let probe = TenantId::new("readyz").map_err(ApiError::internal)?;
             e.store().count(&probe).map_err(|err| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("store: {err}")))?;
             keys.ping().map_err(|err| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", format!("key store: {err}")))?;
-            Ok(e.store().log_len())
+            Ok::<(), ApiError>(())
         })
         .await?;
-    Ok(Json(HealthOut { status: "ok".into(), log_entries: Some(r) }))
+    Ok(Json(HealthOut { status: "ok".into(), log_entries: None }))
 }
 
 /// Prometheus metrics (text exposition format).

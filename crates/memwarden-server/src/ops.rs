@@ -345,9 +345,15 @@ pub fn decide(engine: &Engine, actor: &Actor, d: DecideIn) -> Result<DecideOut, 
     Ok(DecideOut { verdict: verdict_out(&v), log_index: r.log_index })
 }
 
-/// Verify the verdict log.
-pub fn verify(engine: &Engine) -> Result<VerifyOut, ApiError> {
-    let r = engine.verify_log()?;
+/// Verify the verdict log: `tenant`'s own log (an API key's tenant: its chain, checkpoints,
+/// witness and rows; no figure of any other tenant), or every log (`None`: the admin token).
+pub fn verify(engine: &Engine, tenant: Option<&TenantId>) -> Result<VerifyOut, ApiError> {
+    let store = engine.store();
+    let r = match tenant {
+        Some(t) => store.verify_log_of(t),
+        None => store.verify_log(),
+    }
+    .map_err(ApiError::internal)?;
     Ok(VerifyOut {
         ok: r.is_ok(),
         entries: r.entries,
@@ -359,9 +365,20 @@ pub fn verify(engine: &Engine) -> Result<VerifyOut, ApiError> {
     })
 }
 
-/// Sign a checkpoint now.
-pub fn checkpoint(engine: &Engine) -> Result<CheckpointOut, ApiError> {
-    let c = engine.checkpoint()?;
+/// Sign a checkpoint now: of the signer's tenant's log, or of every log (`None`: the admin
+/// token; the answer is then the whole store's view). Only a **user** signs (an agent, tool or
+/// source is refused with 403): a signed tree head is an attestation about the tenant's log,
+/// made by a human or the operator.
+pub fn checkpoint(engine: &Engine, signer: Option<&Actor>) -> Result<CheckpointOut, ApiError> {
+    let store = engine.store();
+    let c = match signer {
+        Some(a) if a.principal().kind != PrincipalKind::User => return Err(ApiError::forbidden("signing a checkpoint needs a user's API key or the admin token")),
+        Some(a) => match store.checkpoint_of(a.tenant(), engine.now_ms()) {
+            Err(memwarden_store::StoreError::UnknownLog(_)) => return Err(ApiError::not_found("the caller's tenant has no verdict log yet")),
+            r => r.map_err(ApiError::internal)?,
+        },
+        None => store.checkpoint(engine.now_ms()).map_err(ApiError::internal)?,
+    };
     Ok(CheckpointOut {
         size: c.checkpoint.size,
         root: hex::encode(c.checkpoint.root),
@@ -372,28 +389,28 @@ pub fn checkpoint(engine: &Engine) -> Result<CheckpointOut, ApiError> {
     })
 }
 
-/// Inclusion proof of entry `index` in the current tree, verified before it is returned.
-/// `tenant` (an API key's tenant; `None` for the admin token) may only see its own tenant's
-/// entries: another tenant's entry, or one that names no tenant (genesis, checkpoints), is
-/// answered as not found, exactly like an index past the end.
+/// Inclusion proof of entry `index` in the current tree, verified before it is returned: in
+/// `tenant`'s own log (an API key's tenant; the index a receipt's `log_index` names), or in the
+/// whole store's view (`None`: the admin token). An index past the end is not found.
 pub fn proof(engine: &Engine, tenant: Option<&TenantId>, index: u64) -> Result<ProofOut, ApiError> {
     let store = engine.store();
-    let (size, root, _) = store.log_root();
     let missing = || ApiError::not_found(format!("no log entry {index} visible to the caller"));
+    let (size, root, _) = match tenant {
+        Some(t) => store.log_root_of(t),
+        None => store.log_root(),
+    };
     if index >= size {
         return Err(missing());
     }
-    let entries = store.log_entries(index, index + 1).map_err(ApiError::internal)?;
+    let (entries, path) = match tenant {
+        Some(t) => (store.log_entries_of(t, index, index + 1), store.inclusion_proof_of(t, index, size)),
+        None => (store.log_entries(index, index + 1), store.inclusion_proof(index, size)),
+    };
+    let entries = entries.map_err(ApiError::internal)?;
+    let path = path.map_err(ApiError::internal)?;
     let bytes = entries.first().ok_or_else(missing)?;
     let entry = memwarden_log::Entry::decode(bytes).map_err(|e| ApiError::internal(format!("log entry {index}: {e}")))?;
     let body: serde_json::Value = serde_json::from_slice(&entry.body).unwrap_or(serde_json::Value::Null);
-    if let Some(t) = tenant {
-        let owner = body.get("tenant").and_then(serde_json::Value::as_str).or_else(|| body.pointer("/principal/tenant").and_then(serde_json::Value::as_str));
-        if owner != Some(t.as_str()) {
-            return Err(missing());
-        }
-    }
-    let path = store.inclusion_proof(index, size).map_err(ApiError::internal)?;
     let leaf = memwarden_log::leaf_hash(bytes);
     let verified = memwarden_log::verify_inclusion(&leaf, index, size, &path, &root).is_ok();
     Ok(ProofOut {

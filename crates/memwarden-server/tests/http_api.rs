@@ -9,6 +9,12 @@ use memwarden_core::prelude::*;
 use memwarden_engine::keys::{GrantSpec, mint_grant};
 use serde_json::{Value, json};
 
+/// A registered user (users need a public key) and its API key.
+fn user_key(s: &TestServer, tenant: &str, id: &str) -> String {
+    s.register(tenant, id, "user", None, false, Some(&SigningKey::from_bytes(&[42; 32])));
+    s.mint(tenant, id).0
+}
+
 fn add(s: &TestServer, key: &str, ns: &str, content: &str) -> Value {
     let r = s.post("/v1/memories", Some(key), &json!({"namespace": ns, "content": content}));
     assert_eq!(r.status, 201, "{}", r.text);
@@ -56,28 +62,134 @@ fn tenants_never_see_each_others_memories() {
     s.post(&format!("/v1/memories/{id}/promote"), Some(&b), &json!({})).problem(404, "not_found");
     assert_eq!(s.get(&format!("/v1/memories/{id}/history"), Some(&a)).json()["versions"][0]["id"], secret["id"]);
 
-    // Audit proofs: each key sees only its own tenant's log entries; the admin token sees all.
-    let size = s.get("/v1/audit/verify", Some(&a)).json()["entries"].as_u64().unwrap();
-    let (mut seen_a, mut seen_b) = (0, 0);
-    for index in 0..size {
-        let pa = s.get(&format!("/v1/audit/proof/{index}"), Some(&a));
-        let pb = s.get(&format!("/v1/audit/proof/{index}"), Some(&b));
-        let admin = s.get(&format!("/v1/audit/proof/{index}"), Some(ADMIN));
-        assert_eq!(admin.status, 200, "{}", admin.text);
-        assert!(admin.json()["verified"].as_bool().unwrap());
-        assert!(!(pa.status == 200 && pb.status == 200), "entry {index} visible to both tenants");
-        if pa.status == 200 {
-            assert_eq!(pa.json()["body"]["tenant"], "acme");
-            seen_a += 1;
-        } else {
-            pa.problem(404, "not_found");
+    // Audit proofs: each key addresses its own tenant's log (its own indexes, every entry its
+    // tenant's); the admin token addresses the whole store's view.
+    for (key, t) in [(&a, "acme"), (&b, "globex")] {
+        let size = s.get("/v1/audit/verify", Some(key)).json()["entries"].as_u64().unwrap();
+        assert!(size >= 3);
+        for index in 0..size {
+            let p = s.get(&format!("/v1/audit/proof/{index}"), Some(key));
+            assert_eq!(p.status, 200, "{}", p.text);
+            let p = p.json();
+            assert_eq!((p["size"].as_u64(), p["verified"].as_bool()), (Some(size), Some(true)), "{p}");
+            let owner = p["body"]["tenant"].as_str().or(p["body"]["principal"]["tenant"].as_str());
+            assert_eq!(owner, Some(t), "{t}'s entry {index}: {p}");
         }
-        if pb.status == 200 {
-            assert_eq!(pb.json()["body"]["tenant"], "globex");
-            seen_b += 1;
-        }
+        s.get(&format!("/v1/audit/proof/{size}"), Some(key)).problem(404, "not_found");
     }
-    assert!(seen_a > 0 && seen_b > 0, "{seen_a} {seen_b}");
+    let admin = s.get("/v1/audit/verify", Some(ADMIN)).json();
+    for index in 0..admin["entries"].as_u64().unwrap() {
+        let p = s.get(&format!("/v1/audit/proof/{index}"), Some(ADMIN));
+        assert_eq!(p.status, 200, "{}", p.text);
+        assert!(p.json()["verified"].as_bool().unwrap());
+    }
+}
+
+/// Issue 19 item 2: `/v1/audit/verify` answered every key with the whole log's entries and
+/// root (every tenant's). Now each key gets its own tenant's log: its size, root and head, which
+/// a checkpoint and a proof of that tenant's log match, and another tenant's writes leave them
+/// unchanged.
+#[test]
+fn audit_verify_shows_only_callers_tenant() {
+    let s = TestServer::start();
+    let a = s.principal_key("acme", "agent", "agent");
+    let alice = user_key(&s, "acme", "alice");
+    let b = s.principal_key("globex", "agent", "agent");
+    add(&s, &a, "n", "acme note");
+    let before = s.get("/v1/audit/verify", Some(&a)).json();
+    assert_eq!(before["ok"], true, "{before}");
+    for n in 0..5 {
+        add(&s, &b, "n", &format!("globex note {n}"));
+    }
+    let after = s.get("/v1/audit/verify", Some(&a)).json();
+    for f in ["entries", "root", "head"] {
+        assert_eq!(before[f], after[f], "{f}: globex's writes show in acme's audit figures");
+    }
+    let theirs = s.get("/v1/audit/verify", Some(&b)).json();
+    assert_eq!(theirs["ok"], true, "{theirs}");
+    assert_ne!(theirs["root"], after["root"]);
+    let whole = s.get("/v1/audit/verify", Some(ADMIN)).json();
+    assert_eq!(whole["entries"].as_u64().unwrap(), after["entries"].as_u64().unwrap() + theirs["entries"].as_u64().unwrap(), "{whole}");
+    // The caller's checkpoint and proofs are of the same log.
+    let r = s.post_raw("/v1/audit/checkpoint", Some(&alice), b"");
+    assert_eq!(r.status, 201, "{}", r.text);
+    let cp = r.json();
+    assert_eq!((&cp["size"], &cp["root"]), (&after["entries"], &after["root"]), "{cp}");
+    let checked = after["checkpoints_checked"].as_u64().unwrap();
+    assert!(s.get("/v1/audit/verify", Some(&a)).json()["checkpoints_checked"].as_u64().unwrap() > checked, "the new checkpoint is checked");
+    // A receipt's log_index is an index in the caller's own log.
+    let r = s.post("/v1/memories", Some(&a), &json!({"namespace": "n", "content": "the entry to prove"}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let index = r.json()["log_index"].as_u64().unwrap();
+    let v = s.get("/v1/audit/verify", Some(&a)).json();
+    assert!(index < v["entries"].as_u64().unwrap(), "{v}");
+    let p = s.get(&format!("/v1/audit/proof/{index}"), Some(&a)).json();
+    assert_eq!((p["verified"].as_bool(), &p["root"], p["kind"].as_str()), (Some(true), &v["root"], Some("write")), "{p}");
+    // The same index names globex's own entry for globex's key, never acme's.
+    let theirs = s.get(&format!("/v1/audit/proof/{index}"), Some(&b));
+    if theirs.status == 200 {
+        assert_eq!(theirs.json()["body"]["tenant"], "globex", "{}", theirs.text);
+    } else {
+        theirs.problem(404, "not_found");
+    }
+}
+
+/// Issue 19 item 2: any API key could sign checkpoints. Only a user's key (for its tenant's
+/// log) or the admin token signs; an agent's, tool's or source's key gets 403.
+#[test]
+fn agent_key_cannot_sign_checkpoint() {
+    let s = TestServer::start();
+    let agent = s.principal_key("acme", "agent", "agent");
+    let tool = s.principal_key("acme", "tool", "tool");
+    let source = s.principal_key("acme", "source", "source");
+    add(&s, &agent, "n", "hello");
+    let checked = || s.get("/v1/audit/verify", Some(&agent)).json()["checkpoints_checked"].as_u64().unwrap();
+    let before = checked();
+    for key in [&agent, &tool, &source] {
+        s.post_raw("/v1/audit/checkpoint", Some(key), b"").problem(403, "forbidden");
+    }
+    assert_eq!(checked(), before, "a refused signing stored nothing");
+    let user = user_key(&s, "acme", "alice");
+    let r = s.post_raw("/v1/audit/checkpoint", Some(&user), b"");
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.json()["size"], s.get("/v1/audit/verify", Some(&agent)).json()["entries"]);
+    assert!(checked() > before);
+    assert_eq!(s.post_raw("/v1/audit/checkpoint", Some(ADMIN), b"").status, 201);
+    s.post_raw("/v1/audit/checkpoint", None, b"").problem(401, "unauthorized");
+}
+
+/// Issue 19 item 2: `/readyz` (unauthenticated) showed the global log size.
+#[test]
+fn readyz_reveals_no_log_size() {
+    let s = TestServer::start();
+    let agent = s.principal_key("acme", "agent", "agent");
+    add(&s, &agent, "n", "hello");
+    let r = s.get("/readyz", None);
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["status"], "ok");
+    assert!(r.json()["log_entries"].is_null(), "{}", r.text);
+}
+
+/// A changed entry of one tenant's log (the disk edited under the running server) is reported
+/// to that tenant, naming the entry; the other tenant's log still verifies.
+#[test]
+fn tampered_entry_is_reported_to_its_tenant_only() {
+    let s = TestServer::start();
+    let a = s.principal_key("acme", "agent", "agent");
+    let b = s.principal_key("globex", "agent", "agent");
+    for n in 0..3 {
+        add(&s, &a, "n", &format!("acme note {n}"));
+        add(&s, &b, "n", &format!("globex note {n}"));
+    }
+    memwarden_store::SqliteStore::tamper_log_entry_of(s.dir.path(), &TenantId::new("acme").unwrap(), 3).unwrap();
+    let mine = s.get("/v1/audit/verify", Some(&a)).json();
+    assert_eq!(mine["ok"], false, "{mine}");
+    assert_eq!(mine["first_bad_index"].as_u64(), Some(3), "{mine}");
+    let theirs = s.get("/v1/audit/verify", Some(&b)).json();
+    assert_eq!(theirs["ok"], true, "{theirs}");
+    let whole = s.get("/v1/audit/verify", Some(ADMIN)).json();
+    assert_eq!(whole["ok"], false, "{whole}");
+    assert!(whole["problem"].as_str().unwrap().contains("acme"), "{whole}");
 }
 
 #[test]
@@ -425,16 +537,18 @@ fn openapi_health_metrics_and_audit() {
     assert_eq!(s.get("/healthz", None).json()["status"], "ok");
     let ready = s.get("/readyz", None).json();
     assert_eq!(ready["status"], "ok");
-    assert!(ready["log_entries"].as_u64().unwrap() >= 3);
+    assert!(ready["log_entries"].is_null(), "{ready}");
 
     let v = s.get("/v1/audit/verify", Some(&agent)).json();
     assert_eq!(v["ok"], true, "{v}");
+    let checked = s.get("/v1/audit/verify", Some(ADMIN)).json()["checkpoints_checked"].as_u64().unwrap();
     let r = s.post_raw("/v1/audit/checkpoint", Some(ADMIN), b"");
     assert_eq!(r.status, 201, "{}", r.text);
     let size = r.json()["size"].as_u64().unwrap();
     let p = s.get(&format!("/v1/audit/proof/{}", size - 1), Some(&agent)).json();
     assert_eq!(p["verified"], true, "{p}");
-    assert!(s.get("/v1/audit/verify", Some(ADMIN)).json()["checkpoints_checked"].as_u64().unwrap() >= 1);
+    // The tenant's log and the whole store's view each got a checkpoint.
+    assert_eq!(s.get("/v1/audit/verify", Some(ADMIN)).json()["checkpoints_checked"].as_u64().unwrap(), checked + 2);
 
     let m = s.get("/metrics", None);
     assert!(m.content_type.starts_with("text/plain"));

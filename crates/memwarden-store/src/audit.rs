@@ -8,6 +8,7 @@ use memwarden_log::{Entry, Problem};
 use rusqlite::Connection;
 
 use crate::StoreError;
+use crate::stored::StoredLogs;
 use crate::binding::{
     AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow, PrincipalRow, ReputationRow, RowKey, SessionRow,
     bindings_of, embedding_digest,
@@ -16,19 +17,22 @@ use crate::binding::{
 /// Live bindings: the row each names and the entry that bound it last.
 type Bindings = HashMap<RowKey, (Binding, u64)>;
 /// One table's scan.
-type Scan = fn(&Connection, &Bindings, &mut HashSet<RowKey>) -> Result<Option<Problem>, StoreError>;
+type Scan = fn(&Connection, Option<&str>, &Bindings, &mut HashSet<RowKey>) -> Result<Option<Problem>, StoreError>;
 
-/// Every live binding of the log: the row it names and the entry that bound it last.
-fn bindings(entries: &[Vec<u8>]) -> Result<Bindings, StoreError> {
+/// Every live binding of the logs: the row it names and the entry (of its tenant's log) that
+/// bound it last.
+fn bindings(stored: &StoredLogs) -> Result<Bindings, StoreError> {
     let mut out = HashMap::new();
-    for (i, bytes) in entries.iter().enumerate() {
-        let entry = Entry::decode(bytes).map_err(|e| StoreError::LogTampered(format!("entry {i}: {e}")))?;
-        for b in bindings_of(&entry.body).map_err(|e| StoreError::LogTampered(format!("entry {i}: {e}")))? {
-            let key = b.key();
-            if b.digest.is_some() {
-                out.insert(key, (b, i as u64));
-            } else {
-                out.remove(&key);
+    for (t, s) in &stored.tenants {
+        for (i, bytes) in s.entries.iter().enumerate() {
+            let entry = Entry::decode(bytes).map_err(|e| StoreError::LogTampered(format!("log {t:?} entry {i}: {e}")))?;
+            for b in bindings_of(&entry.body).map_err(|e| StoreError::LogTampered(format!("log {t:?} entry {i}: {e}")))? {
+                let key = b.key();
+                if b.digest.is_some() {
+                    out.insert(key, (b, i as u64));
+                } else {
+                    out.remove(&key);
+                }
             }
         }
     }
@@ -39,10 +43,10 @@ fn bad(table: &str, key: String, entry: Option<u64>, reason: String) -> Option<P
     Some(Problem::BadRow { table: table.to_owned(), key, entry, reason })
 }
 
-fn scan<R: BoundRow>(conn: &Connection, bound: &Bindings, seen: &mut HashSet<RowKey>) -> Result<Option<Problem>, StoreError> {
-    let sql = format!("SELECT {} FROM {} ORDER BY rowid", R::COLUMNS, R::TABLE.name());
+fn scan<R: BoundRow>(conn: &Connection, only: Option<&str>, bound: &Bindings, seen: &mut HashSet<RowKey>) -> Result<Option<Problem>, StoreError> {
+    let sql = format!("SELECT {} FROM {} WHERE ?1 IS NULL OR tenant = ?1 ORDER BY rowid", R::COLUMNS, R::TABLE.name());
     let mut stmt = conn.prepare(&sql)?;
-    for r in stmt.query_map([], |r| R::read(r))? {
+    for r in stmt.query_map([only], |r| R::read(r))? {
         let row = r?;
         let key = row.key();
         match bound.get(&key) {
@@ -58,9 +62,10 @@ fn scan<R: BoundRow>(conn: &Connection, bound: &Bindings, seen: &mut HashSet<Row
     Ok(None)
 }
 
-/// Audit every bound table of the database against the verified log `entries`.
-pub(crate) fn audit(conn: &Connection, entries: &[Vec<u8>]) -> Result<Option<Problem>, StoreError> {
-    let bound = bindings(entries)?;
+/// Audit every bound table of the database (the rows of one tenant for `only`) against the
+/// verified logs.
+pub(crate) fn audit(conn: &Connection, stored: &StoredLogs, only: Option<&str>) -> Result<Option<Problem>, StoreError> {
+    let bound = bindings(stored)?;
     let mut seen = HashSet::with_capacity(bound.len());
     let scans: [Scan; 9] = [
         scan::<PrincipalRow>,
@@ -74,13 +79,13 @@ pub(crate) fn audit(conn: &Connection, entries: &[Vec<u8>]) -> Result<Option<Pro
         scan::<LineageRow>,
     ];
     for s in scans {
-        if let Some(p) = s(conn, &bound, &mut seen)? {
+        if let Some(p) = s(conn, only, &bound, &mut seen)? {
             return Ok(Some(p));
         }
     }
     // Rows the log committed that are gone, first by the entry that bound them.
-    let mut missing: Vec<&(Binding, u64)> = bound.iter().filter(|(k, _)| !seen.contains(k)).map(|(_, v)| v).collect();
-    missing.sort_by_key(|(b, e)| (*e, b.table, b.parts.clone()));
+    let mut missing: Vec<&(Binding, u64)> = bound.iter().filter(|(k, (b, _))| !seen.contains(k) && only.is_none_or(|t| t == b.tenant)).map(|(_, v)| v).collect();
+    missing.sort_by_key(|(b, e)| (*e, b.tenant.clone(), b.table, b.parts.clone()));
     if let Some((b, e)) = missing.first() {
         return Ok(bad(b.table.name(), b.parts.join("/"), Some(*e), Check::Missing { entry: *e }.reason()));
     }

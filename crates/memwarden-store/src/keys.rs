@@ -195,24 +195,84 @@ pub(crate) struct Witness {
     pub(crate) checkpoint: SignedCheckpoint,
 }
 
-fn witness_file(dir: &Path, tenant: &str) -> PathBuf {
+/// A witness file holds two slots, written alternately in place (by the parity of the
+/// checkpoint size) and `fdatasync`ed: no file is created or renamed per commit, and a write
+/// torn by a crash leaves the other slot, an older but valid head.
+const SLOT_BYTES: usize = 4096;
+const SLOT_MAGIC: &[u8; 8] = b"MWWIT\x01\0\0";
+const WITNESS_EXT: &str = "wit";
+/// The JSON witness of schema 5 (one global log).
+const LEGACY_WITNESS_EXT: &str = "json";
+
+fn witness_file(dir: &Path, tenant: &str, ext: &str) -> PathBuf {
     let digest = Sha256::digest(tenant.as_bytes());
-    dir.join(WITNESS_DIR).join(format!("{}.json", hex::encode(&digest[..16])))
+    dir.join(WITNESS_DIR).join(format!("{}.{ext}", hex::encode(&digest[..16])))
 }
 
-/// Write a tenant's witness (fsynced, atomic).
+fn slot_checksum(seq: u64, json: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(SLOT_MAGIC);
+    h.update(seq.to_be_bytes());
+    h.update((json.len() as u32).to_be_bytes());
+    h.update(json);
+    h.finalize().into()
+}
+
+/// Write a tenant's witness (in place, fsynced).
 pub(crate) fn write_witness(dir: &Path, w: &Witness) -> Result<(), StoreError> {
-    let bytes = serde_json::to_vec(w).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let file = witness_file(dir, &w.tenant);
+    use std::io::{Seek, SeekFrom, Write};
+    let json = serde_json::to_vec(w).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let seq = w.checkpoint.checkpoint.size;
+    let mut slot = Vec::with_capacity(SLOT_BYTES);
+    slot.extend_from_slice(SLOT_MAGIC);
+    slot.extend_from_slice(&seq.to_be_bytes());
+    slot.extend_from_slice(&u32::try_from(json.len()).unwrap_or(u32::MAX).to_be_bytes());
+    slot.extend_from_slice(&json);
+    slot.extend_from_slice(&slot_checksum(seq, &json));
+    if slot.len() > SLOT_BYTES {
+        return Err(StoreError::Corrupt(format!("a witness of {} bytes does not fit its slot", slot.len())));
+    }
+    slot.resize(SLOT_BYTES, 0);
+    let file = witness_file(dir, &w.tenant, WITNESS_EXT);
     if let Some(parent) = file.parent()
         && !parent.is_dir()
     {
         private_dir(parent)?;
     }
-    write_private(&file, &bytes)
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(&file).map_err(io_err(&file))?;
+    let fresh = f.metadata().map_err(io_err(&file))?.len() < (2 * SLOT_BYTES) as u64;
+    if fresh {
+        f.set_len((2 * SLOT_BYTES) as u64).map_err(io_err(&file))?;
+    }
+    f.seek(SeekFrom::Start((seq % 2) * SLOT_BYTES as u64)).map_err(io_err(&file))?;
+    f.write_all(&slot).map_err(io_err(&file))?;
+    if fresh { f.sync_all() } else { f.sync_data() }.map_err(io_err(&file))
 }
 
-/// Every witness in the key directory.
+fn parse_slot(b: &[u8]) -> Option<(u64, Witness)> {
+    let magic = b.get(..8)?;
+    if magic != SLOT_MAGIC {
+        return None;
+    }
+    let seq = u64::from_be_bytes(b.get(8..16)?.try_into().ok()?);
+    let len = u32::from_be_bytes(b.get(16..20)?.try_into().ok()?) as usize;
+    let json = b.get(20..20 + len)?;
+    let sum = b.get(20 + len..20 + len + 32)?;
+    if sum != slot_checksum(seq, json) {
+        return None;
+    }
+    let w: Witness = serde_json::from_slice(json).ok()?;
+    (w.checkpoint.checkpoint.size == seq).then_some((seq, w))
+}
+
+/// Every tenant's witness in the key directory (the newer valid slot of each file).
 pub(crate) fn read_witnesses(dir: &Path) -> Result<Vec<Witness>, StoreError> {
     let wdir = dir.join(WITNESS_DIR);
     let entries = match std::fs::read_dir(&wdir) {
@@ -223,18 +283,36 @@ pub(crate) fn read_witnesses(dir: &Path) -> Result<Vec<Witness>, StoreError> {
     let mut out = Vec::new();
     for e in entries {
         let path = e.map_err(io_err(&wdir))?.path();
-        if path.extension().is_none_or(|x| x != "json") {
+        if path.extension().is_none_or(|x| x != WITNESS_EXT) {
             continue;
         }
         let bytes = std::fs::read(&path).map_err(io_err(&path))?;
-        let w: Witness = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(format!("witness {}: {e}", path.display())))?;
-        if witness_file(dir, &w.tenant) != path {
+        let best = bytes.chunks(SLOT_BYTES).filter_map(parse_slot).max_by_key(|(seq, _)| *seq);
+        let Some((_, w)) = best else {
+            return Err(StoreError::Corrupt(format!("witness {} holds no valid head", path.display())));
+        };
+        if witness_file(dir, &w.tenant, WITNESS_EXT) != path {
             return Err(StoreError::Corrupt(format!("witness {} names another tenant", path.display())));
         }
         out.push(w);
     }
     out.sort_by(|a, b| a.tenant.cmp(&b.tenant));
     Ok(out)
+}
+
+/// The JSON witness a schema-5 store kept for its one global log, if any.
+pub(crate) fn read_legacy_witness(dir: &Path) -> Result<Option<Witness>, StoreError> {
+    let path = witness_file(dir, "", LEGACY_WITNESS_EXT);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(format!("witness {}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&path)(e)),
+    }
+}
+
+/// Remove the schema-5 witness (after its log was migrated and verified against it).
+pub(crate) fn remove_legacy_witness(dir: &Path) {
+    let _ = std::fs::remove_file(witness_file(dir, "", LEGACY_WITNESS_EXT));
 }
 
 /// HMAC-SHA256 (RFC 2104) of `message` under `key`.

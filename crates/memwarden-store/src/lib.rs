@@ -14,7 +14,7 @@
 //! let dir = tempfile::tempdir()?;
 //! let config = StoreConfig::default().with_key_dir(dir.path().join("keys"));
 //! let store = SqliteStore::open(&dir.path().join("data"), config)?;
-//! assert_eq!(store.log_len(), 1); // the genesis entry
+//! assert_eq!(store.log_len(), 0); // each tenant's log opens with its first commit
 //! assert!(store.verify_log()?.is_ok());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -59,8 +59,10 @@
 mod audit;
 mod binding;
 mod keys;
+mod logs;
 mod migrate;
 mod sqlite;
+mod stored;
 mod vectors;
 mod write;
 
@@ -316,6 +318,9 @@ pub enum StoreError {
     /// The directory holds a store of a newer schema.
     #[error("unsupported schema version {0}")]
     Schema(i64),
+    /// The tenant has no verdict log (nothing of it was ever committed).
+    #[error("tenant {0} has no verdict log")]
+    UnknownLog(String),
 }
 
 /// A session row as stored: raw material for [`Observed::restore`], never an `Observed` itself.
@@ -397,22 +402,48 @@ pub trait Store: Send + Sync {
     /// ranking, never as a score penalty. Returns `min(k, eligible)` items, most similar first,
     /// and never one `reader` may not read. `k` is 1..=[`SEARCH_K_MAX`].
     fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError>;
-    /// Number of log entries.
+    /// Number of log entries, all tenants (the global view: every tenant's entries in commit
+    /// order; to be replaced by [`Store::log_len_of`]).
     fn log_len(&self) -> u64;
-    /// Current Merkle root and head.
+    /// The global view's (size, Merkle root, head).
     fn log_root(&self) -> (u64, Hash, Hash);
-    /// Encoded log entries `[from, to)`.
+    /// Encoded entries `[from, to)` of the global view (commit order over all tenants).
     fn log_entries(&self, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError>;
-    /// Inclusion proof of entry `index` in the tree of size `size`.
+    /// Inclusion proof of global-view entry `index` in the global tree of size `size`.
     fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, StoreError>;
-    /// Consistency proof between two sizes.
+    /// Consistency proof between two sizes of the global view.
     fn consistency_proof(&self, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError>;
-    /// Sign a checkpoint of the current log and store it.
+    /// Sign and store a checkpoint of every tenant's log with new entries and of the global
+    /// view; returns the global view's.
     fn checkpoint(&self, now_ms: u64) -> Result<SignedCheckpoint, StoreError>;
-    /// Stored checkpoints.
+    /// The global view's stored checkpoints.
     fn checkpoints(&self) -> Result<Vec<SignedCheckpoint>, StoreError>;
     /// The log's checkpoint-signing public key.
     fn log_public_key(&self) -> [u8; 32];
-    /// Verify the whole stored log (hash chain, every checkpoint, recorded head).
+    /// Verify every stored log (each tenant's hash chain, checkpoints, recorded head and
+    /// witness; the global view) and audit every bound row; names the first bad entry or row.
     fn verify_log(&self) -> Result<VerifyReport, StoreError>;
+
+    // One verdict log per tenant. Receipts' `log_index` and the log indexes of
+    // `items_in_order` / `lineage_events` are indexes in the tenant's log.
+
+    /// The tenants that have a verdict log.
+    fn tenants(&self) -> Vec<TenantId>;
+    /// Number of entries in the tenant's log (0 if it has none).
+    fn log_len_of(&self, tenant: &TenantId) -> u64;
+    /// The tenant log's (size, Merkle root, head).
+    fn log_root_of(&self, tenant: &TenantId) -> (u64, Hash, Hash);
+    /// Encoded entries `[from, to)` of the tenant's log.
+    fn log_entries_of(&self, tenant: &TenantId, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError>;
+    /// Inclusion proof of entry `index` in the tenant log's tree of size `size`.
+    fn inclusion_proof_of(&self, tenant: &TenantId, index: u64, size: u64) -> Result<Vec<Hash>, StoreError>;
+    /// Consistency proof between two sizes of the tenant's log.
+    fn consistency_proof_of(&self, tenant: &TenantId, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError>;
+    /// Sign a checkpoint of the tenant's current log and store it ([`StoreError::UnknownLog`]
+    /// if it has none).
+    fn checkpoint_of(&self, tenant: &TenantId, now_ms: u64) -> Result<SignedCheckpoint, StoreError>;
+    /// The tenant log's stored checkpoints.
+    fn checkpoints_of(&self, tenant: &TenantId) -> Result<Vec<SignedCheckpoint>, StoreError>;
+    /// Verify the tenant's log (chain, checkpoints, recorded head, witness) and audit its rows.
+    fn verify_log_of(&self, tenant: &TenantId) -> Result<VerifyReport, StoreError>;
 }

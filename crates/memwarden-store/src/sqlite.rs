@@ -6,28 +6,27 @@
 
 use crate::binding::{
     AttestationRow, BoundRow, Check, ElevationRow, ErasedRow, ItemRow, LineageRow, OrderKind, PrincipalRow, ReputationRow, RowKey, SessionRow,
-    StateIndex, Table, bindings_of, embedding_digest, row_key,
+    StateIndex, Table, embedding_digest, row_key,
 };
 use crate::keys::{self, KeyLocation, Witness};
+use crate::logs::{GLOBAL, Logs};
+use crate::stored;
 use crate::vectors::{Progress, Vectors, decode_f32};
 use crate::write::{Job, writer_loop};
 use crate::{CommitError, Hit, Mutation, OrderedItem, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession, BATCH_MUTATIONS_MAX};
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
-use memwarden_log::{Entry, EntryKind, Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
+use memwarden_log::{Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, mpsc};
 use std::thread::JoinHandle;
 
-pub(crate) const SCHEMA_VERSION: i64 = 5;
+pub(crate) const SCHEMA_VERSION: i64 = 6;
 const DB_FILE: &str = "memwarden.db";
 /// Lock file: held (flock) by the one process that has the store open for writing.
 const LOCK_FILE: &str = "memwarden.lock";
-/// The one log this schema keeps (the witness names it).
-pub(crate) const GLOBAL_LOG: &str = "";
 
 /// Tuning for the embedded store.
 #[derive(Debug, Clone)]
@@ -86,7 +85,8 @@ pub(crate) enum Durability {
 pub(crate) struct Shared {
     /// Held for the store's lifetime: one process writes a data directory (and its log) at a time.
     _lock: std::fs::File,
-    pub(crate) log: RwLock<VerdictLog>,
+    /// Every tenant's log and the global view.
+    pub(crate) logs: RwLock<Logs>,
     pub(crate) key: SigningKey,
     pub(crate) key_dir: PathBuf,
     pub(crate) store_id: String,
@@ -95,7 +95,6 @@ pub(crate) struct Shared {
     pub(crate) vectors: Vectors,
     /// What the verified log commits every bound row to.
     pub(crate) state: RwLock<StateIndex>,
-    pub(crate) last_checkpoint: AtomicU64,
     /// The latest entry time at open (checkpoints carry the latest time a caller passed in).
     pub(crate) last_time_ms: AtomicU64,
     pub(crate) config: StoreConfig,
@@ -103,12 +102,21 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Record `cp` as the witnessed head (outside the data directory).
-    pub(crate) fn witness(&self, cp: &SignedCheckpoint) -> Result<(), StoreError> {
+    /// Record `cp` as `tenant`'s witnessed head (outside the data directory).
+    pub(crate) fn witness(&self, tenant: &str, cp: &SignedCheckpoint) -> Result<(), StoreError> {
         if self.durability == Durability::Ephemeral {
             return Ok(());
         }
-        keys::write_witness(&self.key_dir, &Witness { store_id: self.store_id.clone(), tenant: GLOBAL_LOG.into(), checkpoint: cp.clone() })
+        keys::write_witness(&self.key_dir, &Witness { store_id: self.store_id.clone(), tenant: tenant.to_owned(), checkpoint: cp.clone() })
+    }
+
+    /// After an erasure (writer thread): copy the zeroed pages into the database and empty the
+    /// WAL, so the erased text survives in no file (best effort: a busy checkpoint is retried by
+    /// SQLite's automatic checkpoints; the rows are gone from every read either way).
+    pub(crate) fn after_erasure(&self, conn: &Connection) {
+        if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
+            eprintln!("memwarden-store: checkpoint after erasure failed: {e}");
+        }
     }
 }
 
@@ -157,8 +165,6 @@ CREATE INDEX IF NOT EXISTS attestations_by_value ON attestations(tenant, key, js
 CREATE TABLE IF NOT EXISTS elevations(tenant TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, key, value));
 CREATE TABLE IF NOT EXISTS grants_used(tenant TEXT NOT NULL, nonce BLOB NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, nonce));
 CREATE TABLE IF NOT EXISTS sessions(tenant TEXT NOT NULL, principal TEXT NOT NULL, session TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, principal, session));
-CREATE TABLE IF NOT EXISTS log(idx INTEGER PRIMARY KEY, entry BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS checkpoints(size INTEGER PRIMARY KEY, record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS vectors(seq INTEGER PRIMARY KEY AUTOINCREMENT, id BLOB NOT NULL UNIQUE, tenant TEXT NOT NULL, namespace TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS lineage_events(seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, event TEXT NOT NULL, log_index INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS lineage_events_by_tenant ON lineage_events(tenant, log_index);
@@ -166,6 +172,14 @@ CREATE INDEX IF NOT EXISTS items_by_tenant_log ON items(tenant, log_index);
 CREATE TABLE IF NOT EXISTS erased(id BLOB PRIMARY KEY, tenant TEXT NOT NULL, namespace TEXT NOT NULL, tombstone TEXT NOT NULL, item_log_index INTEGER NOT NULL, log_index INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS erased_by_tenant_log ON erased(tenant, item_log_index);
 CREATE TABLE IF NOT EXISTS reputation(tenant TEXT NOT NULL, principal TEXT NOT NULL, value REAL NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, principal));
+";
+
+/// The per-tenant logs (schema 6), created once a legacy global log has been moved aside.
+pub(crate) const SCHEMA_LOGS: &str = "
+CREATE TABLE IF NOT EXISTS log(tenant TEXT NOT NULL, idx INTEGER NOT NULL, entry BLOB NOT NULL, gseq INTEGER NOT NULL, PRIMARY KEY(tenant, idx));
+CREATE UNIQUE INDEX IF NOT EXISTS log_by_gseq ON log(gseq);
+CREATE TABLE IF NOT EXISTS checkpoints(tenant TEXT NOT NULL, size INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY(tenant, size));
+CREATE TABLE IF NOT EXISTS heads(tenant TEXT PRIMARY KEY, size INTEGER NOT NULL, head BLOB NOT NULL);
 ";
 
 pub(crate) fn open_conn(path: &Path, read_only: bool, durability: Durability) -> Result<Connection, StoreError> {
@@ -189,63 +203,8 @@ pub(crate) fn open_conn(path: &Path, read_only: bool, durability: Durability) ->
     Ok(conn)
 }
 
-/// Everything needed to verify a stored log, read from the database.
-pub(crate) struct StoredLog {
-    pub(crate) entries: Vec<Vec<u8>>,
-    pub(crate) checkpoints: Vec<SignedCheckpoint>,
-    pub(crate) expected: Option<(u64, Hash)>,
-}
-
-pub(crate) fn read_stored_log(conn: &Connection) -> Result<StoredLog, StoreError> {
-    let mut stmt = conn.prepare("SELECT entry FROM log ORDER BY idx")?;
-    let entries = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))?.collect::<Result<Vec<_>, _>>()?;
-    let checkpoints = read_stored_log_checkpoints(conn)?;
-    let size: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key='log_size'", [], |r| r.get(0)).optional()?;
-    let head: Option<Vec<u8>> = conn.query_row("SELECT value FROM meta WHERE key='log_head'", [], |r| r.get(0)).optional()?;
-    let expected = match (size, head) {
-        (Some(s), Some(h)) if h.len() == 32 => {
-            let mut hh = [0u8; 32];
-            hh.copy_from_slice(&h);
-            Some((u64::try_from(s).unwrap_or(0), hh))
-        }
-        (None, None) => None,
-        _ => return Err(StoreError::Corrupt("recorded log head is malformed".into())),
-    };
-    Ok(StoredLog { entries, checkpoints, expected })
-}
-
-fn meta_text(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
+pub(crate) fn meta_text(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
     Ok(conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get::<_, String>(0)).optional()?)
-}
-
-/// The witnessed head of the store's log, checked against the store it must belong to.
-fn witnessed(key_dir: &Path, store_id: &str) -> Result<Option<SignedCheckpoint>, StoreError> {
-    let mut found = None;
-    for w in keys::read_witnesses(key_dir)? {
-        if w.store_id != store_id {
-            return Err(StoreError::KeyDir(format!(
-                "the witness in {} belongs to store {}, not to this one ({store_id})",
-                key_dir.display(),
-                w.store_id
-            )));
-        }
-        if w.tenant == GLOBAL_LOG {
-            found = Some(w.checkpoint);
-        }
-    }
-    Ok(found)
-}
-
-/// Replay the bindings of verified log entries into a state index.
-pub(crate) fn replay(entries: &[Vec<u8>]) -> Result<StateIndex, StoreError> {
-    let mut state = StateIndex::default();
-    for (i, bytes) in entries.iter().enumerate() {
-        let entry = Entry::decode(bytes).map_err(|e| StoreError::LogTampered(format!("entry {i}: {e}")))?;
-        for b in bindings_of(&entry.body).map_err(|e| StoreError::LogTampered(format!("entry {i}: {e}")))? {
-            state.apply(&b, i as u64);
-        }
-    }
-    Ok(state)
 }
 
 /// The derived key that authenticates index files (so a file edited on disk is rebuilt from
@@ -385,38 +344,42 @@ impl SqliteStore {
                 key_dir.join(keys::WITNESS_DIR).display(),
             )));
         }
-        let witness = witnessed(&key_dir, &store_id)?;
-        if bound.is_some() && witness.is_none() && log_entries > 0 {
+        if let Some(from) = legacy {
+            // A store of an earlier schema: verify its one global log (checkpoints, recorded
+            // head, and the schema-5 witness), then bind its rows and split it per tenant.
+            let old = stored::read_legacy(&writer, "log", "checkpoints")?;
+            let mut anchors = old.checkpoints.clone();
+            if let Some(w) = keys::read_legacy_witness(&key_dir)?
+                && w.store_id == store_id
+            {
+                anchors.push(w.checkpoint);
+            }
+            let report = verify_log(&old.entries, &anchors, &key.verifying_key(), old.expected);
+            if let Some(p) = &report.problem {
+                return Err(StoreError::LogTampered(p.to_string()));
+            }
+            let time = old.entries.last().and_then(|e| memwarden_log::Entry::decode(e).ok()).map_or(0, |e| e.time_ms);
+            if from <= 4 {
+                let mut log = VerdictLog::from_leaves(old.entries.iter().map(|e| leaf_hash(e)).collect());
+                crate::migrate::adopt(&mut writer, &mut log, from, time)?;
+            }
+            crate::migrate::relog(&mut writer, &key, &store_id, time)?;
+        }
+        let witnessed = stored::witnesses(&key_dir, &store_id)?;
+        // Any witness (a tenant's, or the store's own, written at the first open) counts: a
+        // crash between a tenant's first commit and its first witness leaves the store's.
+        let any_witness = !keys::read_witnesses(&key_dir)?.is_empty();
+        if bound.is_some() && !any_witness && log_entries > 0 && legacy.is_none() {
             return Err(StoreError::LogTampered(format!("the witness of this store is missing from {}", key_dir.join(keys::WITNESS_DIR).display())));
         }
-        let stored = read_stored_log(&writer)?;
-        let mut anchors = stored.checkpoints.clone();
-        anchors.extend(witness.iter().cloned());
-        let report = verify_log(&stored.entries, &anchors, &key.verifying_key(), stored.expected);
+        let all = stored::read_logs(&writer, None)?;
+        let report = stored::verify(&all, &key.verifying_key(), &witnessed, None);
         if let Some(p) = &report.problem {
             return Err(StoreError::LogTampered(p.to_string()));
         }
-        let leaves: Vec<Hash> = stored.entries.iter().map(|e| leaf_hash(e)).collect();
-        let last_checkpoint = stored.checkpoints.last().map(|c| c.checkpoint.size).unwrap_or(0);
-        let last_time_ms = stored.entries.last().and_then(|e| Entry::decode(e).ok()).map_or(0, |e| e.time_ms);
-        let mut log = VerdictLog::from_leaves(leaves);
-        if let Some(from) = legacy {
-            // The legacy log verified: bind every row to it as it stands now.
-            crate::migrate::adopt(&mut writer, &mut log, from, last_time_ms)?;
-        }
-        let entries = if legacy.is_some() { read_stored_log(&writer)?.entries } else { stored.entries };
-        let state = replay(&entries)?;
-        drop(entries);
-        if log.is_empty() {
-            let body = serde_json::to_vec(&json!({"store": "memwarden", "store_id": store_id, "schema": SCHEMA_VERSION, "log_key": hex::encode(key.verifying_key().to_bytes())}))
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let genesis = log.prepare(EntryKind::Genesis, 0, body);
-            let tx = writer.transaction()?;
-            tx.execute("INSERT INTO log(idx, entry) VALUES(0, ?1)", params![genesis.encode()])?;
-            set_head(&tx, 1, &genesis.leaf())?;
-            tx.commit()?;
-            log.append(&genesis).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        }
+        let last_time_ms = stored::last_time_ms(&all);
+        let (logs, state) = stored::load(&all)?;
+        drop(all);
         let mac_key = index_mac_key(&key);
         let verify_row = |row: &ItemRow| state.check(&row.key(), Some(&row.digest())) == Check::Ok;
         let vectors = Vectors::open(dir, &writer, config.vector_exact_below, &mac_key, &verify_row, progress)?;
@@ -425,21 +388,38 @@ impl SqliteStore {
             durability,
             vectors,
             _lock: lock,
-            log: RwLock::new(log),
+            logs: RwLock::new(logs),
             key,
             key_dir: key_dir.clone(),
             store_id: store_id.clone(),
             reader: Mutex::new(reader),
             state: RwLock::new(state),
-            last_checkpoint: AtomicU64::new(last_checkpoint),
             last_time_ms: AtomicU64::new(last_time_ms),
             config,
         });
-        // The witness now names this store and its current head (first open, migration, or a
-        // witness that lagged after a failed write).
-        let head = read_guard(&shared.log).checkpoint(&shared.key, last_time_ms);
-        if durability == Durability::Durable && witness.as_ref().is_none_or(|w| w.checkpoint.size != head.checkpoint.size) {
-            shared.witness(&head)?;
+        // Every witness now names this store and its log's current head (first open,
+        // migration, or a witness that lagged after a failed write).
+        if durability == Durability::Durable {
+            let heads: Vec<(String, SignedCheckpoint)> = {
+                let logs = read_guard(&shared.logs);
+                logs.tenants
+                    .iter()
+                    .filter(|(t, l)| witnessed.get(*t).is_none_or(|w| w.checkpoint.size != l.log.len()))
+                    .map(|(t, l)| (t.clone(), l.log.checkpoint(&shared.key, last_time_ms)))
+                    .collect()
+            };
+            for (t, cp) in heads {
+                shared.witness(&t, &cp)?;
+            }
+            if !any_witness && read_guard(&shared.logs).tenants.is_empty() {
+                // Before any tenant has a log: the store's own witness, so that from the first
+                // commit on the key directory holds one (its deletion is then detected).
+                let cp = read_guard(&shared.logs).global.checkpoint(&shared.key, last_time_ms);
+                shared.witness(GLOBAL, &cp)?;
+            }
+            if legacy.is_some() {
+                keys::remove_legacy_witness(&key_dir);
+            }
         }
         if bound.is_none() && durability == Durability::Durable {
             keys::bind_store(&key_dir, &store_id, dir)?;
@@ -526,28 +506,57 @@ impl SqliteStore {
             // A store of the old layout, not yet migrated.
             None => keys::load_key(&dir.join("keys"))?.ok_or_else(|| StoreError::KeyDir(format!("no log key in {}", key_dir.display())))?,
         };
-        let stored = read_stored_log(&conn)?;
-        let mut anchors = stored.checkpoints.clone();
-        if let Some(id) = &store_id {
-            anchors.extend(witnessed(&key_dir, id)?);
+        if !stored::per_tenant(&conn)? || schema.is_some_and(|s| s < SCHEMA_VERSION) {
+            // A store of an earlier schema, not yet migrated: its one global log.
+            let old = stored::read_legacy(&conn, "log", "checkpoints")?;
+            let mut anchors = old.checkpoints.clone();
+            if let Some(w) = keys::read_legacy_witness(&key_dir)?
+                && Some(&w.store_id) == store_id.as_ref()
+            {
+                anchors.push(w.checkpoint);
+            }
+            return Ok(verify_log(&old.entries, &anchors, &key.verifying_key(), old.expected));
         }
-        let mut report = verify_log(&stored.entries, &anchors, &key.verifying_key(), stored.expected);
-        if report.problem.is_none() && schema.is_some_and(|s| s >= SCHEMA_VERSION) {
-            report.problem = crate::audit::audit(&conn, &stored.entries)?;
+        let witnessed = match &store_id {
+            Some(id) => stored::witnesses(&key_dir, id)?,
+            None => Default::default(),
+        };
+        let all = stored::read_logs(&conn, None)?;
+        let mut report = stored::verify(&all, &key.verifying_key(), &witnessed, None);
+        if report.problem.is_none() {
+            report.problem = crate::audit::audit(&conn, &all, None)?;
         }
         Ok(report)
     }
 
-    /// For demonstrations and tests only: flip the last byte of stored log entry `index` in a store
-    /// directory that is not open — what an attacker with write access to the disk could do.
+    /// For demonstrations and tests only: flip the last byte of stored log entry `index` (of the
+    /// global view: the `index`-th entry committed, whichever tenant's; for a store with one
+    /// tenant, that tenant's entry `index`) in a store directory that is not open — what an
+    /// attacker with write access to the disk could do.
     pub fn tamper_log_entry(dir: &Path, index: u64) -> Result<(), StoreError> {
         let conn = open_conn(&dir.join(DB_FILE), false, Durability::Durable)?;
         let idx = i64::try_from(index).unwrap_or(i64::MAX);
-        let mut entry: Vec<u8> = conn.query_row("SELECT entry FROM log WHERE idx = ?1", params![idx], |r| r.get(0))?;
+        let column = if stored::per_tenant(&conn)? { "gseq" } else { "idx" };
+        let mut entry: Vec<u8> = conn.query_row(&format!("SELECT entry FROM log WHERE {column} = ?1"), params![idx], |r| r.get(0))?;
         if let Some(b) = entry.last_mut() {
             *b ^= 0x01;
         }
-        conn.execute("UPDATE log SET entry = ?1 WHERE idx = ?2", params![entry, idx])?;
+        conn.execute(&format!("UPDATE log SET entry = ?1 WHERE {column} = ?2"), params![entry, idx])?;
+        Ok(())
+    }
+
+    /// For demonstrations and tests only: flip the last byte of entry `index` of `tenant`'s log
+    /// in a store directory (open or not) — what an attacker with write access to the disk could
+    /// do. [`StoreError::UnknownLog`] if there is no such entry.
+    pub fn tamper_log_entry_of(dir: &Path, tenant: &TenantId, index: u64) -> Result<(), StoreError> {
+        let conn = open_conn(&dir.join(DB_FILE), false, Durability::Durable)?;
+        let idx = i64::try_from(index).unwrap_or(i64::MAX);
+        let entry: Option<Vec<u8>> = conn.query_row("SELECT entry FROM log WHERE tenant = ?1 AND idx = ?2", params![tenant.as_str(), idx], |r| r.get(0)).optional()?;
+        let mut entry = entry.ok_or_else(|| StoreError::UnknownLog(format!("{tenant} (entry {index})")))?;
+        if let Some(b) = entry.last_mut() {
+            *b ^= 0x01;
+        }
+        conn.execute("UPDATE log SET entry = ?1 WHERE tenant = ?2 AND idx = ?3", params![entry, tenant.as_str(), idx])?;
         Ok(())
     }
 
@@ -680,15 +689,6 @@ impl Drop for SqliteStore {
 fn remove_old_key(old_dir: &Path) {
     let _ = std::fs::remove_file(old_dir.join(keys::LOG_KEY_FILE));
     let _ = std::fs::remove_dir(old_dir);
-}
-
-pub(crate) fn set_head(conn: &Connection, size: u64, head: &Hash) -> Result<(), rusqlite::Error> {
-    let size = i64::try_from(size).unwrap_or(i64::MAX);
-    conn.prepare_cached("INSERT INTO meta(key, value) VALUES('log_size', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
-        .execute(params![size])?;
-    conn.prepare_cached("INSERT INTO meta(key, value) VALUES('log_head', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value")?
-        .execute(params![head.as_slice()])?;
-    Ok(())
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
@@ -919,38 +919,38 @@ impl Store for SqliteStore {
     }
 
     fn log_len(&self) -> u64 {
-        read_guard(&self.shared.log).len()
+        read_guard(&self.shared.logs).global.len()
     }
 
     fn log_root(&self) -> (u64, Hash, Hash) {
-        let l = read_guard(&self.shared.log);
-        (l.len(), l.root(), l.head())
+        let l = read_guard(&self.shared.logs);
+        (l.global.len(), l.global.root(), l.global.head())
     }
 
     fn log_entries(&self, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let mut stmt = conn.prepare_cached("SELECT entry FROM log WHERE idx >= ?1 AND idx < ?2 ORDER BY idx")?;
+        let mut stmt = conn.prepare_cached("SELECT entry FROM log WHERE gseq >= ?1 AND gseq < ?2 ORDER BY gseq")?;
         let rows = stmt.query_map(params![i64::try_from(from).unwrap_or(i64::MAX), i64::try_from(to).unwrap_or(i64::MAX)], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
     fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, StoreError> {
-        read_guard(&self.shared.log).inclusion_proof(index, size).map_err(|e| StoreError::Corrupt(e.to_string()))
+        read_guard(&self.shared.logs).global.inclusion_proof(index, size).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     fn consistency_proof(&self, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError> {
-        read_guard(&self.shared.log).consistency_proof(old_size, new_size).map_err(|e| StoreError::Corrupt(e.to_string()))
+        read_guard(&self.shared.logs).global.consistency_proof(old_size, new_size).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     fn checkpoint(&self, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
         let (reply, rx) = mpsc::channel();
-        self.send(Job::Checkpoint { now_ms, reply })?;
+        self.send(Job::Checkpoint { tenant: None, now_ms, reply })?;
         rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)
     }
 
     fn checkpoints(&self) -> Result<Vec<SignedCheckpoint>, StoreError> {
         let conn = lock(&self.shared.reader);
-        read_stored_log_checkpoints(&conn)
+        checkpoints_of(&conn, GLOBAL)
     }
 
     fn log_public_key(&self) -> [u8; 32] {
@@ -958,27 +958,113 @@ impl Store for SqliteStore {
     }
 
     fn verify_log(&self) -> Result<VerifyReport, StoreError> {
+        self.verify_live(None)
+    }
+
+    fn tenants(&self) -> Vec<TenantId> {
+        let logs = read_guard(&self.shared.logs);
+        let mut out: Vec<TenantId> = logs.tenants.keys().filter_map(|t| TenantId::new(t).ok()).collect();
+        out.sort();
+        out
+    }
+
+    fn log_len_of(&self, tenant: &TenantId) -> u64 {
+        read_guard(&self.shared.logs).of(tenant.as_str()).map_or(0, VerdictLog::len)
+    }
+
+    fn log_root_of(&self, tenant: &TenantId) -> (u64, Hash, Hash) {
+        let logs = read_guard(&self.shared.logs);
+        match logs.of(tenant.as_str()) {
+            Some(l) => (l.len(), l.root(), l.head()),
+            None => (0, memwarden_log::empty_root(), [0; 32]),
+        }
+    }
+
+    fn log_entries_of(&self, tenant: &TenantId, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let stored = read_stored_log(&conn)?;
-        let mut anchors = stored.checkpoints.clone();
-        anchors.extend(witnessed(&self.shared.key_dir, &self.shared.store_id)?);
-        let mut report = verify_log(&stored.entries, &anchors, &self.shared.key.verifying_key(), stored.expected);
+        let mut stmt = conn.prepare_cached("SELECT entry FROM log WHERE tenant = ?1 AND idx >= ?2 AND idx < ?3 ORDER BY idx")?;
+        let rows = stmt.query_map(params![tenant.as_str(), i64::try_from(from).unwrap_or(i64::MAX), i64::try_from(to).unwrap_or(i64::MAX)], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn inclusion_proof_of(&self, tenant: &TenantId, index: u64, size: u64) -> Result<Vec<Hash>, StoreError> {
+        let logs = read_guard(&self.shared.logs);
+        let log = logs.of(tenant.as_str()).ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
+        log.inclusion_proof(index, size).map_err(|e| StoreError::BadQuery(e.to_string()))
+    }
+
+    fn consistency_proof_of(&self, tenant: &TenantId, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError> {
+        let logs = read_guard(&self.shared.logs);
+        let log = logs.of(tenant.as_str()).ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
+        log.consistency_proof(old_size, new_size).map_err(|e| StoreError::BadQuery(e.to_string()))
+    }
+
+    fn checkpoint_of(&self, tenant: &TenantId, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
+        if read_guard(&self.shared.logs).of(tenant.as_str()).is_none() {
+            return Err(StoreError::UnknownLog(tenant.to_string()));
+        }
+        let (reply, rx) = mpsc::channel();
+        self.send(Job::Checkpoint { tenant: Some(tenant.as_str().to_owned()), now_ms, reply })?;
+        rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)
+    }
+
+    fn checkpoints_of(&self, tenant: &TenantId) -> Result<Vec<SignedCheckpoint>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        checkpoints_of(&conn, tenant.as_str())
+    }
+
+    fn verify_log_of(&self, tenant: &TenantId) -> Result<VerifyReport, StoreError> {
+        self.verify_live(Some(tenant.as_str()))
+    }
+}
+
+impl SqliteStore {
+    /// Verify the stored logs (all, or one tenant's) against their checkpoints and witnesses, check
+    /// that they are the logs this process verified at open and extended since, and audit every
+    /// bound row (of that tenant).
+    fn verify_live(&self, only: Option<&str>) -> Result<VerifyReport, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let all = stored::read_logs(&conn, only)?;
+        let witnessed = stored::witnesses(&self.shared.key_dir, &self.shared.store_id)?;
+        let mut report = stored::verify(&all, &self.shared.key.verifying_key(), &witnessed, only);
         if report.problem.is_none() {
-            // The stored log must be the one this process verified and extended (a consistent
-            // rewrite of the database under a running store is caught here).
-            let log = read_guard(&self.shared.log);
-            let n = stored.entries.len().min(log.leaves().len());
-            if let Some(i) = (0..n).find(|&i| leaf_hash(&stored.entries[i]) != log.leaves()[i]) {
-                report.problem = Some(Problem::BrokenLink { index: i as u64 });
-            } else if (stored.entries.len() as u64) < log.len() {
-                report.problem = Some(Problem::Truncated { expected: log.len(), found: stored.entries.len() as u64 });
+            // A consistent rewrite of the database under a running store is caught here.
+            let logs = read_guard(&self.shared.logs);
+            for (t, s) in &all.tenants {
+                let Some(mine) = logs.of(t) else {
+                    report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::Extended { expected: 0, found: s.entries.len() as u64 }) });
+                    break;
+                };
+                let n = s.entries.len().min(mine.leaves().len());
+                if let Some(i) = (0..n).find(|&i| leaf_hash(&s.entries[i]) != mine.leaves()[i]) {
+                    report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::BrokenLink { index: i as u64 }) });
+                    break;
+                }
+                if (s.entries.len() as u64) < mine.len() {
+                    report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::Truncated { expected: mine.len(), found: s.entries.len() as u64 }) });
+                    break;
+                }
+            }
+            if report.problem.is_none()
+                && let Some((t, _)) = logs.tenants.iter().find(|(t, _)| only.is_none_or(|o| o == t.as_str()) && !all.tenants.contains_key(*t))
+            {
+                report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::Truncated { expected: logs.of(t).map_or(0, VerdictLog::len), found: 0 }) });
             }
         }
         if report.problem.is_none() {
-            report.problem = crate::audit::audit(&conn, &stored.entries)?;
+            report.problem = crate::audit::audit(&conn, &all, only)?;
         }
         Ok(report)
     }
+}
+
+fn checkpoints_of(conn: &Connection, tenant: &str) -> Result<Vec<SignedCheckpoint>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size")?;
+    let mut out = Vec::new();
+    for rec in stmt.query_map(params![tenant], |r| r.get::<_, String>(0))? {
+        out.push(serde_json::from_str(&rec?).map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?);
+    }
+    Ok(out)
 }
 
 fn principal_of(row: &PrincipalRow) -> Result<Principal, StoreError> {
@@ -995,13 +1081,4 @@ fn attestation_of(row: &AttestationRow) -> Result<Attestation, StoreError> {
         return Err(StoreError::RowTampered { table: "attestations", key: row.log_index.to_string(), reason: "the record names another tenant or key".into() });
     }
     Ok(a)
-}
-
-pub(crate) fn read_stored_log_checkpoints(conn: &Connection) -> Result<Vec<SignedCheckpoint>, StoreError> {
-    let mut stmt = conn.prepare("SELECT record FROM checkpoints ORDER BY size")?;
-    let mut out = Vec::new();
-    for rec in stmt.query_map([], |r| r.get::<_, String>(0))? {
-        out.push(serde_json::from_str(&rec?).map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?);
-    }
-    Ok(out)
 }

@@ -2,7 +2,7 @@
 //! entries — in group-committed transactions, and keeps the in-memory log, the state index,
 //! the vector indexes and the witness in step once a transaction is durable.
 
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
 use std::sync::mpsc;
 
 use memwarden_core::prelude::*;
@@ -14,7 +14,8 @@ use crate::binding::{
     AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow, PrincipalRow, ReputationRow, RowDigest,
     RowKey, SessionRow, StateIndex, Table, embedding_digest, row_key,
 };
-use crate::sqlite::{Durability, Shared, read_guard, set_head, write_guard};
+use crate::logs::{GLOBAL, Logs};
+use crate::sqlite::{Durability, Shared, read_guard, write_guard};
 use crate::vectors::{AccessChange, NewVector};
 use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Mutation, Receipt, StoreError, StoredSession};
 
@@ -28,29 +29,37 @@ pub(crate) enum Job {
     /// `atomic`: all mutations in one savepoint, all or nothing (the reply then holds every
     /// receipt, or one error).
     Commit { now_ms: u64, mutations: Vec<Mutation>, atomic: bool, reply: Reply },
-    Checkpoint { now_ms: u64, reply: mpsc::Sender<Result<SignedCheckpoint, String>> },
+    /// Sign and store a checkpoint: of one tenant's log, or (`None`) of every tenant's log with
+    /// new entries and of the global view (whose checkpoint is the reply).
+    Checkpoint { tenant: Option<String>, now_ms: u64, reply: mpsc::Sender<Result<SignedCheckpoint, String>> },
 }
 
-/// The chain state while a group is being applied: entries are linked locally and appended to the
-/// shared log only after the transaction commits.
+/// The chain state while a group is being applied: entries are linked locally, per tenant, and
+/// appended to the shared logs only after the transaction commits.
 pub(crate) struct Pending {
-    pub(crate) len: u64,
-    pub(crate) head: Hash,
-    pub(crate) entries: Vec<Entry>,
+    /// The next index and head of every tenant log this group touched.
+    pub(crate) chains: HashMap<String, (u64, Hash)>,
+    /// The next global sequence number.
+    pub(crate) gseq: u64,
+    /// (tenant, entry, global sequence number), in commit order.
+    pub(crate) entries: Vec<(String, Entry, u64)>,
     /// Vectors to index once the transaction commits.
     pub(crate) vectors: Vec<NewVector>,
     /// Catalog changes (status or scope) to apply once the transaction commits.
     pub(crate) access: Vec<AccessChange>,
     /// The store's vector dimension (set by the first vector ever, possibly in this group).
     pub(crate) dims: Option<usize>,
-    /// Row bindings of this group, with the entry that carries each.
+    /// Row bindings of this group, with the (tenant-log) index of the entry that carries each.
     pub(crate) bindings: Vec<(RowKey, Binding, u64)>,
+    /// What a new tenant's genesis entry names.
+    store_id: String,
+    log_key: String,
 }
 
 /// Where [`Pending`] stood before a savepoint, to roll it back with the savepoint.
 struct Mark {
-    len: u64,
-    head: Hash,
+    chains: HashMap<String, (u64, Hash)>,
+    gseq: u64,
     entries: usize,
     vectors: usize,
     access: usize,
@@ -59,14 +68,24 @@ struct Mark {
 }
 
 impl Pending {
-    pub(crate) fn new(len: u64, head: Hash, dims: Option<usize>) -> Self {
-        Self { len, head, entries: Vec::new(), vectors: Vec::new(), access: Vec::new(), dims, bindings: Vec::new() }
+    pub(crate) fn new(gseq: u64, dims: Option<usize>, store_id: &str, log_key: &[u8; 32]) -> Self {
+        Self {
+            chains: HashMap::new(),
+            gseq,
+            entries: Vec::new(),
+            vectors: Vec::new(),
+            access: Vec::new(),
+            dims,
+            bindings: Vec::new(),
+            store_id: store_id.to_owned(),
+            log_key: hex::encode(log_key),
+        }
     }
 
     fn mark(&self) -> Mark {
         Mark {
-            len: self.len,
-            head: self.head,
+            chains: self.chains.clone(),
+            gseq: self.gseq,
             entries: self.entries.len(),
             vectors: self.vectors.len(),
             access: self.access.len(),
@@ -76,8 +95,8 @@ impl Pending {
     }
 
     fn rollback(&mut self, m: Mark) {
-        self.len = m.len;
-        self.head = m.head;
+        self.chains = m.chains;
+        self.gseq = m.gseq;
         self.entries.truncate(m.entries);
         self.vectors.truncate(m.vectors);
         self.access.truncate(m.access);
@@ -85,28 +104,55 @@ impl Pending {
         self.bindings.truncate(m.bindings);
     }
 
-    /// Append one entry (no bindings).
-    fn push_entry(&mut self, conn: &Connection, now_ms: u64, kind: EntryKind, body: &Value) -> Result<(u64, Hash), CommitError> {
+    /// Make `tenant`'s log ready for this group (opening it with its genesis entry when the
+    /// tenant has none yet) and return the index its next entry takes.
+    fn begin(&mut self, conn: &Connection, logs: &Logs, now_ms: u64, tenant: &str) -> Result<u64, CommitError> {
+        if let Some((len, _)) = self.chains.get(tenant) {
+            return Ok(*len);
+        }
+        match logs.chain(tenant) {
+            Some(c) => {
+                self.chains.insert(tenant.to_owned(), c);
+            }
+            None => {
+                self.chains.insert(tenant.to_owned(), (0, [0; 32]));
+                let body = json!({"store": "memwarden", "store_id": self.store_id, "tenant": tenant, "schema": crate::sqlite::SCHEMA_VERSION, "log_key": self.log_key});
+                self.push_entry(conn, tenant, now_ms, EntryKind::Genesis, &body)?;
+            }
+        }
+        Ok(self.next(tenant))
+    }
+
+    /// The index `tenant`'s next entry takes (after [`Pending::begin`]).
+    pub(crate) fn next(&self, tenant: &str) -> u64 {
+        self.chains.get(tenant).map_or(0, |c| c.0)
+    }
+
+    /// Append one entry (no bindings) to `tenant`'s log (begun).
+    fn push_entry(&mut self, conn: &Connection, tenant: &str, now_ms: u64, kind: EntryKind, body: &Value) -> Result<(u64, Hash), CommitError> {
         let body = serde_json::to_vec(body).map_err(|e| CommitError::Storage(e.to_string()))?;
         if body.len() > Entry::BODY_BYTES_MAX {
             return Err(CommitError::Storage(format!("a log entry of {} bytes exceeds the limit of {}", body.len(), Entry::BODY_BYTES_MAX)));
         }
-        let entry = Entry { index: self.len, prev: self.head, time_ms: now_ms, kind, body };
+        let (len, head) = *self.chains.get(tenant).ok_or_else(|| CommitError::Storage(format!("log of {tenant} not begun")))?;
+        let entry = Entry { index: len, prev: head, time_ms: now_ms, kind, body };
         let bytes = entry.encode();
         let leaf = leaf_hash(&bytes);
-        conn.prepare_cached("INSERT INTO log(idx, entry) VALUES(?1, ?2)")
-            .and_then(|mut s| s.execute(params![i64::try_from(self.len).unwrap_or(i64::MAX), bytes]))
+        conn.prepare_cached("INSERT INTO log(tenant, idx, entry, gseq) VALUES(?1, ?2, ?3, ?4)")
+            .and_then(|mut s| s.execute(params![tenant, i64_of(len), bytes, i64_of(self.gseq)]))
             .map_err(sql)?;
-        let idx = self.len;
-        self.len += 1;
-        self.head = leaf;
-        self.entries.push(entry);
-        Ok((idx, leaf))
+        self.chains.insert(tenant.to_owned(), (len + 1, leaf));
+        self.entries.push((tenant.to_owned(), entry, self.gseq));
+        self.gseq += 1;
+        Ok((len, leaf))
     }
 
     /// Append an entry that binds `rows` (listed in its body under `"rows"`; a long list
     /// continues in further entries of the same kind). Returns the last entry's index and leaf.
-    pub(crate) fn push(&mut self, conn: &Connection, now_ms: u64, kind: EntryKind, body: &Value, rows: Vec<Binding>) -> Result<(u64, Hash), CommitError> {
+    pub(crate) fn push(&mut self, conn: &Connection, tenant: &str, now_ms: u64, kind: EntryKind, body: &Value, rows: Vec<Binding>) -> Result<(u64, Hash), CommitError> {
+        if let Some(b) = rows.iter().find(|b| b.tenant != tenant) {
+            return Err(CommitError::Storage(format!("a row of tenant {} cannot be bound in the log of {tenant}", b.tenant)));
+        }
         let mut chunks: Vec<Vec<Value>> = vec![Vec::new()];
         let mut bytes = 0usize;
         for b in &rows {
@@ -121,7 +167,7 @@ impl Pending {
                 c.push(v);
             }
         }
-        let first = self.len;
+        let first = self.next(tenant);
         let mut body = body.clone();
         let mut rows = rows.into_iter();
         let mut last = (0, [0u8; 32]);
@@ -133,10 +179,9 @@ impl Pending {
                 {
                     o.insert("rows".into(), Value::Array(chunk));
                 }
-                self.push_entry(conn, now_ms, kind, &body)?
+                self.push_entry(conn, tenant, now_ms, kind, &body)?
             } else {
-                let tenant = body.get("tenant").cloned().unwrap_or(Value::Null);
-                self.push_entry(conn, now_ms, kind, &json!({"tenant": tenant, "continues": first, "rows": chunk}))?
+                self.push_entry(conn, tenant, now_ms, kind, &json!({"tenant": tenant, "continues": first, "rows": chunk}))?
             };
             for b in rows.by_ref().take(n) {
                 self.bindings.push((b.key(), b, carried.0));
@@ -223,6 +268,7 @@ fn item_key(tenant: &str, id: &ItemId) -> RowKey {
 fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &AdmittedWrite, embedding: &Option<Vec<f32>>, p: &mut Pending) -> Result<(u64, Hash), CommitError> {
     let item = write.item();
     let tenant = item.tenant().as_str();
+    debug_assert!(p.chains.contains_key(tenant), "the tenant's log is begun");
     let exists = || CommitError::ItemExists(item.id().to_string());
     // An id is never reused: not while its row exists (or the log says it does), not after it
     // was erased.
@@ -237,7 +283,7 @@ fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &Admit
         return Err(exists());
     }
     let emb = embedding.as_deref().map(|e| embedding_bytes(e, p.dims)).transpose()?;
-    let next = p.len;
+    let next = p.next(tenant);
     let vseq = match (&emb, embedding) {
         (Some(_), Some(e)) => {
             let r = conn
@@ -305,6 +351,7 @@ fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &Admit
     };
     p.push(
         conn,
+        tenant,
         now_ms,
         kind,
         &json!({
@@ -335,7 +382,7 @@ fn cas_item(
         return Err(CommitError::Conflict { id: id.to_string() });
     }
     row.record = change(&row.record)?;
-    row.version = i64_of(p.len);
+    row.version = i64_of(p.next(tenant.as_str()));
     conn.prepare_cached("UPDATE items SET record = ?1, version = ?2 WHERE id = ?3 AND tenant = ?4")
         .and_then(|mut s| s.execute(params![row.record, row.version, row.id, row.tenant]))
         .map_err(sql)?;
@@ -367,11 +414,32 @@ fn access_changed(conn: &Connection, state: &StateIndex, p: &mut Pending, now_ms
         o.insert("status".into(), json!(item.status()));
         o.insert("digest".into(), json!(hex::encode(item.identity_digest())));
     }
-    p.push(conn, now_ms, kind, &body, vec![row.binding()])
+    p.push(conn, item.tenant().as_str(), now_ms, kind, &body, vec![row.binding()])
 }
 
-fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &mut Pending) -> Result<Receipt, CommitError> {
-    let next = p.len;
+/// The tenant whose log records a mutation.
+fn tenant_of(m: &Mutation) -> &TenantId {
+    match m {
+        Mutation::Principal(p) => &p.tenant,
+        Mutation::Item { write, .. } => write.item().tenant(),
+        Mutation::Update { update, .. } => update.write().item().tenant(),
+        Mutation::Attestation(a) => &a.attestation().tenant,
+        Mutation::GrantIssued(g) => &g.grant.tenant,
+        Mutation::Revocation(r) => r.item().tenant(),
+        Mutation::Promotion(p) => p.item().tenant(),
+        Mutation::Hold(h) => h.item().tenant(),
+        Mutation::SessionTaint { tenant, .. }
+        | Mutation::Erasure { tenant, .. }
+        | Mutation::Feedback { tenant, .. }
+        | Mutation::GateDecision { tenant, .. }
+        | Mutation::Lineage { tenant, .. }
+        | Mutation::Decision { tenant, .. } => tenant,
+    }
+}
+
+fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation, p: &mut Pending) -> Result<Receipt, CommitError> {
+    let t = tenant_of(m).as_str();
+    let next = p.begin(conn, logs, now_ms, t)?;
     let (log_index, leaf) = match m {
         Mutation::Principal(pr) => {
             let key = row_key(Table::Principals, pr.tenant.as_str(), &[pr.id.as_str()]);
@@ -387,12 +455,15 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
                 Err(e) => return Err(sql(e)),
                 Ok(_) => {}
             }
-            p.push(conn, now_ms, EntryKind::Principal, &json!({"tenant": pr.tenant, "principal": pr}), vec![row.binding()])?
+            p.push(conn, t, now_ms, EntryKind::Principal, &json!({"tenant": pr.tenant, "principal": pr}), vec![row.binding()])?
         }
         Mutation::Item { write, embedding } => insert_item(conn, state, now_ms, write, embedding, p)?,
         Mutation::Update { update, embedding } => {
-            let r = insert_item(conn, state, now_ms, update.write(), embedding, p)?;
             let old = update.superseded();
+            if old.tenant().as_str() != t {
+                return Err(CommitError::Storage("an update spans two tenants".into()));
+            }
+            let r = insert_item(conn, state, now_ms, update.write(), embedding, p)?;
             access_changed(conn, state, p, now_ms, EntryKind::Revocation, old, json!({"superseded_by": old.superseded_by()}))?;
             r
         }
@@ -402,12 +473,13 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
             conn.prepare_cached("INSERT INTO attestations(tenant, key, record, log_index) VALUES(?1, ?2, ?3, ?4)")
                 .and_then(|mut s| s.execute(params![row.tenant, row.key, row.record, row.log_index]))
                 .map_err(sql)?;
-            p.push(conn, now_ms, EntryKind::Attestation, &json!(a), vec![row.binding()])?
+            p.push(conn, t, now_ms, EntryKind::Attestation, &json!(a), vec![row.binding()])?
         }
         Mutation::GrantIssued(g) => {
             let gr = &g.grant;
             p.push(
                 conn,
+                t,
                 now_ms,
                 EntryKind::GrantIssued,
                 &json!({"tenant": gr.tenant, "user": gr.user, "tool": gr.tool, "key": gr.key, "value": gr.value, "amount": gr.amount,
@@ -450,6 +522,7 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
             .map_err(sql)?;
             p.push(
                 conn,
+                t,
                 now_ms,
                 EntryKind::SessionTaint,
                 &json!({"tenant": tenant, "principal": principal, "session": session, "floor": merged.floor, "witnesses": merged.witnesses}),
@@ -515,7 +588,7 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
                 .and_then(|mut s| s.execute(params![lineage.tenant, lineage.event, lineage.log_index]))
                 .map_err(sql)?;
             rows.push(lineage.binding());
-            p.push(conn, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}), rows)?
+            p.push(conn, t, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}), rows)?
         }
         Mutation::Feedback { tenant, actor, guards, reputations, record } => {
             let mut rows = Vec::with_capacity(guards.len() + reputations.len());
@@ -546,14 +619,14 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
                 .map_err(sql)?;
                 rows.push(row.binding());
             }
-            p.push(conn, now_ms, EntryKind::Feedback, &json!({"tenant": tenant, "actor": actor, "feedback": record}), rows)?
+            p.push(conn, t, now_ms, EntryKind::Feedback, &json!({"tenant": tenant, "actor": actor, "feedback": record}), rows)?
         }
         Mutation::GateDecision { tenant, actor, decision } => {
             let text = to_json(decision)?;
             if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
                 return Err(CommitError::LineageEventTooLarge(text.len()));
             }
-            p.push(conn, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "gate": decision}), Vec::new())?
+            p.push(conn, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "gate": decision}), Vec::new())?
         }
         Mutation::Lineage { tenant, event } => {
             let text = to_json(event)?;
@@ -564,18 +637,21 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
             conn.prepare_cached("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)")
                 .and_then(|mut s| s.execute(params![row.tenant, row.event, row.log_index]))
                 .map_err(sql)?;
-            p.push(conn, now_ms, EntryKind::Lineage, &json!({"tenant": tenant, "event": event}), vec![row.binding()])?
+            p.push(conn, t, now_ms, EntryKind::Lineage, &json!({"tenant": tenant, "event": event}), vec![row.binding()])?
         }
         Mutation::Decision { actor, tenant, action, outcome } => {
             for u in outcome.grant_uses() {
                 let g = &u.grant.grant;
+                if g.tenant.as_str() != t {
+                    return Err(CommitError::Storage("a decision consumes another tenant's grant".into()));
+                }
                 let key = row_key(Table::GrantsUsed, g.tenant.as_str(), &[&hex::encode(g.nonce)]);
                 // The log, not the table, says whether a grant was used: a deleted row does not
                 // make it usable again.
                 if p.exists(state, &key) {
                     return Err(CommitError::GrantAlreadyUsed(g.nonce_hex()));
                 }
-                let row = GrantUsedRow { tenant: g.tenant.as_str().to_owned(), nonce: g.nonce.to_vec(), record: to_json(u)?, log_index: i64_of(p.len) };
+                let row = GrantUsedRow { tenant: g.tenant.as_str().to_owned(), nonce: g.nonce.to_vec(), record: to_json(u)?, log_index: i64_of(p.next(t)) };
                 let r = conn
                     .prepare_cached("INSERT INTO grants_used(tenant, nonce, record, log_index) VALUES(?1, ?2, ?3, ?4)")
                     .and_then(|mut s| s.execute(params![row.tenant, row.nonce, row.record, row.log_index]));
@@ -586,6 +662,7 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
                 }
                 p.push(
                     conn,
+                    t,
                     now_ms,
                     EntryKind::GrantUsed,
                     &json!({"tenant": g.tenant, "nonce": g.nonce_hex(), "user": g.user, "tool": g.tool, "key": g.key, "value": g.value, "amount": g.amount}),
@@ -593,6 +670,9 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
                 )?;
             }
             for e in outcome.new_elevations() {
+                if e.tenant.as_str() != t {
+                    return Err(CommitError::Storage("a decision elevates a value of another tenant".into()));
+                }
                 let key = row_key(Table::Elevations, e.tenant.as_str(), &[&e.key, &e.value.canonical]);
                 let mut rows = Vec::new();
                 if !p.exists(state, &key) {
@@ -601,7 +681,7 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
                         key: e.key.clone(),
                         value: e.value.canonical.clone(),
                         record: to_json(e)?,
-                        log_index: i64_of(p.len),
+                        log_index: i64_of(p.next(t)),
                     };
                     let n = conn
                         .prepare_cached("INSERT OR IGNORE INTO elevations(tenant, key, value, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)")
@@ -611,9 +691,9 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
                         rows.push(row.binding());
                     }
                 }
-                p.push(conn, now_ms, EntryKind::Elevation, &json!(e), rows)?;
+                p.push(conn, t, now_ms, EntryKind::Elevation, &json!(e), rows)?;
             }
-            p.push(conn, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "action": action, "verdict": outcome.verdict()}), Vec::new())?
+            p.push(conn, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "action": action, "verdict": outcome.verdict()}), Vec::new())?
         }
     };
     Ok(Receipt { log_index, leaf })
@@ -621,12 +701,12 @@ fn apply(conn: &Connection, state: &StateIndex, now_ms: u64, m: &Mutation, p: &m
 
 /// Apply `mutations` inside one savepoint, all or nothing: the first error rolls back every
 /// one of them (rows, bindings, log entries, vectors, catalog changes) and is returned.
-fn apply_all(conn: &Connection, state: &StateIndex, now_ms: u64, mutations: &[Mutation], p: &mut Pending) -> Result<Result<Vec<Receipt>, CommitError>, rusqlite::Error> {
+fn apply_all(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, mutations: &[Mutation], p: &mut Pending) -> Result<Result<Vec<Receipt>, CommitError>, rusqlite::Error> {
     conn.execute_batch("SAVEPOINT op")?;
     let mark = p.mark();
     let mut receipts = Vec::with_capacity(mutations.len());
     for m in mutations {
-        match apply(conn, state, now_ms, m, p) {
+        match apply(conn, logs, state, now_ms, m, p) {
             Ok(r) => receipts.push(r),
             Err(e) => {
                 conn.execute_batch("ROLLBACK TO op; RELEASE op")?;
@@ -649,7 +729,7 @@ pub(crate) struct Group {
 
 pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared: &Shared) {
     // Checkpoints carry the latest time a caller passed in (the store reads no clock of its own).
-    let mut last_now_ms = shared.last_time_ms.load(Ordering::Relaxed);
+    let mut last_now_ms = shared.last_time_ms.load(std::sync::atomic::Ordering::Relaxed);
     while let Ok(first) = rx.recv() {
         let mut jobs = vec![first];
         let mut count = 0usize;
@@ -672,9 +752,9 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
                     last_now_ms = last_now_ms.max(now_ms);
                     commits.push(Group { now_ms, mutations, atomic, reply });
                 }
-                Job::Checkpoint { now_ms, reply } => {
+                Job::Checkpoint { tenant, now_ms, reply } => {
                     last_now_ms = last_now_ms.max(now_ms);
-                    checkpoints.push((now_ms, reply));
+                    checkpoints.push((tenant, reply));
                 }
             }
         }
@@ -686,14 +766,29 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
                 eprintln!("memwarden-store: periodic save of a vector index failed (replayed at the next open): {e}");
             }
         }
+        // Checkpoints that are due (every `checkpoint_every` entries of a log).
         let every = shared.config.checkpoint_every;
-        let len = read_guard(&shared.log).len();
-        let due = every > 0 && len >= shared.last_checkpoint.load(Ordering::Relaxed) + every;
-        if due || !checkpoints.is_empty() {
-            let res = write_checkpoint(&conn, shared, last_now_ms).map_err(|e| e.to_string());
-            for (_, reply) in checkpoints {
-                let _ = reply.send(res.clone());
+        if every > 0 {
+            let due: Vec<String> = {
+                let logs = read_guard(&shared.logs);
+                let mut due: Vec<String> = logs.tenants.iter().filter(|(_, t)| t.log.len() >= t.last_checkpoint + every).map(|(n, _)| n.clone()).collect();
+                if logs.global.len() >= logs.global.last_checkpoint + every {
+                    due.push(GLOBAL.to_owned());
+                }
+                due
+            };
+            for t in due {
+                if let Err(e) = write_checkpoint(&conn, shared, &t, last_now_ms) {
+                    eprintln!("memwarden-store: a periodic checkpoint failed: {e}");
+                }
             }
+        }
+        for (tenant, reply) in checkpoints {
+            let res = match tenant {
+                Some(t) => write_checkpoint(&conn, shared, &t, last_now_ms),
+                None => checkpoint_all(&conn, shared, last_now_ms),
+            };
+            let _ = reply.send(res.map_err(|e| e.to_string()));
         }
     }
     // Queue closed: save the vector indexes (a crash instead is recovered by replay at open).
@@ -702,36 +797,68 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
     {
         eprintln!("memwarden-store: saving the vector indexes failed (they are rebuilt at the next open): {e}");
     }
-    // Sign a final checkpoint so a clean close leaves the whole log anchored.
-    let len = read_guard(&shared.log).len();
-    if len > shared.last_checkpoint.load(Ordering::Relaxed) {
-        let _ = write_checkpoint(&conn, shared, last_now_ms);
-    }
+    // Sign final checkpoints so a clean close leaves every log anchored.
+    let _ = checkpoint_all(&conn, shared, last_now_ms);
 }
 
-pub(crate) fn write_checkpoint(conn: &Connection, shared: &Shared, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
-    let cp = read_guard(&shared.log).checkpoint(&shared.key, now_ms);
+/// Checkpoint every tenant log with entries since its last checkpoint, then the global view
+/// (whose checkpoint is returned).
+fn checkpoint_all(conn: &Connection, shared: &Shared, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
+    let stale: Vec<String> = read_guard(&shared.logs).tenants.iter().filter(|(_, t)| t.log.len() > t.last_checkpoint).map(|(n, _)| n.clone()).collect();
+    for t in stale {
+        write_checkpoint(conn, shared, &t, now_ms)?;
+    }
+    write_checkpoint(conn, shared, GLOBAL, now_ms)
+}
+
+/// Sign and store a checkpoint of `tenant`'s log (of the global view for [`GLOBAL`]); a tenant's
+/// checkpoint is also its witness.
+pub(crate) fn write_checkpoint(conn: &Connection, shared: &Shared, tenant: &str, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
+    let cp = {
+        let logs = read_guard(&shared.logs);
+        if tenant == GLOBAL {
+            logs.global.checkpoint(&shared.key, now_ms)
+        } else {
+            logs.of(tenant).ok_or_else(|| StoreError::UnknownLog(tenant.to_owned()))?.checkpoint(&shared.key, now_ms)
+        }
+    };
     let record = serde_json::to_string(&cp).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     conn.execute(
-        "INSERT INTO checkpoints(size, record) VALUES(?1, ?2) ON CONFLICT(size) DO UPDATE SET record = excluded.record",
-        params![i64::try_from(cp.checkpoint.size).unwrap_or(i64::MAX), record],
+        "INSERT INTO checkpoints(tenant, size, record) VALUES(?1, ?2, ?3) ON CONFLICT(tenant, size) DO UPDATE SET record = excluded.record",
+        params![tenant, i64::try_from(cp.checkpoint.size).unwrap_or(i64::MAX), record],
     )?;
-    shared.last_checkpoint.store(cp.checkpoint.size, Ordering::Relaxed);
-    shared.witness(&cp)?;
+    {
+        let mut logs = write_guard(&shared.logs);
+        if tenant == GLOBAL {
+            logs.global.last_checkpoint = cp.checkpoint.size;
+        } else if let Some(t) = logs.tenants.get_mut(tenant) {
+            t.last_checkpoint = cp.checkpoint.size;
+        }
+    }
+    if tenant != GLOBAL {
+        shared.witness(tenant, &cp)?;
+    }
     Ok(cp)
 }
 
+/// Record each touched tenant log's new (length, head), in the transaction.
+fn set_heads(conn: &Connection, chains: &HashMap<String, (u64, Hash)>) -> Result<(), rusqlite::Error> {
+    let mut stmt = conn.prepare_cached("INSERT INTO heads(tenant, size, head) VALUES(?1, ?2, ?3) ON CONFLICT(tenant) DO UPDATE SET size = excluded.size, head = excluded.head")?;
+    for (tenant, (len, head)) in chains {
+        stmt.execute(params![tenant, i64_of(*len), head.as_slice()])?;
+    }
+    Ok(())
+}
+
 fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now_ms: u64) {
-    let (len, head) = {
-        let l = read_guard(&shared.log);
-        (l.len(), l.head())
-    };
-    let mut pending = Pending::new(len, head, shared.vectors.dims());
+    let gseq = read_guard(&shared.logs).global.len();
+    let mut pending = Pending::new(gseq, shared.vectors.dims(), &shared.store_id, &shared.key.verifying_key().to_bytes());
     // Per caller: its receipts in mutation order (for an atomic caller that failed, one error).
     let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
     let outcome = (|| -> Result<(), rusqlite::Error> {
         conn.execute_batch("BEGIN IMMEDIATE")?;
         {
+            let logs = read_guard(&shared.logs);
             let state = read_guard(&shared.state);
             for g in &commits {
                 if g.mutations.len() > BATCH_MUTATIONS_MAX {
@@ -739,7 +866,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
                     continue;
                 }
                 if g.atomic {
-                    results.push(match apply_all(conn, &state, g.now_ms, &g.mutations, &mut pending)? {
+                    results.push(match apply_all(conn, &logs, &state, g.now_ms, &g.mutations, &mut pending)? {
                         Ok(rs) => rs.into_iter().map(Ok).collect(),
                         Err(e) => vec![Err(e)],
                     });
@@ -747,7 +874,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
                 }
                 let mut rs = Vec::with_capacity(g.mutations.len());
                 for m in &g.mutations {
-                    rs.push(match apply_all(conn, &state, g.now_ms, std::slice::from_ref(m), &mut pending)? {
+                    rs.push(match apply_all(conn, &logs, &state, g.now_ms, std::slice::from_ref(m), &mut pending)? {
                         Ok(mut r) => r.pop().ok_or_else(|| CommitError::Storage("a mutation left no receipt".into())),
                         Err(e) => Err(e),
                     });
@@ -755,7 +882,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
                 results.push(rs);
             }
         }
-        set_head(conn, pending.len, &pending.head)?;
+        set_heads(conn, &pending.chains)?;
         // While the transaction commits, readers accept a changed row in its old or new state.
         let staged: Vec<(Binding, u64)> = pending.bindings.iter().map(|(_, b, e)| (b.clone(), *e)).collect();
         write_guard(&shared.state).stage(&staged);
@@ -771,13 +898,16 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
                 state.unstage();
             }
             {
-                let mut log = write_guard(&shared.log);
-                for e in &pending.entries {
-                    // The writer is the only appender and linked these entries to the log's head.
-                    let appended = log.append(e);
-                    debug_assert!(appended.is_ok(), "writer chain out of step with the log");
+                let mut logs = write_guard(&shared.logs);
+                for (tenant, e, _) in &pending.entries {
+                    // The writer is the only appender and linked these entries to each log's head.
+                    let appended = logs.tenants.entry(tenant.clone()).or_default().log.append(e);
+                    debug_assert!(appended.is_ok(), "writer chain out of step with the log of {tenant}");
+                    if let Ok(leaf) = appended {
+                        logs.global.push(leaf);
+                    }
                 }
-                debug_assert_eq!(log.len(), pending.len);
+                debug_assert_eq!(logs.global.len(), pending.gseq);
             }
             // Index before acknowledging, so the writer's next search finds what it wrote. A
             // failure here marks the partition degraded (exact search until the next open
@@ -798,15 +928,20 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
             // SQLite's automatic checkpoints; the rows are gone from every read either way).
             // (A failed atomic caller's one error pairs with its first mutation: not counted.)
             let erased = commits.iter().zip(&results).any(|(g, rs)| g.mutations.iter().zip(rs).any(|(m, r)| matches!(m, Mutation::Erasure { .. }) && r.is_ok()));
-            if erased && let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
-                eprintln!("memwarden-store: checkpoint after erasure failed: {e}");
+            if erased {
+                shared.after_erasure(conn);
             }
-            // The witness moves with every durable group, before anyone hears of it, so a
+            // The witnesses move with every durable group, before anyone hears of it, so a
             // database rolled back to before an acknowledged commit is refused.
-            if !pending.entries.is_empty() && shared.config.witness_every_commit {
-                let cp = read_guard(&shared.log).checkpoint(&shared.key, now_ms);
-                if let Err(e) = shared.witness(&cp) {
-                    eprintln!("memwarden-store: writing the witness failed (rollback detection lags until the next commit): {e}");
+            if shared.config.witness_every_commit {
+                let touched: Vec<(String, SignedCheckpoint)> = {
+                    let logs = read_guard(&shared.logs);
+                    pending.chains.keys().filter_map(|t| logs.of(t).map(|l| (t.clone(), l.checkpoint(&shared.key, now_ms)))).collect()
+                };
+                for (t, cp) in touched {
+                    if let Err(e) = shared.witness(&t, &cp) {
+                        eprintln!("memwarden-store: writing the witness of {t} failed (rollback detection lags until its next commit): {e}");
+                    }
                 }
             }
             for (g, rs) in commits.into_iter().zip(results) {

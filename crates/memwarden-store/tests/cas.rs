@@ -63,7 +63,7 @@ fn mutation(kind: Kind, item: &MemoryItem, fresh: u64) -> Option<Mutation> {
 }
 
 fn entry_kind(store: &SqliteStore, index: u64) -> EntryKind {
-    Entry::decode(&store.log_entries(index, index + 1).unwrap()[0]).unwrap().kind
+    Entry::decode(&store.log_entries_of(&tenant(), index, index + 1).unwrap()[0]).unwrap().kind
 }
 
 /// One race: every mutation built from the same read, committed from its own thread at once.
@@ -229,21 +229,18 @@ proptest! {
     }
 }
 
-/// A schema-3 store (no version column) opens: every row gets a version, and compare-and-set
-/// works on it at once.
+/// A schema-3 store (no version column; the schema-4 fixture with its version column dropped)
+/// opens: every row gets a version, and compare-and-set works on it at once.
 #[test]
 fn a_schema_3_store_is_migrated_to_versioned_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let m = {
-        let store = open(dir.path());
-        register(&store);
-        fresh_memory(&store, 1)
-    };
+    legacy_fixture(dir.path());
     {
-        let conn = rusqlite::Connection::open(dir.path().join("data").join("memwarden.db")).unwrap();
+        let conn = rusqlite::Connection::open(db(dir.path())).unwrap();
         conn.execute_batch("ALTER TABLE items DROP COLUMN version; UPDATE meta SET value = 3 WHERE key = 'schema';").unwrap();
     }
     let store = Arc::new(open(dir.path()));
+    let m = id(1);
     let read = store.item(&tenant(), &m).unwrap().unwrap();
     assert!(read.version() > 0);
     let mut current = m;

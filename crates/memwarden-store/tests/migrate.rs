@@ -16,11 +16,7 @@ use std::path::Path;
 const NONCE: [u8; 16] = [7; 16];
 
 fn fixture(root: &Path) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join("schema4");
-    let data = root.join("data");
-    std::fs::create_dir_all(data.join("keys")).unwrap();
-    std::fs::copy(src.join("memwarden.db"), data.join("memwarden.db")).unwrap();
-    std::fs::copy(src.join("keys").join("log.ed25519"), data.join("keys").join("log.ed25519")).unwrap();
+    legacy_fixture(root);
 }
 
 fn tid(t: &str) -> TenantId {
@@ -57,12 +53,25 @@ fn assert_world(store: &SqliteStore) {
         assert!(hits.iter().any(|h| h.item.id() == item_id(base + 1)));
     }
     assert!(store.verify_log().unwrap().is_ok(), "{:?}", store.verify_log().unwrap().problem);
+    // One log per tenant, each opening with a genesis that names it and the legacy log it
+    // continues; every entry of the tenant's in legacy order.
+    assert_eq!(store.tenants(), vec![tid("acme"), tid("globex")]);
+    for t in ["acme", "globex"] {
+        let tenant = tid(t);
+        assert!(store.verify_log_of(&tenant).unwrap().is_ok());
+        let entries = store.log_entries_of(&tenant, 0, store.log_len_of(&tenant)).unwrap();
+        let genesis: serde_json::Value = serde_json::from_slice(&memwarden_log::Entry::decode(&entries[0]).unwrap().body).unwrap();
+        assert_eq!(genesis["tenant"], t);
+        assert_eq!(genesis["legacy"]["size"], 38, "{genesis}: the 37 entries of the schema-4 log and the one that adopted its rows");
+        let legacy: Vec<u64> = entries[1..]
+            .iter()
+            .filter_map(|e| serde_json::from_slice::<serde_json::Value>(&memwarden_log::Entry::decode(e).unwrap().body).ok())
+            .filter_map(|b| b["legacy_index"].as_u64())
+            .collect();
+        assert!(legacy.len() >= 15 && legacy.windows(2).all(|w| w[0] < w[1]), "{t}: {legacy:?}");
+    }
 }
 
-/// The fixture generator's vectors.
-fn fixture_vector(seed: u64) -> Vec<f32> {
-    (0..8).map(|d| if d as u64 == seed % 8 { 1.0 } else { 0.1 * ((seed + d as u64) % 5) as f32 }).collect()
-}
 
 #[test]
 fn a_schema_4_store_is_migrated_bound_and_its_key_moved_out() {

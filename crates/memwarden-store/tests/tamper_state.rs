@@ -539,7 +539,7 @@ fn log_entries_changed_dropped_swapped_inserted_or_truncated_are_named() {
             let conn = rusqlite::Connection::open(db(r)).unwrap();
             conn.execute_batch(&format!("UPDATE log SET idx = -idx - 1 WHERE idx >= {k}; UPDATE log SET idx = -idx WHERE idx < 0;")).unwrap();
             // A copy of the entry before, re-inserted in front of the genuine one.
-            conn.execute("INSERT INTO log(idx, entry) VALUES(?1, ?2)", params![k, es[k as usize - 1].1]).unwrap();
+            conn.execute("INSERT INTO log(tenant, idx, entry, gseq) VALUES('acme', ?1, ?2, 1000000)", params![k, es[k as usize - 1].1]).unwrap();
         },
         Expect::Refused { first_bad: ku },
     );
@@ -552,8 +552,7 @@ fn log_entries_changed_dropped_swapped_inserted_or_truncated_are_named() {
             let conn = rusqlite::Connection::open(db(r)).unwrap();
             conn.execute("DELETE FROM log WHERE idx >= ?1", [k]).unwrap();
             conn.execute("DELETE FROM checkpoints WHERE size > ?1", [k]).unwrap();
-            conn.execute("UPDATE meta SET value = ?1 WHERE key = 'log_size'", [k]).unwrap();
-            conn.execute("UPDATE meta SET value = ?1 WHERE key = 'log_head'", [head.as_slice()]).unwrap();
+            conn.execute("UPDATE heads SET size = ?1, head = ?2 WHERE tenant = 'acme'", params![k, head.as_slice()]).unwrap();
         },
         Expect::Refused { first_bad: ku },
     );

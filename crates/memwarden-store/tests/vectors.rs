@@ -226,7 +226,9 @@ proptest! {
             1 => prop_assert_eq!(used(SearchPath::ClassedExact), empty_answers),
             _ => {}
         }
-        if mode == 1 && classes_of(&specs).len() > 1 {
+        // (A reader with nothing to read in any query is answered exactly, without a walk.)
+        let asked = 2 * queries.len() as u64;
+        if mode == 1 && classes_of(&specs).len() > 1 && empty_answers < asked {
             prop_assert!(used(SearchPath::ClassedAnn) + used(SearchPath::ClassedExactAfterShortAnn) > 0);
         }
     }
@@ -480,26 +482,27 @@ fn rows_erased_after_the_last_save_leave_the_loaded_index() {
     }
 }
 
+/// A store from before the `vectors` table (the schema-4 fixture written by an earlier build,
+/// with that table dropped and its schema set to 1) is migrated and indexed.
 #[test]
 fn a_schema_1_store_is_migrated_and_indexed() {
-    let dir = tempfile::tempdir().unwrap();
-    let specs = specs(90, 19);
-    {
-        let store = open(dir.path(), None);
-        register_all(&store);
-        write(&store, &specs, 1);
-    }
+    let root = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join("schema4");
+    let dir = root.path().join("data");
+    std::fs::create_dir_all(dir.join("keys")).unwrap();
+    std::fs::copy(src.join("memwarden.db"), dir.join("memwarden.db")).unwrap();
+    std::fs::copy(src.join("keys").join("log.ed25519"), dir.join("keys").join("log.ed25519")).unwrap();
     {
         // Make it look like a store written before the vectors table existed.
-        let conn = rusqlite::Connection::open(dir.path().join("memwarden.db")).unwrap();
+        let conn = rusqlite::Connection::open(dir.join("memwarden.db")).unwrap();
         conn.execute_batch("DROP TABLE vectors; DELETE FROM meta WHERE key = 'vector_dims'; UPDATE meta SET value = 1 WHERE key = 'schema';").unwrap();
-        std::fs::remove_dir_all(dir.path().join("index")).unwrap();
     }
-    let store = open(dir.path(), None);
-    assert_eq!(store.indexed_count(), 90);
-    let hits = search(&store, &specs[0].vector, 1, specs[0].writer);
+    let store = open(&dir, None);
+    assert_eq!(store.indexed_count(), 10, "five live memories with vectors in each of two tenants");
+    let v: Vec<f32> = (0..DIMS).map(|d| if d == 1 { 1.0 } else { 0.1 * ((1 + d as u64) % 5) as f32 }).collect();
+    let hits = store.search(&tenant(), &ns(), &v, 1, &PrincipalId::new("ben").unwrap()).unwrap();
     assert_eq!(hits.len(), 1);
-    assert!(hits[0].1 > 0.999);
+    assert!(hits[0].similarity > 0.999);
 }
 
 #[test]

@@ -600,13 +600,16 @@ enum BenchCmd {
 
 #[derive(Subcommand)]
 enum AuditCmd {
-    /// Verify the whole log (works on a store that refuses to open).
+    /// Verify every tenant's log and the rows it binds (works on a store that refuses to open);
+    /// with --server, the API key's tenant's log only.
     Verify,
-    /// Sign a checkpoint now.
+    /// Sign a checkpoint of --tenant's log now (with --server: of the key's tenant's log; a
+    /// user's key or the admin token).
     Checkpoint,
-    /// Inclusion proof of one entry in the current tree.
+    /// Inclusion proof of one entry of --tenant's log (the index a receipt's `log_index` names)
+    /// in that log's current tree.
     Proof {
-        /// Entry index.
+        /// Entry index in the tenant's log.
         #[arg(long)]
         index: u64,
     },
@@ -771,7 +774,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
                 }
             }
         }
-        Cmd::Init => println!("store ready in {} ({} log entries)", cli.data.display(), engine.store().log_len()),
+        Cmd::Init => println!("store ready in {} ({} log entries of tenant {tenant})", cli.data.display(), engine.store().log_len_of(&tenant)),
         Cmd::Principal(PrincipalCmd::Add { id, kind, domain, allow_listed, action, public_key }) => {
             let id = parse::<PrincipalId>("principal", &id)?;
             let kind = parse::<PrincipalKind>("kind", &kind)?;
@@ -992,14 +995,17 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
                 stdout.flush().map_err(|e| fail(format!("stdout: {e}")))?;
             }
         }
-        Cmd::Audit(AuditCmd::Checkpoint) => print_json(&serde_json::to_value(engine.checkpoint()?).unwrap_or_default()),
+        Cmd::Audit(AuditCmd::Checkpoint) => print_json(&serde_json::to_value(engine.store().checkpoint_of(&tenant, engine.now_ms())?).unwrap_or_default()),
         Cmd::Audit(AuditCmd::Proof { index }) => {
-            let (size, root, _) = engine.store().log_root();
-            let proof = engine.store().inclusion_proof(index, size)?;
-            let entry = engine.store().log_entries(index, index + 1)?;
+            let (size, root, _) = engine.store().log_root_of(&tenant);
+            if index >= size {
+                return Err(fail(format!("no entry {index} in the log of tenant {tenant} ({size} entries)")));
+            }
+            let proof = engine.store().inclusion_proof_of(&tenant, index, size)?;
+            let entry = engine.store().log_entries_of(&tenant, index, index + 1)?;
             let leaf = entry.first().map(|e| memwarden_log::leaf_hash(e)).ok_or_else(|| fail(format!("no entry {index}")))?;
             memwarden_log::verify_inclusion(&leaf, index, size, &proof, &root).map_err(fail)?;
-            print_json(&json!({"index": index, "size": size, "root": hex::encode(root), "leaf": hex::encode(leaf),
+            print_json(&json!({"tenant": tenant, "index": index, "size": size, "root": hex::encode(root), "leaf": hex::encode(leaf),
                 "proof": proof.iter().map(hex::encode).collect::<Vec<_>>(), "verified": true}));
         }
     }

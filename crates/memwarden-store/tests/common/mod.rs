@@ -97,3 +97,18 @@ pub fn write(store: &dyn Store, n: u64, text: &str) -> (ItemId, Receipt) {
     let r = store.commit(n, vec![item_mutation("ana", n, text)]).unwrap().pop().unwrap().unwrap();
     (id(n), r)
 }
+
+/// A store written by the schema-4 build (see tests/migrate.rs), copied into `<root>/data`
+/// (its key still in the data directory, as that build kept it).
+pub fn legacy_fixture(root: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join("schema4");
+    let data = root.join("data");
+    std::fs::create_dir_all(data.join("keys")).unwrap();
+    std::fs::copy(src.join("memwarden.db"), data.join("memwarden.db")).unwrap();
+    std::fs::copy(src.join("keys").join("log.ed25519"), data.join("keys").join("log.ed25519")).unwrap();
+}
+
+/// The fixture generator's vectors.
+pub fn fixture_vector(seed: u64) -> Vec<f32> {
+    (0..8).map(|d| if d as u64 == seed % 8 { 1.0 } else { 0.1 * ((seed + d as u64) % 5) as f32 }).collect()
+}
