@@ -305,6 +305,8 @@ impl RuleSet {
                     CredentialKind::PemPrivateKey,
                     r"(?s)-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\z)",
                 ),
+                // memwarden's own API keys (`mw_` + 64 hex) and admin token (`mwa_` + 64 hex).
+                shape("memwarden_api_key", CredentialKind::Other, r"(?-i:\bmwa?_[0-9a-f]{64}\b)"),
                 shape("bearer_token", CredentialKind::BearerToken, r"\bbearer\s+[a-z0-9\-._~+/]{16,}=*"),
                 shape(
                     "aws_access_key_id",

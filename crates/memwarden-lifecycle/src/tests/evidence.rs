@@ -72,6 +72,12 @@ fn evidence_still_withholds_or_refuses() {
             Want::Withheld,
         ),
         ("aws key", "deploy with AKIAIOSFODNN7EXAMPLE", Route::Dialogue, Want::Refused),
+        (
+            "memwarden api key",
+            "the service key is mw_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            Route::Dialogue,
+            Want::Refused,
+        ),
         ("private key", "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", Route::ExternalObservation, Want::Refused),
     ]);
 }
