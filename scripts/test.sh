@@ -10,5 +10,7 @@ python3 -m pip install --quiet --disable-pip-version-check -r crates/memwarden-s
     -r crates/memwarden-lineage/tests/requirements.txt
 cargo clippy --workspace --all-targets --locked -- -D warnings
 MEMWARDEN_REQUIRE_PYTHON=1 cargo test --workspace --locked
+# The Python package against the real mem0ai and langgraph packages (issue 18), and its examples.
+bash scripts/test-python.sh
 # Fuzz the HTTP API from its own OpenAPI document (bounded): no 5xx.
 MEMWARDEN_SCHEMATHESIS_SECONDS=60 cargo test -p memwarden-server --test schemathesis --locked -- --ignored
