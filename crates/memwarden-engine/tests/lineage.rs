@@ -111,13 +111,14 @@ fn private_derivations_stay_private_on_every_door() {
 }
 
 #[test]
-fn search_is_reranked_by_path_trust_and_reads_are_recorded() {
+fn search_ranks_by_relevance_reports_path_trust_and_records_reads() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine(dir.path());
     setup(&e);
     let (ana, ursula, web) = (actor(&e, "ana"), actor(&e, "ursula"), actor(&e, "web"));
     let text = "Invoices from Rhine GmbH go to ACCT-RHINE-2231";
-    // The untrusted copy is written first, so it would win a tie on insertion order.
+    // The untrusted copy is written first, so it would win a tie on insertion order; path
+    // trust breaks it.
     let page = write(&e, &web, text, Route::ExternalObservation);
     let stated = write(&e, &ursula, text, Route::Direct);
     let hits = e.search(&ana, &ns(), "invoices Rhine GmbH account", 2).unwrap();
@@ -125,7 +126,8 @@ fn search_is_reranked_by_path_trust_and_reads_are_recorded() {
     assert!((hits[0].similarity - hits[1].similarity).abs() < 1e-6, "same text, same similarity");
     let (t0, t1) = (hits[0].path_trust.unwrap(), hits[1].path_trust.unwrap());
     assert!(t0 > t1, "user statement {t0} vs untrusted page {t1}");
-    assert!((hits[0].score - f64::from(hits[0].similarity).clamp(0.0, 1.0) * t0).abs() < 1e-6);
+    // Ranked by relevance (path trust breaks the tie): the score is the similarity.
+    assert!((hits[0].score - f64::from(hits[0].similarity)).abs() < 1e-6);
     // Both reads are in the graph (with their scores) and in the verdict log.
     let trail = e.audit_trail(&ursula).unwrap();
     let reads: Vec<_> = trail.edges.iter().filter(|x| x.kind == LEdge::ReadBy && x.to == NodeRef::Principal(ana.id().clone())).collect();

@@ -308,8 +308,8 @@ pub struct HitOut {
     pub id: String,
     /// The memory's text (Mem0's `memory` field).
     pub memory: String,
-    /// The ranking score: `similarity × path_trust` (the similarity alone when the lineage
-    /// layer is off).
+    /// The ranking score: the similarity (results are ranked by relevance; `path_trust` and the
+    /// memory's label say how far to trust each one).
     pub score: f64,
     /// Cosine similarity to the query.
     pub similarity: f32,

@@ -574,8 +574,10 @@ enum BenchCmd {
         /// One conversation (the smallest): a few minutes on 2 cores.
         #[arg(long)]
         quick: bool,
-        /// Presets (repeatable; default none, lineage, lifecycle, full).
-        #[arg(long = "preset")]
+        /// Presets to compare (repeatable; default none, lineage, lifecycle, full). Named
+        /// `--compare` because `--preset` is the global option of the engine the CLI opens
+        /// (clap refused the clash: `bench locomo` panicked at start in debug builds).
+        #[arg(long = "compare")]
         presets: Vec<String>,
         /// Conversation ids (comma-separated; default 26,30,41,42,43).
         #[arg(long, value_delimiter = ',')]
