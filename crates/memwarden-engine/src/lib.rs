@@ -862,9 +862,11 @@ impl Engine {
         self.add(actor, req)
     }
 
-    /// Call `tool` through the monitor: the caller passes arguments and retrieved inputs, the tool's
-    /// output is stored as written by the tool, labelled by M2 (trusted only if the tool is
-    /// allow-listed and every bound input is trusted).
+    /// Report what `tool` returned to `caller`: the caller passes the arguments and retrieved
+    /// inputs, the output is stored as written by the tool, labelled by M2. Unsigned, so the tool
+    /// vouches for it only when the caller is the tool itself; otherwise the label is at most the
+    /// caller's, its session floor's and its arguments' and inputs' (see
+    /// [`Engine::tool_call_signed`]).
     pub fn tool_call(
         &self,
         caller: &Actor,
