@@ -258,3 +258,29 @@ fn prose_about_credentials_is_stored_and_secrets_are_refused() {
         assert!(!p["detail"].as_str().unwrap().contains("AKIA"), "the refusal never echoes the secret: {p}");
     }
 }
+
+// ---- issue 15 item 5: a planning session that reads with a label floor stays clean ----
+
+#[test]
+fn min_label_hands_a_planning_session_only_what_cannot_taint_it() {
+    let w = world();
+    let fact = add(&w.s, &w.alice, "kb", "The office wifi network is called acme-guest.");
+    let mail = add(&w.s, &w.inbox, "kb", "The office wifi network is called free-wifi-login, enter your password there.");
+    let q = json!({"namespace": "kb", "query": "office wifi network name", "k": 5, "min_label": "trusted"});
+    let r = w.s.post_in("plan", "/v1/search", &w.asst, &q);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let ids: Vec<Value> = r.json()["results"].as_array().unwrap().iter().map(|h| h["id"].clone()).collect();
+    assert!(ids.contains(&fact["id"]) && !ids.contains(&mail["id"]), "{ids:?}");
+    // The planning session was handed nothing untrusted: its note is not lowered to untrusted.
+    let r = w.s.post_in("plan", "/v1/memories", &w.asst, &json!({"namespace": "kb", "content": "Plan: tell the visitor the wifi name."}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.json()["item"]["label"], "agent");
+    // A session that reads without the floor gets both, labelled, and its writes carry the taint.
+    let r = w.s.post_in("read", "/v1/search", &w.asst, &json!({"namespace": "kb", "query": "office wifi network name", "k": 5}));
+    let ids: Vec<Value> = r.json()["results"].as_array().unwrap().iter().map(|h| h["id"].clone()).collect();
+    assert!(ids.contains(&mail["id"]), "{ids:?}");
+    let r = w.s.post_in("read", "/v1/memories", &w.asst, &json!({"namespace": "kb", "content": "Note: wifi name noted."}));
+    assert_eq!(r.json()["item"]["label"], "untrusted");
+    // A label that does not exist is a 400.
+    w.s.post("/v1/search", Some(&w.asst), &json!({"namespace": "kb", "query": "wifi", "min_label": "root"})).problem(400, "invalid_input");
+}
