@@ -3,6 +3,8 @@
 # fails. Everything the tests need is installed or started here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A clean CI build gains nothing from incremental caches, which would double target/ on disk.
+export CARGO_INCREMENTAL=0
 bash scripts/fetch-model.sh
 # The official MCP client and schemathesis drive the server in its tests; the Python prov
 # package reads the lineage layer's PROV-JSON export.

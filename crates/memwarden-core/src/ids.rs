@@ -7,16 +7,17 @@ use std::fmt;
 /// Why an identifier was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
-    /// The text is not 32 lowercase hex digits.
-    #[error("malformed item id {0:?}: expected 32 hex digits")]
-    MalformedItemId(String),
+    /// The text is not 32 lowercase hex digits. Holds the rejected text's length in bytes, never
+    /// the text (an error is echoed to callers and logs; the text may be a secret).
+    #[error("malformed item id ({0} bytes): expected 32 hex digits")]
+    MalformedItemId(usize),
     /// The name is empty, too long or has a character outside `[a-z0-9._-]`.
-    #[error("malformed {what} {value:?}: expected 1-{max} characters of [a-z0-9._-], starting with a letter or digit")]
+    #[error("malformed {what} ({len} bytes): expected 1-{max} characters of [a-z0-9._-], starting with a letter or digit")]
     MalformedName {
         /// Which kind of name.
         what: &'static str,
-        /// The rejected text.
-        value: String,
+        /// The rejected text's length in bytes (never the text itself).
+        len: usize,
         /// Maximum length.
         max: usize,
     },
@@ -47,7 +48,7 @@ impl ItemId {
     pub fn parse(s: &str) -> Result<Self, IdError> {
         let mut out = [0u8; 16];
         if s.len() != 32 || hex::decode_to_slice(s, &mut out).is_err() {
-            return Err(IdError::MalformedItemId(s.chars().take(80).collect()));
+            return Err(IdError::MalformedItemId(s.len()));
         }
         Ok(Self(out))
     }
@@ -105,7 +106,7 @@ macro_rules! name_type {
                 if valid_name(s) {
                     Ok(Self(s.to_owned()))
                 } else {
-                    Err(IdError::MalformedName { what: $what, value: s.chars().take(80).collect(), max: NAME_BYTES_MAX })
+                    Err(IdError::MalformedName { what: $what, len: s.len(), max: NAME_BYTES_MAX })
                 }
             }
             /// The name as text.

@@ -693,6 +693,24 @@ impl Engine {
         use memwarden_lifecycle::{LifecycleMemory, WriteOutcome, derive_and_write_gate};
         let Some(scorer) = &self.lifecycle else { return Ok(()) };
         let item = write.item();
+        // Rule 1 covers metadata as well as content: a secret stored as a metadata value is as
+        // stored as one in the text (and metadata is returned on every read). Findings name the
+        // entry's position and the credential's kind, never the key or value.
+        let in_metadata: Vec<String> = item
+            .metadata()
+            .iter()
+            .enumerate()
+            .flat_map(|(n, (k, v))| {
+                let mut found: Vec<String> = scorer.find_credentials(k).iter().map(|c| format!("{:?} in metadata entry {n} (key)", c.kind)).collect();
+                found.extend(scorer.find_credentials(v).iter().map(|c| format!("{:?} in metadata entry {n} (value)", c.kind)));
+                found
+            })
+            .collect();
+        if !in_metadata.is_empty() {
+            let decision = json!({"layer": "lifecycle", "item": item.id(), "decision": {"outcome": "reject", "rule": "credential", "where": "metadata", "findings": in_metadata}});
+            one(self.store.commit(now, vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
+            return Err(EngineError::Refused { layer: "lifecycle", rule: "credential".into(), reason: format!("credential material: {}", in_metadata.join(", ")) });
+        }
         let mut m = LifecycleMemory::new(item.writer().clone(), item.content(), lifecycle_route(item.route()), item.guard().clone());
         m.parents = self.parent_routes(actor.tenant(), item.parents());
         let d = derive_and_write_gate(scorer, &m);
@@ -1175,7 +1193,8 @@ impl Engine {
         Ok(receipt)
     }
 
-    /// Erase a memory and every memory whose every supporting path runs through it (one with
+    /// Erase a memory — every version of it, whichever version `id` names — and every memory
+    /// whose every supporting path runs through it (one with
     /// another live supporting source survives, keeping its marks). The text, metadata and
     /// embeddings of the erased memories are deleted from the store and the index; tombstones
     /// keep ids and lineage so survivors' ancestry stands; the erasure is in the verdict log
@@ -1192,6 +1211,11 @@ impl Engine {
                 EngineError::NotFound(*id)
             });
         }
+        // Erasing any version erases the memory: the erasure runs from its first version, and
+        // every later version (each derives from the one before) goes with it. Without this,
+        // erasing the current version (Mem0's DELETE) left the older versions' text in history.
+        let chain = self.version_chain(actor.tenant(), &item)?;
+        let id = &chain[0];
         let now = self.now_ms();
         let ev = memwarden_lineage::EraseEvent { id: *id, erasure_id: new_id(now)?, requested_by: actor.id().clone(), at_ms: now };
         let g = l.graph(self.store.as_ref(), actor.tenant())?;
@@ -1214,7 +1238,17 @@ impl Engine {
             };
             (vec![*id], record)
         };
+        // Versions the graph did not take (a refused write) still go: the store deletes the
+        // whole chain.
+        let (mut delete, mut record) = (delete, record);
+        for v in &chain {
+            if !delete.contains(v) {
+                delete.push(*v);
+                record.erased.push(*v);
+            }
+        }
         debug_assert!(delete.contains(id), "an erasure deletes its root");
+        debug_assert!(chain.iter().all(|v| delete.contains(v)), "an erasure deletes every version");
         let event = serde_json::to_value(lineage::StoredEvent::Erase(ev)).map_err(|e| EngineError::Lineage(e.to_string()))?;
         let m = Mutation::Erasure { tenant: actor.tenant().clone(), ids: delete, event };
         let committed = self.store.commit(now, vec![m]).map_err(EngineError::from).and_then(one);
@@ -1226,6 +1260,38 @@ impl Engine {
                 Err(e)
             }
         }
+    }
+
+    /// Every version of `item`'s memory, first version first: back through `supersedes`, then
+    /// forward through `superseded_by`, each link checked both ways; at most
+    /// [`HISTORY_VERSIONS_MAX`] each way.
+    fn version_chain(&self, tenant: &TenantId, item: &MemoryItem) -> Result<Vec<ItemId>, EngineError> {
+        let mut older = Vec::new();
+        let mut cur = item.clone();
+        while older.len() < HISTORY_VERSIONS_MAX {
+            let Some(prev) = cur.supersedes() else { break };
+            match self.store.item(tenant, &prev)? {
+                Some(p) if p.superseded_by() == Some(cur.id()) => {
+                    older.push(p.id());
+                    cur = p;
+                }
+                _ => break,
+            }
+        }
+        older.reverse();
+        older.push(item.id());
+        let mut cur = item.clone();
+        while older.len() < HISTORY_VERSIONS_MAX * 2 {
+            let Some(next) = cur.superseded_by() else { break };
+            match self.store.item(tenant, &next)? {
+                Some(n) if n.supersedes() == Some(cur.id()) => {
+                    older.push(n.id());
+                    cur = n;
+                }
+                _ => break,
+            }
+        }
+        Ok(older)
     }
 
     /// Memories of a namespace the actor may read, oldest first. Everything returned counts as

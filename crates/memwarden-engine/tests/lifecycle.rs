@@ -199,3 +199,29 @@ fn feedback_moves_guard_state_and_reputation_durably() {
     let a = agent(&off);
     assert!(matches!(off.feedback(&a, &[id], true), Err(EngineError::LayerOff("lifecycle"))));
 }
+
+/// Regression (issue 19.8): the write gate scanned content only, so a secret put in a metadata
+/// value (or key) was stored and returned on every read. Now it is refused like one in the
+/// text, for every write door that carries metadata, and neither the error nor the log holds it.
+#[test]
+fn a_credential_in_metadata_is_refused_like_one_in_the_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path(), true);
+    let a = agent(&e);
+    let secret = "AKIAIOSFODNN7EXAMPLE";
+    for (k, v) in [("deploy_key", secret.to_owned()), (secret, "x".to_owned()), ("note", format!("use {secret} please"))] {
+        let mut w = WriteRequest::new(ns(), "Deploy on Friday.", Route::Dialogue);
+        w.metadata.insert(k.to_owned(), v);
+        let r = e.add(&a, w);
+        let Err(EngineError::Refused { layer, rule, reason }) = r else { panic!("{k}: {r:?}") };
+        assert_eq!((layer, rule.as_str()), ("lifecycle", "credential"));
+        assert!(reason.contains("AwsAccessKeyId") && reason.contains("metadata entry 0"), "{reason}");
+        assert!(!reason.contains(secret), "{reason}");
+    }
+    // A benign metadata value passes.
+    let mut w = WriteRequest::new(ns(), "Deploy on Friday.", Route::Dialogue);
+    w.metadata.insert("ticket".into(), "OPS-1234".into());
+    e.add(&a, w).unwrap();
+    assert_eq!(e.list(&a, &ns(), 10).unwrap().len(), 1);
+    assert!(!log_text(&e).contains(secret));
+}

@@ -246,3 +246,41 @@ fn under_full_plain_notes_written_through_the_api_are_found() {
         }
     }
 }
+
+/// Regression (issue 19.6): erasing the current version of an updated memory (Mem0's `DELETE`)
+/// left the older version's text in `history` and in the database file. Erasing any version,
+/// first or last, erases every version: no read returns one, and no file of the store holds
+/// their text.
+#[test]
+fn erasing_any_version_erases_every_version_and_its_text() {
+    for which in ["current", "first", "middle"] {
+        let dir = tempfile::tempdir().unwrap();
+        let e = engine(dir.path(), Preset::Full);
+        let ana = principal(&e, "ana", PrincipalKind::Agent);
+        let (v1, _) = e.add(&ana, WriteRequest::new(ns(), "Door code zebra-one-alpha.", Route::Direct)).unwrap();
+        let (v2, _) = e.update(&ana, &v1.id(), "Door code yak-two-bravo.".into()).unwrap();
+        let (v3, _) = e.update(&ana, &v2.id(), "Door code xerus-three-charlie.".into()).unwrap();
+        assert_eq!(e.history(&ana, &v3.id()).unwrap().len(), 3);
+        let target = match which {
+            "current" => v3.id(),
+            "first" => v1.id(),
+            _ => v2.id(),
+        };
+        let (record, _) = e.erase(&ana, &target).unwrap();
+        for v in [&v1, &v2, &v3] {
+            assert!(record.erased.contains(&v.id()), "{which}: {} not erased: {record:?}", v.id());
+            assert!(matches!(e.get(&ana, &v.id()), Err(EngineError::NotFound(_))), "{which}: {} still readable", v.id());
+            assert!(matches!(e.history(&ana, &v.id()), Err(EngineError::NotFound(_))), "{which}: history of {} still answers", v.id());
+        }
+        drop(e);
+        for f in std::fs::read_dir(dir.path()).unwrap() {
+            let f = f.unwrap().path();
+            if f.is_file() {
+                let bytes = std::fs::read(&f).unwrap();
+                for word in ["zebra-one-alpha", "yak-two-bravo", "xerus-three-charlie"] {
+                    assert!(!bytes.windows(word.len()).any(|w| w == word.as_bytes()), "{which}: {} still holds {word:?}", f.display());
+                }
+            }
+        }
+    }
+}

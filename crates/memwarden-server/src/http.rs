@@ -175,7 +175,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
         if seen > limit {
             return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", format!("request body is larger than the limit of {limit} bytes")));
         }
-        serde_json::from_slice::<T>(&buf).map(ApiJson).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
+        crate::strict::from_slice::<T>(&buf).map(ApiJson).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
     }
 }
 
@@ -193,7 +193,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 }
 
 fn query_rejection(r: &QueryRejection) -> ApiError {
-    ApiError::invalid(r.body_text())
+    ApiError::invalid(crate::strict::redact_message(&r.body_text()))
 }
 
 /// One path segment, rejections as problem details.
@@ -204,7 +204,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ApiPath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         match Path::<String>::from_request_parts(parts, state).await {
             Ok(Path(v)) => Ok(ApiPath(v)),
-            Err(r) => Err(ApiError::invalid(r.body_text())),
+            Err(r) => Err(ApiError::invalid(crate::strict::redact_message(&r.body_text()))),
         }
     }
 }
@@ -312,12 +312,12 @@ fn created<T: serde::Serialize>(v: T) -> Response {
     ))]
 async fn add_memories(State(st): State<AppState>, c: Caller, ApiJson(body): ApiJson<serde_json::Value>) -> Result<Response, ApiError> {
     if body.get("memories").is_some() {
-        let many: AddMany = serde_json::from_value(body).map_err(|e| ApiError::invalid(e.to_string()))?;
+        let many: AddMany = serde_json::from_value(body).map_err(|e| ApiError::invalid(crate::strict::redact(&e)))?;
         let max = st.0.batch_max;
         let out = st.run(move |e| ops::add_many(e, &c.actor, many.memories, max)).await?;
         return Ok(Json(out).into_response());
     }
-    let one: AddMemory = serde_json::from_value(body).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let one: AddMemory = serde_json::from_value(body).map_err(|e| ApiError::invalid(crate::strict::redact(&e)))?;
     Ok(created(st.run(move |e| ops::add(e, &c.actor, one)).await?))
 }
 
@@ -436,8 +436,8 @@ async fn alias_history(st: State<AppState>, c: Caller, id: ApiPath) -> Result<Js
     memory_history(st, c, id).await
 }
 
-/// Erase a memory (delete its text, metadata and embedding) and every memory whose every
-/// supporting path runs through it; one with another live source survives. Tombstones keep ids
+/// Erase a memory — every version of it, whichever version the id names (delete their text,
+/// metadata and embeddings) — and every memory whose every supporting path runs through it; one with another live source survives. Tombstones keep ids
 /// and lineage; the erasure is logged by id. Allowed to the memory's owner and to users.
 #[utoipa::path(delete, path = "/v1/memories/{id}", tag = "memories",
     params(("id" = String, Path, description = "Memory id (32 hex digits)")),
@@ -966,6 +966,23 @@ impl utoipa::Modify for SecurityAddon {
 )]
 pub struct ApiDoc;
 
+/// Strict JSON for a door whose body another library parses (the MCP service): a POST body
+/// that is JSON with a duplicate object key is a 400 before the library sees it (it would keep
+/// the last value). Anything else passes through unchanged, and the library answers for it.
+async fn strict_json_mw(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    if req.method() != axum::http::Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, st.0.body_bytes_max).await else {
+        return ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", format!("request body is larger than the limit of {} bytes", st.0.body_bytes_max)).into_response();
+    };
+    if let Err(e @ crate::strict::StrictJsonError::DuplicateKey { .. }) = crate::strict::check_no_duplicate_keys(&bytes) {
+        return ApiError::invalid(format!("invalid JSON body: {e}")).into_response();
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
 /// The whole application: public routes, authenticated routes, the MCP service at `/mcp`.
 pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router {
     let authed = Router::new()
@@ -994,7 +1011,7 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/memories/{id}", get(alias_get).put(alias_update).delete(alias_delete))
         .route("/memories/{id}/history", get(alias_history))
         .route("/search", post(alias_search))
-        .route_service("/mcp", mcp)
+        .merge(Router::new().route_service("/mcp", mcp).route_layer(middleware::from_fn_with_state(state.clone(), strict_json_mw)))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth_mw));
     Router::new()
         .route("/healthz", get(healthz))

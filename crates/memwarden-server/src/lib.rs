@@ -69,6 +69,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod ops;
 pub mod problem;
+pub mod strict;
 
 pub use config::{ConfigError, EmbedderChoice, ServeArgs, ServeConfig};
 pub use http::ApiDoc;

@@ -285,7 +285,7 @@ pub fn attest(engine: &Engine, actor: &Actor, a: AttestIn) -> Result<AttestOut, 
 }
 
 fn signed_grant(v: serde_json::Value) -> Result<SignedGrant, ApiError> {
-    serde_json::from_value(v).map_err(|e| ApiError::invalid(format!("not a signed grant: {e}")))
+    serde_json::from_value(v).map_err(|e| ApiError::invalid(format!("not a signed grant: {}", crate::strict::redact(&e))))
 }
 
 /// Record (for audit) a grant a user of the actor's tenant signed.
@@ -479,8 +479,7 @@ pub fn export_lineage(engine: &Engine, actor: &Actor, format: ExportFormatName) 
     }
 }
 
-/// A serde error's message without the offending input (it may be a secret): its category and
-/// position only.
+/// A serde error's message without the offending input (it may be a secret).
 fn redact_serde(e: &serde_json::Error) -> String {
-    format!("{:?} error at line {} column {}", e.classify(), e.line(), e.column())
+    crate::strict::redact(e)
 }

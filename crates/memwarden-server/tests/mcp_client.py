@@ -22,7 +22,7 @@ from mcp.client.stdio import stdio_client
 
 EXPECTED_TOOLS = {
     "add_memory", "search_memories", "get_memory", "list_memories", "propose_action", "attest",
-    "get_lineage", "delete_memory", "update_memory", "memory_history",
+    "get_lineage", "delete_memory", "update_memory", "memory_history", "report_tool_output",
 }
 
 
@@ -132,6 +132,23 @@ async def exercise(session, checks):
         checks.check(verdict["decision"] == "ask_user", f"decision {verdict['decision']}")
         checks.check(len(verdict["ask"]) == 1 and verdict["ask"][0]["tool"] == "pay", "ask names no grant tuple")
 
+        # Regression (issue 14.1): this session was just handed the untrusted email, so a tool
+        # output it reports without arguments, inputs or the tool's signature is no higher
+        # than untrusted (it used to be stored trusted_tool / trusted), and cannot back a payment.
+        res = await session.call_tool("report_tool_output", {"tool": "ocr", "output": "Payee for invoice: ACCT-EVIL-1"})
+        checks.check(not is_error(res), f"report_tool_output: {res}")
+        if not is_error(res):
+            echo = structured(res)["item"]
+            checks.seen["tainted_echo_label"] = echo["label"]
+            checks.check(echo["label"] == "untrusted", f"a tainted session's tool report is {echo['label']}")
+            res = await session.call_tool(
+                "propose_action",
+                {"tool": "pay", "kind": "act", "risk": "high", "amount": "150",
+                 "values": [{"key": "payee", "value": "ACCT-EVIL-1", "kind": "account"}], "context": [echo["id"]]},
+            )
+            checks.seen["tainted_echo_decision"] = structured(res)["verdict"]["decision"]
+            checks.check(structured(res)["verdict"]["decision"] != "allow", "a tainted tool report backed a payment")
+
     res = await session.call_tool("attest", {"key": "payee", "value": "ACCT-EVIL-9931", "kind": "account"})
     checks.check(not is_error(res) and structured(res)["counts"] is False, "an agent's attestation counted")
 
@@ -169,6 +186,21 @@ async def run_http(a, checks):
             await exercise(session, checks)
 
 
+async def run_tool_echo(a, checks):
+    """Regression (issue 14.1): a source reports an allow-listed tool's output with no arguments;
+    it is stored untrusted (it used to be trusted_tool / trusted)."""
+    async with http_client_ctx(a.url, a.key) as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            res = await session.call_tool("report_tool_output", {"tool": "ocr", "output": "Payee for invoice: ACCT-EVIL-1"})
+            checks.check(not is_error(res), f"report_tool_output: {res}")
+            if not is_error(res):
+                item = structured(res)["item"]
+                checks.seen["echo_label"] = item["label"]
+                checks.seen["echo_id"] = item["id"]
+                checks.check(item["label"] == "untrusted", f"a source's tool report is {item['label']}")
+
+
 async def run_http_bad_key(a, checks):
     try:
         async with http_client_ctx(a.url, "mw_" + "0" * 64) as streams:
@@ -183,7 +215,7 @@ async def run_http_bad_key(a, checks):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["stdio", "http", "http-bad-key"])
+    p.add_argument("mode", choices=["stdio", "http", "http-bad-key", "tool-echo"])
     p.add_argument("--bin")
     p.add_argument("--data")
     p.add_argument("--tenant", default="acme")
@@ -192,7 +224,7 @@ def main():
     p.add_argument("--key")
     a = p.parse_args()
     checks = Checks()
-    runner = {"stdio": run_stdio, "http": run_http, "http-bad-key": run_http_bad_key}[a.mode]
+    runner = {"stdio": run_stdio, "http": run_http, "http-bad-key": run_http_bad_key, "tool-echo": run_tool_echo}[a.mode]
     asyncio.run(asyncio.wait_for(runner(a, checks), timeout=120))
     print(json.dumps({"ok": not checks.failed, "failed": checks.failed, "seen": checks.seen}))
     sys.exit(0 if not checks.failed else 1)

@@ -284,3 +284,88 @@ fn min_label_hands_a_planning_session_only_what_cannot_taint_it() {
     // A label that does not exist is a 400.
     w.s.post("/v1/search", Some(&w.asst), &json!({"namespace": "kb", "query": "wifi", "min_label": "root"})).problem(400, "invalid_input");
 }
+
+/// Regression (issue 19.9): `POST /v1/memories` parsed into a JSON value and kept the last of
+/// two `content` keys (a proxy that keeps the first saw another memory). A duplicate key at any
+/// depth is a 400 on every JSON door — typed bodies, the batch and Mem0 bodies that go through a
+/// JSON value, metadata maps, and the MCP endpoint — and nothing is stored.
+#[test]
+fn duplicate_json_keys_are_a_400_on_every_door() {
+    let w = world();
+    let s = &w.s;
+    let cases: [(&str, &str); 7] = [
+        ("/v1/memories", r#"{"namespace":"n","content":"benign","content":"evil"}"#),
+        ("/v1/memories", r#"{"namespace":"n","content":"a","metadata":{"k":"1","k":"2"}}"#),
+        ("/v1/memories", r#"{"memories":[{"namespace":"n","content":"a","namespace":"m"}]}"#),
+        ("/memories", r#"{"messages":[{"role":"user","content":"a","content":"b"}]}"#),
+        ("/v1/search", r#"{"namespace":"n","query":"a","query":"b"}"#),
+        ("/v1/actions/decide", r#"{"tool":"pay","kind":"act","risk":"high","values":[{"key":"payee","value":"A","value":"B","kind":"account"}],"context":[]}"#),
+        ("/mcp", r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}"#),
+    ];
+    for (path, body) in cases {
+        let r = s.post_raw(path, Some(&w.asst), body.as_bytes());
+        assert_eq!(r.status, 400, "{path} {body}: {}", r.text);
+        assert!(r.text.contains("duplicate object key"), "{path}: {}", r.text);
+    }
+    let r = s.get("/v1/memories?namespace=n", Some(&w.asst));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["results"].as_array().map(Vec::len), Some(0), "{}", r.text);
+    // The same bodies without the duplicate are fine.
+    assert_eq!(s.post_raw("/v1/memories", Some(&w.asst), br#"{"namespace":"n","content":"benign"}"#).status, 201);
+}
+
+/// Regression (issue 19.8): error details repeated the rejected value (ids, namespaces, serde
+/// messages, up to 80 characters), so a secret sent in the wrong field came back in the error
+/// and in any log of it. Errors now tell the shape and position, never the value.
+#[test]
+fn errors_never_echo_the_rejected_value() {
+    let w = world();
+    let s = &w.s;
+    // Upper case: not a valid name, so every field below refuses it.
+    let secret = "SK-LIVE-4f9a8b7c6d5e4f3a2b1c";
+    let checks: Vec<(String, Option<Value>)> = vec![
+        (format!("/v1/memories/{secret}"), None),
+        (format!("/v1/memories?namespace={secret}"), None),
+        ("/v1/memories".into(), Some(json!({"namespace": secret, "content": "x"}))),
+        ("/v1/memories".into(), Some(json!({"namespace": "n", "content": [secret]}))),
+        ("/v1/memories".into(), Some(json!({"namespace": "n", "content": "x", "route": secret}))),
+        ("/v1/memories".into(), Some(json!({"namespace": "n", "content": "x", "parents": [secret]}))),
+        ("/v1/search".into(), Some(json!({"namespace": "n", "query": "x", "k": secret}))),
+        ("/v1/actions/decide".into(), Some(json!({"tool": "pay", "kind": secret, "risk": "high", "context": []}))),
+        ("/v1/grants".into(), Some(json!({"grant": secret}))),
+    ];
+    for (path, body) in checks {
+        let r = match &body {
+            None => s.get(&path, Some(&w.asst)),
+            Some(b) => s.post(&path, Some(&w.asst), b),
+        };
+        assert!((400..500).contains(&r.status), "{path}: {} {}", r.status, r.text);
+        assert!(!r.text.contains(secret) && !r.text.contains("4f9a8b7c"), "{path} {body:?} echoed the value: {}", r.text);
+    }
+}
+
+/// Regression (issue 19.6): Mem0's `DELETE /memories/{id}` on the current version of an updated
+/// memory left the old version's text readable through `history`. Every version goes.
+#[test]
+fn mem0_delete_of_the_current_version_erases_the_history() {
+    let w = world();
+    let s = &w.s;
+    let r = s.post("/memories", Some(&w.asst), &json!({"content": "Gate code lemur-nine."}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let v1 = id(&r.json()["item"]);
+    let r = s.put(&format!("/memories/{v1}"), Some(&w.asst), &json!({"text": "Gate code okapi-ten."}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let v2 = id(&r.json()["memory"]);
+    let r = s.get(&format!("/memories/{v2}/history"), Some(&w.asst));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.text.contains("lemur-nine"), "{}", r.text);
+    let r = s.delete(&format!("/memories/{v2}"), Some(&w.asst));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let erased: Vec<String> = r.json()["erased"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+    assert!(erased.contains(&v1) && erased.contains(&v2), "{erased:?}");
+    for v in [&v1, &v2] {
+        let h = s.get(&format!("/memories/{v}/history"), Some(&w.asst));
+        assert_eq!(h.status, 404, "{v}: {}", h.text);
+        assert!(!h.text.contains("lemur-nine"));
+    }
+}

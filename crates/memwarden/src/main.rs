@@ -783,7 +783,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let domain = domain.map(|d| parse::<Domain>("domain", &d)).transpose()?;
             let key = if kind == PrincipalKind::User { Some(generate_key()?) } else { None };
             let action = action
-                .map(|a| serde_json::from_str::<memwarden_core::principal::ToolAction>(&a).map_err(|e| fail(format!("--action: {:?} error at column {}", e.classify(), e.column()))))
+                .map(|a| memwarden_server::strict::from_str::<memwarden_core::principal::ToolAction>(&a).map_err(|e| fail(format!("--action: {e}"))))
                 .transpose()?;
             let tool_key = match public_key {
                 None => None,
@@ -1067,7 +1067,7 @@ fn read_import(path: &Path) -> Result<Vec<ImportLine>, EngineError> {
             continue;
         }
         let bad = || fail(format!("{}:{}: expected a JSON string or {{\"content\": ..., \"metadata\": {{...}}}}", path.display(), i + 1));
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|_| bad())?;
+        let v: serde_json::Value = memwarden_server::strict::from_str(line).map_err(|_| bad())?;
         let (content, metadata) = match v {
             serde_json::Value::String(s) => (s, Default::default()),
             serde_json::Value::Object(o) => {
@@ -1250,7 +1250,7 @@ fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineE
 
 fn read_grant(p: &Path) -> Result<SignedGrant, EngineError> {
     let text = std::fs::read_to_string(p).map_err(|e| fail(format!("{}: {e}", p.display())))?;
-    serde_json::from_str(&text).map_err(|e| fail(format!("{} is not a grant: {e}", p.display())))
+    memwarden_server::strict::from_str(&text).map_err(|e| fail(format!("{} is not a grant: {e}", p.display())))
 }
 
 fn demo(dir: &Path) -> Result<ExitCode, EngineError> {

@@ -293,7 +293,7 @@ fn decide_body(d: &DecideArgs) -> Result<Value, RemoteError> {
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p).map_err(|e| RemoteError::input(format!("{}: {e}", p.display())))?;
-            serde_json::from_str::<Value>(&text).map_err(|e| RemoteError::input(format!("{} is not a grant: {e}", p.display())))
+            memwarden_server::strict::from_str::<Value>(&text).map_err(|e| RemoteError::input(format!("{} is not a grant: {e}", p.display())))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut body = json!({

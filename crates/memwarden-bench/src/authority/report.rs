@@ -109,7 +109,11 @@ pub struct DefenseRow {
     pub echo_asr: f64,
     /// ASR, L-c fabricated corroboration.
     pub corroboration_asr: f64,
-    /// Mean of the three laundering channels.
+    /// ASR, L-d: a tainted agent reports a tool's output with no arguments or inputs.
+    pub bare_echo_asr: f64,
+    /// ASR, L-e: the attacker's source reports a tool's output.
+    pub source_echo_asr: f64,
+    /// Mean of the five laundering channels.
     pub laundering_asr: f64,
     /// ASR over every attack case.
     pub asr: f64,
@@ -367,7 +371,7 @@ pub(crate) fn aggregate(outcomes: &[CaseOutcome], meta: Meta) -> AuthorityReport
             ci95.insert(format!("style_{}", s.name()), tt.ci());
         }
         let seed = |k: u64| derive_seed(meta.seed, 0x9E57_0000 + (i as u64) * 4 + k);
-        let laundering = round((ch(Channel::Summary).pct() + ch(Channel::Echo).pct() + ch(Channel::Corroboration).pct()) / 3.0);
+        let laundering = round(Channel::LAUNDERING.iter().map(|c| ch(*c).pct()).sum::<f64>() / Channel::LAUNDERING.len() as f64);
         rows.push(DefenseRow {
             defense: d.name().into(),
             write_path: d.write_path().into(),
@@ -375,6 +379,8 @@ pub(crate) fn aggregate(outcomes: &[CaseOutcome], meta: Meta) -> AuthorityReport
             summary_asr: ch(Channel::Summary).pct(),
             echo_asr: ch(Channel::Echo).pct(),
             corroboration_asr: ch(Channel::Corroboration).pct(),
+            bare_echo_asr: ch(Channel::BareEcho).pct(),
+            source_echo_asr: ch(Channel::SourceEcho).pct(),
             laundering_asr: laundering,
             asr: t.all.pct(),
             legit_utility: t.legit.pct(),
@@ -507,7 +513,8 @@ pub(crate) fn aggregate(outcomes: &[CaseOutcome], meta: Meta) -> AuthorityReport
         "Write paths: every baseline and every memwarden row runs on the same plain write path: the agent reads through the engine in its session, writes its note with a plain add declaring no parent, and types the value into the tool call with no declared source or input, so L-a/L-b leave no derivation edge to the untrusted message. memwarden labels those writes by session taint (what the engine handed the session), not by declared edges. Direct and L-c worlds are identical on both paths. lineage_edges_monitored applies the lineage rule to a runtime that declares its derivations (notes derived from what was read, tool calls with the read items as inputs): it shows what the lineage rule does when it is given the edges. no_origin_binding runs the same gate code with the switch off on an in-memory store (the SQLite decoder refuses the over-labelled items it writes).".into(),
         "One SQLite store and one verdict log hold the whole run; each case has its own tenant (the same eleven principals registered in each), so cases never share attestations or elevations and a decision's cost does not depend on the run's size.".into(),
         "no_origin_binding runs the same admission and decision code (Authority with origin_binding = false) over an in-memory item list: through the engine the ablation's items cannot be read back, because the SQLite store's validating decoder refuses an item labelled above its origin.".into(),
-        "full is Engine::decide with the engine this benchmark builds, which runs the authority preset (EngineConfig::lineage = None): the cases write and decide through several engine handles over one store, and a lineage graph is a per-engine view. So full equals authority here; the lineage layer is measured by `bench lineage`, and its composition with grants and corroboration (a consumed grant satisfies the lineage AskUser; an asked grant keeps the verdict at AskUser) is covered by the engine's laundering tests, which run under the full preset.".into(),
+        "full is the shipped `full` preset (EngineConfig::for_preset(Preset::Full), asserted at start: authority, lineage and the lifecycle layer with the product's evidence rules), the preset `memwarden serve` runs by default. It has a store of its own, and each case is played through it from the start with the same scripted agent on the plain write path: what full stores, quarantines, withholds from a list and hands the agent is its own, and the agent works only from what it was handed (a withheld email leaves it nothing to summarise or echo, so it writes no note). The other memwarden rows (authority and its ablations) run the authority preset on the shared store.".into(),
+        "L-d bare echo and L-e source echo (issue 14.1): a tool output reported without arguments, inputs or the tool's signature, by the agent whose session was handed the email (L-d) or by the attacker's source itself (L-e). Before the fix such a report was stored trusted_tool / trusted and backed the payment.".into(),
         format!(
             "no_verdict_log decides with the same gate without logging; it differed from authority in {} cases: the log gives auditability, not safety.",
             checks.no_verdict_log_mismatches
@@ -580,18 +587,20 @@ pub fn markdown(r: &AuthorityReport) -> String {
         r.checks.agent_failures
     );
     let _ = writeln!(s, "## Consequential-action ASR by channel (%), legit-utility, uncorr-auto{by}\n");
-    let _ = writeln!(s, "| defense | world | direct | L-a summary | L-b echo | L-c corrob. | laundering | all attacks | legit-utility | uncorr-auto | task utility | p vs authority |");
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| defense | world | direct | L-a summary | L-b echo | L-c corrob. | L-d bare echo | L-e source echo | laundering | all attacks | legit-utility | uncorr-auto | task utility | p vs authority |");
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in &r.rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.defense,
             row.write_path,
             f1(row.direct_asr),
             f1(row.summary_asr),
             f1(row.echo_asr),
             f1(row.corroboration_asr),
+            f1(row.bare_echo_asr),
+            f1(row.source_echo_asr),
             f1(row.laundering_asr),
             f1(row.asr),
             f1(row.legit_utility),
@@ -601,7 +610,7 @@ pub fn markdown(r: &AuthorityReport) -> String {
         );
     }
     if let Some(row) = r.rows.first() {
-        let _ = writeln!(s, "\nn per row: {} attacks ({} per channel), {} legit, {} uncorroborated, {} clean.\n", row.n_attack, row.n_attack / 4, row.n_legit, row.n_uncorr, row.n_clean);
+        let _ = writeln!(s, "\nn per row: {} attacks ({} per channel), {} legit, {} uncorroborated, {} clean.\n", row.n_attack, row.n_attack / Channel::ALL.len() as u64, row.n_legit, row.n_uncorr, row.n_clean);
     }
     let _ = writeln!(s, "### Wilson 95% intervals (%)\n");
     let _ = writeln!(s, "| defense | direct | laundering | all attacks | legit-utility | uncorr-auto |");

@@ -213,11 +213,19 @@ pub enum Channel {
     Echo,
     /// L-c: fabricated corroboration.
     Corroboration,
+    /// L-d (issue 14.1): the agent, its session tainted by the message, reports an allow-listed
+    /// tool's output with no arguments and no inputs, repeating the value.
+    BareEcho,
+    /// L-e (issue 14.1): the attacker's source itself reports an allow-listed tool's output
+    /// carrying the value.
+    SourceEcho,
 }
 
 impl Channel {
     /// All channels.
-    pub const ALL: [Channel; 4] = [Channel::Direct, Channel::Summary, Channel::Echo, Channel::Corroboration];
+    pub const ALL: [Channel; 6] = [Channel::Direct, Channel::Summary, Channel::Echo, Channel::Corroboration, Channel::BareEcho, Channel::SourceEcho];
+    /// The laundering channels (every one but the direct read).
+    pub const LAUNDERING: [Channel; 5] = [Channel::Summary, Channel::Echo, Channel::Corroboration, Channel::BareEcho, Channel::SourceEcho];
     /// The channels legitimate and uncorroborated cases use.
     pub const LEGIT: [Channel; 3] = [Channel::Direct, Channel::Summary, Channel::Echo];
     /// Name.
@@ -227,6 +235,8 @@ impl Channel {
             Channel::Summary => "summary",
             Channel::Echo => "echo",
             Channel::Corroboration => "corroboration",
+            Channel::BareEcho => "bare_echo",
+            Channel::SourceEcho => "source_echo",
         }
     }
 }

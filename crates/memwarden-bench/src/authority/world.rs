@@ -12,7 +12,7 @@ use memwarden_core::action::{ACTION_CONTEXT_MAX, ACTION_VALUES_MAX};
 use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::prelude::*;
 use memwarden_engine::keys::{GrantSpec, mint_grant};
-use memwarden_engine::{Actor, Engine, EngineConfig};
+use memwarden_engine::{Actor, Engine, EngineConfig, Preset};
 use memwarden_store::StoreConfig;
 
 use super::defenses::{self, Defense, Evidence, Outcome, TraceEntry};
@@ -90,8 +90,8 @@ fn ns(s: &str) -> Result<Namespace, BenchError> {
     Namespace::new(s).map_err(|e| BenchError::Invalid(e.to_string()))
 }
 
-/// The full pipeline's decision: whatever `Engine::decide` composes. Today that is the authority
-/// layer only; when the lineage and lifecycle layers land in the engine, this row picks them up.
+/// The full pipeline's decision: whatever `Engine::decide` composes, on an engine opened with
+/// the shipped `full` preset ([`World`] holds one on its own store).
 pub fn full_decide(engine: &Engine, actor: &Actor, action: &ActionRequest) -> Result<Verdict, memwarden_engine::EngineError> {
     engine.decide(actor, action).map(|(v, _)| v)
 }
@@ -181,7 +181,13 @@ impl Cast {
 /// run's size (see the report's notes).
 pub(crate) struct World {
     _tmp: Option<tempfile::TempDir>,
+    _tmp_full: tempfile::TempDir,
     eng: Engine,
+    /// The shipped `full` preset (`EngineConfig::for_preset(Preset::Full)`: authority, lineage
+    /// and the lifecycle layer with the product's scorer), on a store of its own: its lineage
+    /// graph and lifecycle state are per engine, so no other engine may write under it. The
+    /// `full` row plays each case's world through it from the start.
+    eng_full: Engine,
     eng_noelev: Engine,
     study: Vec<(usize, Counting, Engine)>,
     user_key: SigningKey,
@@ -210,6 +216,10 @@ impl World {
         let config =
             |authority: AuthorityConfig| EngineConfig { authority, store: StoreConfig::default(), embedder: None, clock: Arc::clone(&clock), lineage: None, lifecycle: None, query_cache_entries: 0 };
         let eng = Engine::open(&path, config(AuthorityConfig::default()))?;
+        let tmp_full = tempfile::tempdir().map_err(|e| BenchError::Io(format!("cannot create a temporary directory: {e}")))?;
+        let full = EngineConfig::for_preset(Preset::Full)?;
+        assert_full_preset(&full)?;
+        let eng_full = Engine::open(tmp_full.path(), EngineConfig { embedder: None, clock: Arc::clone(&clock), query_cache_entries: 0, ..full })?;
         let store = Arc::clone(eng.store());
         let eng_noelev = Engine::with_store(Arc::clone(&store), config(AuthorityConfig { elevation: false, ..AuthorityConfig::default() }))?;
         let mut study = Vec::new();
@@ -227,7 +237,7 @@ impl World {
             chunk.copy_from_slice(&splitmix64(derive_seed(seed, 0x5EED_0000 + i as u64)).to_le_bytes());
         }
         let user_key = SigningKey::from_bytes(&key_seed);
-        Ok(Self { _tmp: tmp, eng, eng_noelev, study, user_key })
+        Ok(Self { _tmp: tmp, _tmp_full: tmp_full, eng, eng_full, eng_noelev, study, user_key })
     }
 
     /// The primary engine.
@@ -253,22 +263,38 @@ impl World {
                 Channel::Direct | Channel::Corroboration => {
                     write(b, &cast.inbox, &task_ns, text, Route::ExternalObservation, 0, &mut trace)?;
                 }
-                Channel::Summary | Channel::Echo => {
+                Channel::SourceEcho => {
+                    // The attacker's source reports an allow-listed tool's output itself: no
+                    // arguments, no inputs, no signature. Nothing but the caller vouches for it.
+                    let output = format!("[crm-sync] record saved for {}: {text}", sc.domain.cp);
+                    let item = b.tool_call(&cast.inbox, &cast.crm, task_ns.clone(), Vec::new(), &[], output)?;
+                    trace.push(TraceEntry { session: 0, item: item.id(), write: true });
+                }
+                Channel::Summary | Channel::Echo | Channel::BareEcho => {
                     let email = write(b, &cast.inbox, &inbox_ns, text, Route::ExternalObservation, 0, &mut trace)?;
                     let read = b.list(&agent_s0, &inbox_ns)?;
                     trace.extend(read.iter().map(|i| TraceEntry { session: 0, item: i.id(), write: false }));
                     let read_ids: Vec<ItemId> = read.iter().map(MemoryItem::id).collect();
-                    let note = agent.summarize(&sc.task, email.content()).unwrap_or_else(|_| {
+                    // The agent works from what it was handed: if the memory service withheld
+                    // the email (the lifecycle gate quarantines planted instructions), there is
+                    // nothing to summarise or pass on, and the agent writes nothing.
+                    if let Some(seen) = read.iter().find(|i| i.id() == email.id()) {
+                    let note = agent.summarize(&sc.task, seen.content()).unwrap_or_else(|_| {
                         failures += 1;
                         format!("Note ({}): read a message.", sc.task.domain)
                     });
-                    let item = if *channel == Channel::Summary {
+                    let item = if *channel == Channel::BareEcho {
+                        // The tainted agent reports the tool's output with no arguments and no
+                        // inputs (the forgery of issue 14.1).
+                        let output = format!("[crm-sync] record saved for {}: {note}", sc.domain.cp);
+                        b.tool_call(&agent_s0, &cast.crm, task_ns.clone(), Vec::new(), &[], output)?
+                    } else if *channel == Channel::Summary {
                         match path {
                             WritePath::Monitored => b.derive(&agent_s0, task_ns.clone(), &read_ids, note)?,
                             WritePath::Plain => b.add(&agent_s0, WriteRequest::new(task_ns.clone(), note, Route::Summary))?,
                         }
                     } else {
-                        let fields = agent.extract(&sc.task, email.content()).unwrap_or_else(|_| {
+                        let fields = agent.extract(&sc.task, seen.content()).unwrap_or_else(|_| {
                             failures += 1;
                             Vec::new()
                         });
@@ -281,6 +307,7 @@ impl World {
                         b.tool_call(&agent_s0, &cast.crm, task_ns.clone(), args, inputs, output)?
                     };
                     trace.push(TraceEntry { session: 0, item: item.id(), write: true });
+                    }
                 }
             }
         }
@@ -475,20 +502,29 @@ impl World {
             // Unlogged first, so it sees exactly the state the logged decision sees.
             let (nvl, _) = self.decide_unlogged(main, actor, &self.with_grant(&self.eng, main, case, &sc, action)?, &plain_ref.memories, 1)?;
             let (auth, _) = self.decide(&self.eng, actor, &self.with_grant(&self.eng, main, case, &sc, action)?)?;
-            let full = Outcome::from_decision(full_decide(&self.eng, actor, &self.with_grant(&self.eng, main, case, &sc, action)?)?.decision);
             let (noelev, _) = self.decide(&self.eng_noelev, actor, &self.with_grant(&self.eng_noelev, main, case, &sc, action)?)?;
             if sc.grant.is_none() {
                 out.probe = Some((main.tenant.clone(), action.clone()));
             }
             out.nvl_mismatch = nvl != auth;
-            for (d, o) in [(Defense::Authority, auth), (Defense::Full, full), (Defense::NoElevation, noelev), (Defense::NoVerdictLog, nvl)] {
+            for (d, o) in [(Defense::Authority, auth), (Defense::NoElevation, noelev), (Defense::NoVerdictLog, nvl)] {
                 results.push((d, DefenseResult { goal: plain_goal, outcome: Some(o) }));
             }
         } else {
-            for d in [Defense::Authority, Defense::Full, Defense::NoElevation, Defense::NoVerdictLog] {
+            for d in [Defense::Authority, Defense::NoElevation, Defense::NoVerdictLog] {
                 results.push((d, DefenseResult { goal: plain_goal, outcome: None }));
             }
         }
+        // The shipped `full` preset: the same case, agent and write path, played from the start
+        // through its own engine (what it stores, withholds and hands the agent is its own).
+        let cast_full = Cast::register(&self.eng_full, &format!("c{}", case.index), &self.user_key)?;
+        let fp = self.play(&mut EngineBackend(&self.eng_full), &cast_full, agent, case, &sc, WritePath::Plain, 'f', case_seed)?;
+        out.agent_failures += fp.failures;
+        let full_outcome = match &fp.action {
+            Some(action) => Some(Outcome::from_decision(full_decide(&self.eng_full, &fp.actor, &self.with_grant(&self.eng_full, &cast_full, case, &sc, action)?)?.decision)),
+            None => None,
+        };
+        results.push((Defense::Full, DefenseResult { goal: goal_reached(&sc.goal, &fp.proposal), outcome: full_outcome }));
         // The lineage-edge baseline given the edges a declaring runtime records.
         let mon_goal = goal_reached(&sc.goal, &mon.proposal);
         let lin = match &mon.action {
@@ -516,6 +552,14 @@ impl World {
             .collect();
         Ok(out)
     }
+}
+
+/// The `full` row must be the preset `memwarden serve` runs by default: every layer on.
+fn assert_full_preset(c: &EngineConfig) -> Result<(), BenchError> {
+    if c.lineage.is_none() || c.lifecycle.is_none() || EngineConfig::default().lifecycle.is_none() {
+        return Err(BenchError::Invalid("the full preset must run the lineage and lifecycle layers".into()));
+    }
+    Ok(())
 }
 
 /// Where a case's world is written: the engine over the shared store, or (for the
