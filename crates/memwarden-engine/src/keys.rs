@@ -68,6 +68,13 @@ pub struct GrantSpec<'a> {
 
 /// Mint and sign a one-time grant.
 pub fn mint_grant(key: &SigningKey, tenant: &TenantId, user: &PrincipalId, spec: &GrantSpec<'_>, now_ms: u64) -> Result<SignedGrant, EngineError> {
+    Ok(prepare_grant(tenant, user, spec, now_ms)?.sign(key))
+}
+
+/// The unsigned one-time grant for `spec` (normalised value and amount, a fresh nonce, issue and
+/// expiry times): what a user signs elsewhere — its [`Grant::signing_bytes`] — when the key
+/// does not live with the caller (`POST /v1/grants/prepare`).
+pub fn prepare_grant(tenant: &TenantId, user: &PrincipalId, spec: &GrantSpec<'_>, now_ms: u64) -> Result<Grant, EngineError> {
     if spec.ttl_ms == 0 || spec.ttl_ms > GRANT_TTL_MS_MAX {
         return Err(EngineError::Invalid(format!("grant lifetime must be 1..={GRANT_TTL_MS_MAX} ms")));
     }
@@ -88,6 +95,5 @@ pub fn mint_grant(key: &SigningKey, tenant: &TenantId, user: &PrincipalId, spec:
         nonce,
         issued_ms: now_ms,
         expires_ms: now_ms + spec.ttl_ms,
-    }
-    .sign(key))
+    })
 }

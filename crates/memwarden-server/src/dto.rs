@@ -548,6 +548,52 @@ pub struct MemoryErasedOut {
     pub log_index: u64,
 }
 
+/// What a user wants to grant: one value for one key of one tool call, optionally with the
+/// amount, for a limited time. The server fills in the tenant, the user (the caller), a fresh
+/// nonce and the times, and returns the exact bytes to sign.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrepareGrantIn {
+    /// The tool the action calls (`pay`, `wire`, ...).
+    pub tool: String,
+    /// The value's key (`payee`, ...).
+    pub key: String,
+    /// The raw value (normalised by `kind`).
+    pub value: String,
+    /// Comparison kind (default `text`).
+    #[serde(default)]
+    pub kind: ValueKindName,
+    /// The amount, when the action moves money.
+    #[serde(default)]
+    pub amount: Option<String>,
+    /// Lifetime in ms (default 10 minutes, at most a day).
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
+}
+
+/// An unsigned grant and the bytes its user signs. Sign `signing_bytes_hex` (decoded) with the
+/// user's Ed25519 key and `POST /v1/grants` `{"grant": <grant>, "signature": <128 hex digits>}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PreparedGrantOut {
+    /// The tuple, exactly as it must be sent back (do not re-serialise it by hand).
+    #[schema(value_type = Object)]
+    pub grant: serde_json::Value,
+    /// `memwarden-grant-v1\n` followed by the grant's canonical JSON, hex-encoded.
+    pub signing_bytes_hex: String,
+    /// The nonce (hex): the grant's id in the log.
+    pub nonce: String,
+}
+
+/// A signed grant, as the MCP tool `record_grant` takes it.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordGrantArgs {
+    /// The grant exactly as `prepare_grant` returned it.
+    pub grant: serde_json::Value,
+    /// The user's Ed25519 signature over its signing bytes (128 hex digits).
+    pub signature: String,
+}
+
 /// Result of recording a grant.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct GrantOut {

@@ -5,7 +5,7 @@
 //! passes the same Bearer-key middleware as the REST routes, and each tool call acts as the
 //! principal of the key on *that* request; nothing in the tool arguments can name another one.
 
-use crate::dto::{AddMemory, AttestIn, DecideIn, ListQuery, SearchIn, ToolCallIn};
+use crate::dto::{AddMemory, AttestIn, DecideIn, ListQuery, PrepareGrantIn, RecordGrantArgs, SearchIn, ToolCallIn};
 use crate::http::{Auth, blocking};
 use crate::metrics::Metrics;
 use crate::ops;
@@ -177,6 +177,19 @@ impl MemwardenMcp {
             m.observe_decision(d);
         }
         r
+    }
+
+    /// Prepare a grant for the calling user to sign.
+    #[tool(description = "Users only: prepare a one-time grant for one value of one tool call (what an ask_user         verdict names). Returns the grant and the exact bytes to sign (hex); sign them with your Ed25519 key         outside this service, then call record_grant and pass {grant, signature} in propose_action's grants.")]
+    async fn prepare_grant(&self, Parameters(g): Parameters<PrepareGrantIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::prepare_grant(e, a, g)).await
+    }
+
+    /// Record a signed grant.
+    #[tool(description = "Record a grant signed by a user of your tenant (its signature is verified against the         user's registered key). Returns the grant's nonce and log index.")]
+    async fn record_grant(&self, Parameters(g): Parameters<RecordGrantArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        let body = serde_json::json!({"grant": g.grant, "signature": g.signature});
+        self.call(&ctx, move |e, a| ops::record_grant(e, a, body)).await
     }
 
     /// Report a tool's output.

@@ -288,6 +288,42 @@ fn signed_grant(v: serde_json::Value) -> Result<SignedGrant, ApiError> {
     serde_json::from_value(v).map_err(|e| ApiError::invalid(format!("not a signed grant: {}", crate::strict::redact(&e))))
 }
 
+/// Longest tool name or value key a grant may bind.
+pub const GRANT_NAME_BYTES_MAX: usize = 128;
+/// Default grant lifetime for `prepare_grant` (10 minutes).
+pub const GRANT_TTL_MS_DEFAULT: u64 = 600_000;
+
+/// Prepare a grant for the actor (a user with a registered public key) to sign elsewhere: the
+/// user's key never reaches the server.
+pub fn prepare_grant(engine: &Engine, actor: &Actor, g: PrepareGrantIn) -> Result<PreparedGrantOut, ApiError> {
+    let p = actor.principal();
+    if p.kind != PrincipalKind::User {
+        return Err(ApiError::forbidden("only a user grants an action"));
+    }
+    if p.public_key.is_none() {
+        return Err(ApiError::forbidden("this user has no registered public key to verify a grant with"));
+    }
+    for (what, v) in [("tool", &g.tool), ("key", &g.key)] {
+        if v.is_empty() || v.len() > GRANT_NAME_BYTES_MAX {
+            return Err(ApiError::invalid(format!("{what} must be 1..={GRANT_NAME_BYTES_MAX} bytes")));
+        }
+    }
+    let spec = memwarden_engine::keys::GrantSpec {
+        tool: &g.tool,
+        key: &g.key,
+        value: &g.value,
+        kind: conv(g.kind, "value kind")?,
+        amount: g.amount.as_deref(),
+        ttl_ms: g.ttl_ms.unwrap_or(GRANT_TTL_MS_DEFAULT),
+    };
+    let grant = memwarden_engine::keys::prepare_grant(actor.tenant(), actor.id(), &spec, engine.now_ms())?;
+    Ok(PreparedGrantOut {
+        signing_bytes_hex: hex::encode(grant.signing_bytes()),
+        nonce: grant.nonce_hex(),
+        grant: serde_json::to_value(&grant).map_err(ApiError::internal)?,
+    })
+}
+
 /// Record (for audit) a grant a user of the actor's tenant signed.
 pub fn record_grant(engine: &Engine, actor: &Actor, g: serde_json::Value) -> Result<GrantOut, ApiError> {
     let g = signed_grant(g)?;

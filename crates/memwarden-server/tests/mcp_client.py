@@ -23,6 +23,7 @@ from mcp.client.stdio import stdio_client
 EXPECTED_TOOLS = {
     "add_memory", "search_memories", "get_memory", "list_memories", "propose_action", "attest",
     "get_lineage", "delete_memory", "update_memory", "memory_history", "report_tool_output",
+    "prepare_grant", "record_grant",
 }
 
 
@@ -151,6 +152,10 @@ async def exercise(session, checks):
 
     res = await session.call_tool("attest", {"key": "payee", "value": "ACCT-EVIL-9931", "kind": "account"})
     checks.check(not is_error(res) and structured(res)["counts"] is False, "an agent's attestation counted")
+
+    # Only a user prepares a grant (issue 15.3); an agent is refused, not handed bytes to sign.
+    res = await session.call_tool("prepare_grant", {"tool": "pay", "key": "payee", "value": "ACCT-EVIL-9931", "kind": "account"})
+    checks.check(is_error(res) and structured(res)["code"] == "forbidden", f"an agent prepared a grant: {res}")
 
     res = await session.call_tool("get_memory", {"memory_id": "0" * 32})
     checks.check(is_error(res) and structured(res)["code"] == "not_found", "unknown id is not a not_found error")
