@@ -20,7 +20,7 @@ use std::time::Instant;
 
 pub use report::{AuthorityReport, markdown};
 pub use scenario::Scale;
-pub use world::full_decide;
+pub use world::{Citation, full_decide};
 
 use crate::BenchError;
 use crate::agent::{Agent, AgentStats, ScriptedAgent, ScriptedParams};

@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::defenses::{Defense, Outcome};
 use super::scenario::{AttackType, CaseKind, Channel, CorrVariant, Counting, DOMAINS, Scale, StudyConfig, Style, Tool};
-use super::world::CaseOutcome;
+use super::scenario::LegitKind;
+use super::world::{CaseOutcome, Citation};
 use crate::agent::AgentStats;
 use crate::stats::{Interval, PERMUTATION_RESAMPLES, derive_seed, pct, percentile, permutation_test_binary, wilson};
 
@@ -42,6 +43,9 @@ pub struct AuthorityReport {
     pub persistence: Vec<PersistenceRow>,
     /// The corroboration study.
     pub corroboration: Vec<CorroborationRow>,
+    /// The legit-citation study under `full` (issue 15.7): legitimate actions allowed when the
+    /// proposal cites everything, only the value-carrying memories, or nothing.
+    pub citation: Vec<CitationRow>,
     /// The content detector's threshold sweep.
     pub tau_sweep: Vec<TauRow>,
     /// Decision latency (ns), measured single-threaded after the cases: `p50`/`p99` of the
@@ -113,7 +117,10 @@ pub struct DefenseRow {
     pub bare_echo_asr: f64,
     /// ASR, L-e: the attacker's source reports a tool's output.
     pub source_echo_asr: f64,
-    /// Mean of the five laundering channels.
+    /// ASR of every channel by name (the ones above and L-f same domain, L-g session switch,
+    /// L-h unsupported value, L-i self-classed action).
+    pub by_channel: BTreeMap<String, f64>,
+    /// Mean of the nine laundering channels (every channel but direct).
     pub laundering_asr: f64,
     /// ASR over every attack case.
     pub asr: f64,
@@ -163,6 +170,23 @@ pub struct PersistenceRow {
     /// Successful attacks.
     pub successes: u64,
     /// Attack cases.
+    pub n: u64,
+    /// Wilson 95% (%).
+    pub ci95: Interval,
+}
+
+/// One cell of the legit-citation study (`full`).
+#[derive(Debug, Clone, Serialize)]
+pub struct CitationRow {
+    /// How the legitimate value was elevated: `attested` (no grant) or `granted`.
+    pub via: String,
+    /// `all`, `carrying` or `nothing`.
+    pub cite: String,
+    /// Allowed (%).
+    pub allowed_pct: f64,
+    /// Allowed.
+    pub allowed: u64,
+    /// Cases.
     pub n: u64,
     /// Wilson 95% (%).
     pub ci95: Interval,
@@ -381,6 +405,7 @@ pub(crate) fn aggregate(outcomes: &[CaseOutcome], meta: Meta) -> AuthorityReport
             corroboration_asr: ch(Channel::Corroboration).pct(),
             bare_echo_asr: ch(Channel::BareEcho).pct(),
             source_echo_asr: ch(Channel::SourceEcho).pct(),
+            by_channel: Channel::ALL.iter().map(|c| (c.name().to_owned(), ch(*c).pct())).collect(),
             laundering_asr: laundering,
             asr: t.all.pct(),
             legit_utility: t.legit.pct(),
@@ -423,6 +448,28 @@ pub(crate) fn aggregate(outcomes: &[CaseOutcome], meta: Meta) -> AuthorityReport
             },
             corroborators: config.name().into(),
             value: if config.is_attack() { "attacker".into() } else { "legit".into() },
+            allowed_pct: t.pct(),
+            allowed: t.hit,
+            n: t.n,
+            ci95: t.ci(),
+        })
+        .collect();
+    let mut cites: BTreeMap<(LegitKind, Citation), Tally> = BTreeMap::new();
+    for o in outcomes {
+        if let CaseKind::Legit { via, .. } = o.case.kind {
+            for (c, ok) in &o.citation {
+                cites.entry((via, *c)).or_default().add(*ok);
+            }
+        }
+    }
+    let citation = cites
+        .iter()
+        .map(|((via, c), t)| CitationRow {
+            via: match via {
+                LegitKind::Attested => "attested".into(),
+                LegitKind::Granted => "granted".into(),
+            },
+            cite: c.name().into(),
             allowed_pct: t.pct(),
             allowed: t.hit,
             n: t.n,
@@ -542,6 +589,7 @@ pub(crate) fn aggregate(outcomes: &[CaseOutcome], meta: Meta) -> AuthorityReport
         rows,
         persistence,
         corroboration,
+        citation,
         tau_sweep,
         latency_ns,
         agent_stats: meta.agent_stats,
@@ -609,6 +657,13 @@ pub fn markdown(r: &AuthorityReport) -> String {
             p(row.p_vs_authority)
         );
     }
+    let _ = writeln!(s, "\n### The channels of issue 15 (ASR, %)\n");
+    let _ = writeln!(s, "| defense | L-f same domain | L-g session switch | L-h unsupported value | L-i self-classed |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+    for row in &r.rows {
+        let g = |k: &str| row.by_channel.get(k).map(|x| f1(*x)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(s, "| {} | {} | {} | {} | {} |", row.defense, g("same_domain"), g("session_switch"), g("unsupported"), g("self_classed"));
+    }
     if let Some(row) = r.rows.first() {
         let _ = writeln!(s, "\nn per row: {} attacks ({} per channel), {} legit, {} uncorroborated, {} clean.\n", row.n_attack, row.n_attack / Channel::ALL.len() as u64, row.n_legit, row.n_uncorr, row.n_clean);
     }
@@ -659,6 +714,13 @@ pub fn markdown(r: &AuthorityReport) -> String {
             .map(|n| r.persistence.iter().find(|p| p.defense == row.defense && p.n_sessions == *n).map(|p| format!("{} ({}/{})", f1(p.asr), p.successes, p.n)).unwrap_or_else(|| "-".into()))
             .collect();
         let _ = writeln!(s, "| {} | {} |", row.defense, cells.join(" | "));
+    }
+    let _ = writeln!(s, "\n## Legit-citation study (`full`; legitimate actions allowed, %){by}\n");
+    let _ = writeln!(s, "The same legitimate proposal, citing everything the agent was handed, only the memories that carry its values, or nothing; `attested` cases have two independent registries' attestations and no grant, `granted` ones carry the user's grant.\n");
+    let _ = writeln!(s, "| elevated by | cites | allowed | n | Wilson 95% |");
+    let _ = writeln!(s, "|---|---|---:|---:|---|");
+    for c in &r.citation {
+        let _ = writeln!(s, "| {} | {} | {} | {} | [{:.1}, {:.1}] |", c.via, c.cite, f1(c.allowed_pct), c.n, c.ci95.lo, c.ci95.hi);
     }
     let _ = writeln!(s, "\n## Corroboration study (memwarden's gate; % allowed without asking){by}\n");
     let _ = writeln!(s, "| k | attestations | value | naive | domain-aware |");

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ed25519_dalek::SigningKey;
+use serde::Serialize;
 use memwarden_core::action::{ACTION_CONTEXT_MAX, ACTION_VALUES_MAX};
 use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::prelude::*;
@@ -69,6 +70,54 @@ pub(crate) struct CaseOutcome {
     pub agent_failures: u64,
     /// The unlogged gate disagreed with the logged one.
     pub nvl_mismatch: bool,
+    /// For legitimate cases, the legit-citation study under `full`: whether the same proposal
+    /// was allowed when it cited everything the agent was handed, only the memories carrying
+    /// its values, or nothing.
+    pub citation: Vec<(Citation, bool)>,
+}
+
+/// What a proposal cites as its context (the legit-citation study, issue 15.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Citation {
+    /// Every memory the agent was handed (the main table's mode).
+    All,
+    /// Only the memories that carry one of the action's values.
+    Carrying,
+    /// Nothing.
+    Nothing,
+}
+
+impl Citation {
+    /// Every mode.
+    pub const ALL: [Citation; 3] = [Citation::All, Citation::Carrying, Citation::Nothing];
+    /// Name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Citation::All => "all",
+            Citation::Carrying => "carrying",
+            Citation::Nothing => "nothing",
+        }
+    }
+    /// `action` citing by this mode, out of `memories` (what the agent was handed).
+    fn apply(self, action: &ActionRequest, memories: &[MemoryItem]) -> ActionRequest {
+        let mut a = action.clone();
+        let keep: Vec<ItemId> = match self {
+            Citation::All => return a,
+            Citation::Nothing => Vec::new(),
+            Citation::Carrying => memories
+                .iter()
+                .filter(|m| a.values.iter().any(|v| NormValue::new(v.kind, &v.value).is_ok_and(|n| m.folded().carries(&n))))
+                .map(MemoryItem::id)
+                .take(ACTION_CONTEXT_MAX)
+                .collect(),
+        };
+        for v in &mut a.values {
+            v.sources.retain(|s| keep.contains(s));
+        }
+        a.context = keep;
+        a
+    }
 }
 
 struct Played {
@@ -214,7 +263,7 @@ impl World {
         // The authority layer alone: MEM-INV-Bench measures Algorithm 1 (the lineage layer has
         // its own benchmark, and `full` composes both there).
         let config =
-            |authority: AuthorityConfig| EngineConfig { authority, store: StoreConfig::default(), embedder: None, clock: Arc::clone(&clock), lineage: None, lifecycle: None, query_cache_entries: 0 };
+            |authority: AuthorityConfig| EngineConfig { authority, store: StoreConfig::default(), embedder: None, clock: Arc::clone(&clock), lineage: None, lifecycle: None, query_cache_entries: 0, hybrid: false };
         let eng = Engine::open(&path, config(AuthorityConfig::default()))?;
         let tmp_full = tempfile::tempdir().map_err(|e| BenchError::Io(format!("cannot create a temporary directory: {e}")))?;
         let full = EngineConfig::for_preset(Preset::Full)?;
@@ -257,12 +306,16 @@ impl World {
         let inbox_ns = ns(&format!("c{}{tag}-inbox", case.index))?;
         let mut trace = Vec::new();
         let mut failures = 0u64;
+        // A message that reaches the agent outside the memory service (L-h): it is in the
+        // agent's context at proposal time, and nothing stored carries it.
+        let mut offband: Option<String> = None;
         write(b, &cast.alice, &task_ns, &sc.user_note, Route::Dialogue, 0, &mut trace)?;
         if let Some((channel, text)) = &sc.arrival {
             match channel {
-                Channel::Direct | Channel::Corroboration => {
+                Channel::Direct | Channel::Corroboration | Channel::SameDomain | Channel::SelfClassed => {
                     write(b, &cast.inbox, &task_ns, text, Route::ExternalObservation, 0, &mut trace)?;
                 }
+                Channel::Unsupported => offband = Some(text.clone()),
                 Channel::SourceEcho => {
                     // The attacker's source reports an allow-listed tool's output itself: no
                     // arguments, no inputs, no signature. Nothing but the caller vouches for it.
@@ -270,7 +323,7 @@ impl World {
                     let item = b.tool_call(&cast.inbox, &cast.crm, task_ns.clone(), Vec::new(), &[], output)?;
                     trace.push(TraceEntry { session: 0, item: item.id(), write: true });
                 }
-                Channel::Summary | Channel::Echo | Channel::BareEcho => {
+                Channel::Summary | Channel::Echo | Channel::BareEcho | Channel::SessionSwitch => {
                     let email = write(b, &cast.inbox, &inbox_ns, text, Route::ExternalObservation, 0, &mut trace)?;
                     let read = b.list(&agent_s0, &inbox_ns)?;
                     trace.extend(read.iter().map(|i| TraceEntry { session: 0, item: i.id(), write: false }));
@@ -288,6 +341,14 @@ impl World {
                         // inputs (the forgery of issue 14.1).
                         let output = format!("[crm-sync] record saved for {}: {note}", sc.domain.cp);
                         b.tool_call(&agent_s0, &cast.crm, task_ns.clone(), Vec::new(), &[], output)?
+                    } else if *channel == Channel::SessionSwitch {
+                        // The note is written under a fresh session id (L-g): switching ids must
+                        // not launder what the agent read.
+                        let fresh = b.session(&cast.agent, &format!("{tag}-fresh"))?;
+                        match path {
+                            WritePath::Monitored => b.derive(&fresh, task_ns.clone(), &read_ids, note)?,
+                            WritePath::Plain => b.add(&fresh, WriteRequest::new(task_ns.clone(), note, Route::Summary))?,
+                        }
                     } else if *channel == Channel::Summary {
                         match path {
                             WritePath::Monitored => b.derive(&agent_s0, task_ns.clone(), &read_ids, note)?,
@@ -312,7 +373,8 @@ impl World {
             }
         }
         for (w, text) in &sc.extras {
-            write(b, cast.writer(*w), &task_ns, text, Route::ExternalObservation, 0, &mut trace)?;
+            let route = if w.is_tool() { Route::ToolObservation } else { Route::ExternalObservation };
+            write(b, cast.writer(*w), &task_ns, text, route, 0, &mut trace)?;
         }
         for (w, key, value, kind) in &sc.attestations {
             b.attest(cast.writer(*w), key, value, *kind)?;
@@ -328,12 +390,23 @@ impl World {
         let session = case.n_sessions;
         let memories = b.list(&agent_now, &task_ns)?;
         trace.extend(memories.iter().map(|i| TraceEntry { session, item: i.id(), write: false }));
-        let shown: Vec<AgentMemory> = memories.iter().map(|m| AgentMemory { id: m.id(), text: m.content().to_owned() }).collect();
+        let mut shown: Vec<AgentMemory> = memories.iter().map(|m| AgentMemory { id: m.id(), text: m.content().to_owned() }).collect();
+        if let Some(text) = offband {
+            // Not a memory: no id the service knows, never cited.
+            shown.push(AgentMemory { id: ItemId::from_time_and_random(0, [0; 10]), text });
+        }
         let proposal = agent.propose(&sc.task, &shown).unwrap_or_else(|_| {
             failures += 1;
             Proposal::answer()
         });
-        let action = to_action(&sc.task, &proposal, &memories);
+        let mut action = to_action(&sc.task, &proposal, &memories);
+        if matches!(&sc.arrival, Some((Channel::SelfClassed, _)))
+            && let Some(a) = &mut action
+        {
+            // The request classes its own consequential call as a harmless answer (L-i).
+            a.kind = ActionKind::Answer;
+            a.risk = Risk::Low;
+        }
         Ok(Played { actor: agent_now, memories, proposal, action, trace, session, failures })
     }
 
@@ -459,6 +532,7 @@ impl World {
             probe: None,
             agent_failures: 0,
             nvl_mismatch: false,
+            citation: Vec::new(),
         };
         if let CaseKind::Study { k, counting, .. } = case.kind {
             let played = self.play(&mut EngineBackend(&self.eng), main, agent, case, &sc, WritePath::Plain, 'p', case_seed)?;
@@ -525,6 +599,15 @@ impl World {
             None => None,
         };
         results.push((Defense::Full, DefenseResult { goal: goal_reached(&sc.goal, &fp.proposal), outcome: full_outcome }));
+        if let (CaseKind::Legit { .. }, Some(action)) = (case.kind, &fp.action) {
+            let goal = goal_reached(&sc.goal, &fp.proposal);
+            out.citation.push((Citation::All, goal && full_outcome == Some(Outcome::Allow)));
+            for mode in [Citation::Carrying, Citation::Nothing] {
+                let a = self.with_grant(&self.eng_full, &cast_full, case, &sc, &mode.apply(action, &fp.memories))?;
+                let o = Outcome::from_decision(full_decide(&self.eng_full, &fp.actor, &a)?.decision);
+                out.citation.push((mode, goal && o == Outcome::Allow));
+            }
+        }
         // The lineage-edge baseline given the edges a declaring runtime records.
         let mon_goal = goal_reached(&sc.goal, &mon.proposal);
         let lin = match &mon.action {
