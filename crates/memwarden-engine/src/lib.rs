@@ -50,6 +50,19 @@ pub const SEARCH_K_MAX: usize = 100;
 pub const FEEDBACK_ITEMS_MAX: usize = 100;
 /// Most versions [`Engine::history`] walks in each direction from the asked one.
 pub const HISTORY_VERSIONS_MAX: usize = 1000;
+
+/// A search candidate and its relevance (what the product ranks by).
+struct Ranked {
+    hit: Hit,
+    relevance: f64,
+}
+
+/// Reciprocal-rank fusion constant: a candidate's fused score is the sum over the vector and the
+/// lexical ranking of `1 / (RRF_K + rank)` (rank from 1), as in Cormack et al. (2009).
+pub const RRF_K: f64 = 60.0;
+
+/// Whether [`EngineConfig::hybrid`] is on by default (see `docs/benchmarks.md`, LoCoMo).
+pub const HYBRID_DEFAULT: bool = true;
 /// Most writes in one `add_many` call.
 pub const ADD_MANY_MAX: usize = 1024;
 
@@ -153,11 +166,15 @@ pub struct EngineConfig {
     /// action gate with the authority layer's verdict; `None` switches the layer off (the
     /// authority-only ablation).
     pub lineage: Option<LineageConfig>,
-    /// The lifecycle layer's write gate (MAPLE-Guard): `Some` scores every admitted write and
-    /// rejects credentials, quarantines on `Q_w`, rewrites instruction-like text as an unverified
-    /// note, or allows, setting the guard state. Off (`None`) by default until the rest of the
-    /// lifecycle layer (retrieval and promotion gates, broker, feedback) is wired in.
+    /// The lifecycle layer (MAPLE-Guard): `Some` (the default, `full`) runs its write gate,
+    /// read firewall, cross-agent broker, promotion gate and outcome feedback; `None` switches
+    /// the layer off.
     pub lifecycle: Option<Arc<memwarden_lifecycle::RiskScorer>>,
+    /// Hybrid search: vector candidates and lexical (BM25) candidates from the store's full-text
+    /// index, both under the store's permission filter, fused by reciprocal rank
+    /// ([`RRF_K`]). `false`: vector candidates only. A retrieval setting, not a defense: presets
+    /// leave it as it is.
+    pub hybrid: bool,
     /// Most query embeddings kept for reuse (0: none). Agents re-issue the same queries (a task's
     /// question, a retried step); a hit skips the model, which is most of a search's time on a
     /// CPU. At most [`QUERY_CACHE_ENTRIES_MAX`].
@@ -309,6 +326,7 @@ impl EngineConfig {
             lineage: Some(LineageConfig::default()),
             lifecycle: None,
             query_cache_entries: DEFAULT_QUERY_CACHE_ENTRIES,
+            hybrid: HYBRID_DEFAULT,
         }
     }
 
@@ -385,6 +403,8 @@ pub struct Engine {
     lifecycle: Option<Arc<memwarden_lifecycle::RiskScorer>>,
     /// Recent query embeddings.
     query_cache: Mutex<QueryCache>,
+    /// Hybrid (vector + lexical) search.
+    hybrid: bool,
 }
 
 /// The session every `authenticate` call without a session name acts in.
@@ -441,6 +461,7 @@ impl Engine {
             lineage,
             lifecycle: config.lifecycle,
             query_cache: Mutex::new(QueryCache::new(config.query_cache_entries)),
+            hybrid: config.hybrid,
         })
     }
 
@@ -585,7 +606,7 @@ impl Engine {
                     }
                 }
                 let refs: Vec<&MemoryItem> = items.iter().collect();
-                Observed::restore(row.floor, &row.witnesses, &refs, false, Readers::All)
+                Observed::restore(row.floor, &row.witnesses, &refs, row.overflow, row.readers)
             }
         };
         let mut cache = self.lock_sessions();
@@ -1337,13 +1358,13 @@ impl Engine {
         };
         let Some(l) = &self.lineage else {
             let fetch = if self.lifecycle.is_some() { k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX) } else { k };
-            let hits = self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?;
-            let hits: Vec<Hit> = hits.into_iter().filter(|h| h.item.label().integrity() >= min_label).collect();
+            let (hits, _) = self.candidates(actor, namespace, &q, query, fetch)?;
+            let hits: Vec<Ranked> = hits.into_iter().filter(|h| h.hit.item.label().integrity() >= min_label).collect();
             let hits = self.lifecycle_firewall(actor, query, hits)?;
             let mut hits = self.broker_hits(actor, hits)?;
             hits.truncate(k);
-            self.hand_over(actor, hits.iter().map(|h| &h.item))?;
-            return Ok(hits.into_iter().map(|h| SearchHit { score: f64::from(h.similarity), path_trust: None, similarity: h.similarity, item: h.item }).collect());
+            self.hand_over(actor, hits.iter().map(|h| &h.hit.item))?;
+            return Ok(hits.into_iter().map(|h| SearchHit { score: h.relevance, path_trust: None, similarity: h.hit.similarity, item: h.hit.item }).collect());
         };
         // The store's filter decides eligibility (never a score); the graph's CanRead filters
         // again, then reranks what is left by similarity × path trust.
@@ -1352,13 +1373,15 @@ impl Engine {
         // the store's own bound (`memwarden_store::SEARCH_K_MAX` candidates).
         let mut fetch = k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
         let (hits, ranking) = loop {
-            let hits = self.store.search(actor.tenant(), namespace, &q, fetch, actor.id())?;
-            let exhausted = hits.len() < fetch || fetch == memwarden_store::SEARCH_K_MAX;
-            let hits: Vec<Hit> = hits.into_iter().filter(|h| h.item.label().integrity() >= min_label).collect();
+            let (hits, exhausted) = self.candidates(actor, namespace, &q, query, fetch)?;
+            let exhausted = exhausted || fetch == memwarden_store::SEARCH_K_MAX;
+            let hits: Vec<Ranked> = hits.into_iter().filter(|h| h.hit.item.label().integrity() >= min_label).collect();
             // The lifecycle read firewall (if on) removes candidates before the rerank.
             let hits = self.lifecycle_firewall(actor, query, hits)?;
             let hits = self.broker_hits(actor, hits)?;
-            let candidates: Vec<Candidate> = hits.iter().map(|h| Candidate { id: h.item.id(), similarity: f64::from(h.similarity) }).collect();
+            // The graph's semantic score is the candidate's relevance (cosine similarity, or the
+            // normalised fused rank under hybrid search), which the product ranks by.
+            let candidates: Vec<Candidate> = hits.iter().map(|h| Candidate { id: h.hit.item.id(), similarity: h.relevance }).collect();
             // The graph filters by CanRead and scores every candidate; the product ranks what
             // is left by relevance and reports the path trust with each hit (the paper's
             // `similarity × path trust` ranking buried every external memory: source turns of
@@ -1372,7 +1395,7 @@ impl Engine {
             }
             fetch = fetch.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
         };
-        let mut by_id: HashMap<ItemId, Hit> = hits.into_iter().map(|h| (h.item.id(), h)).collect();
+        let mut by_id: HashMap<ItemId, Ranked> = hits.into_iter().map(|h| (h.hit.item.id(), h)).collect();
         let now = self.now_ms();
         let ev = lineage::StoredEvent::Reads { reader: actor.id().clone(), selected: ranking.selected.clone(), at_ms: now };
         if !ranking.selected.is_empty() {
@@ -1383,7 +1406,7 @@ impl Engine {
             .selected
             .iter()
             .filter_map(|r| {
-                by_id.remove(&r.id).map(|h| SearchHit { item: h.item, similarity: h.similarity, path_trust: Some(r.scores.trust.get()), score: f64::from(h.similarity) })
+                by_id.remove(&r.id).map(|h| SearchHit { item: h.hit.item, similarity: h.hit.similarity, path_trust: Some(r.scores.trust.get()), score: h.relevance })
             })
             .collect();
         debug_assert!(out.len() <= k);
@@ -1391,11 +1414,51 @@ impl Engine {
         Ok(out)
     }
 
+    /// Search candidates for `actor`, best first: the store's vector hits and, under hybrid
+    /// search, its lexical (BM25) hits, both already under the store's permission filter, fused
+    /// by reciprocal rank; `relevance` is the cosine similarity (vector-only) or the fused score
+    /// over its maximum, `2 / (RRF_K + 1)`, so 1 is the top of both lists. Also whether the
+    /// store has no more candidates than these (every list came back short of `fetch`).
+    fn candidates(&self, actor: &Actor, namespace: &Namespace, q: &[f32], query: &str, fetch: usize) -> Result<(Vec<Ranked>, bool), EngineError> {
+        let vector = self.store.search(actor.tenant(), namespace, q, fetch, actor.id())?;
+        if !self.hybrid {
+            let exhausted = vector.len() < fetch;
+            return Ok((vector.into_iter().map(|hit| Ranked { relevance: f64::from(hit.similarity), hit }).collect(), exhausted));
+        }
+        let lexical = self.store.search_lexical(actor.tenant(), namespace, query, q, fetch, actor.id())?;
+        let exhausted = vector.len() < fetch && lexical.len() < fetch;
+        let mut fused: Vec<Ranked> = Vec::with_capacity(vector.len() + lexical.len());
+        let mut at: HashMap<ItemId, usize> = HashMap::new();
+        for list in [vector, lexical] {
+            for (rank, hit) in list.into_iter().enumerate() {
+                let add = 1.0 / (RRF_K + rank as f64 + 1.0);
+                match at.get(&hit.item.id()) {
+                    Some(&i) => {
+                        if let Some(r) = fused.get_mut(i) {
+                            r.relevance += add;
+                        }
+                    }
+                    None => {
+                        at.insert(hit.item.id(), fused.len());
+                        fused.push(Ranked { hit, relevance: add });
+                    }
+                }
+            }
+        }
+        let top = 2.0 / (RRF_K + 1.0);
+        for r in &mut fused {
+            r.relevance /= top;
+            debug_assert!(r.relevance > 0.0 && r.relevance <= 1.0 + 1e-9);
+        }
+        fused.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then(b.hit.similarity.total_cmp(&a.hit.similarity)).then(a.hit.item.id().cmp(&b.hit.item.id())));
+        Ok((fused, exhausted))
+    }
+
     /// The lifecycle layer's read firewall over search candidates (no-op with the layer off):
     /// candidates it blocks (not active, out of scope, hazardous and untrusted, high risk,
     /// trigger-sensitive, unverified answer binding, low score) are removed; the order of the
     /// rest is kept. Blocks are logged (ids and rules only).
-    fn lifecycle_firewall(&self, actor: &Actor, query: &str, hits: Vec<Hit>) -> Result<Vec<Hit>, EngineError> {
+    fn lifecycle_firewall(&self, actor: &Actor, query: &str, hits: Vec<Ranked>) -> Result<Vec<Ranked>, EngineError> {
         use memwarden_lifecycle::{LifecycleMemory, RetrievalCandidate, RetrievalOutcome, RetrievalQuery, retrieval_gate};
         let Some(scorer) = &self.lifecycle else { return Ok(hits) };
         // The gate takes at most `candidates_max` candidates per call (its cluster signal is
@@ -1406,16 +1469,16 @@ impl Engine {
         for (c, part) in hits.chunks(chunk).enumerate() {
             let memories: Vec<LifecycleMemory> = part
                 .iter()
-                .map(|h| self.lifecycle_memory(actor.tenant(), &h.item))
+                .map(|h| self.lifecycle_memory(actor.tenant(), &h.hit.item))
                 .collect();
             let candidates: Vec<RetrievalCandidate<'_>> =
-                memories.iter().zip(part).map(|(memory, h)| RetrievalCandidate { memory, similarity: f64::from(h.similarity) }).collect();
+                memories.iter().zip(part).map(|(memory, h)| RetrievalCandidate { memory, similarity: f64::from(h.hit.similarity) }).collect();
             let result = retrieval_gate(scorer, &RetrievalQuery { agent: actor.id(), task_class: None, text: query }, &candidates);
             for d in result.decisions.iter().filter(|d| d.outcome == RetrievalOutcome::Block) {
                 if let Some(b) = blocked.get_mut(c * chunk + d.index) {
                     *b = true;
                 }
-                logged.push(json!({"item": part.get(d.index).map(|h| h.item.id()), "rule": d.rule}));
+                logged.push(json!({"item": part.get(d.index).map(|h| h.hit.item.id()), "rule": d.rule}));
             }
         }
         if !logged.is_empty() {
@@ -1567,11 +1630,11 @@ impl Engine {
     }
 
     /// [`Engine::lifecycle_broker`] over search candidates: those it blocks are removed.
-    fn broker_hits(&self, actor: &Actor, hits: Vec<Hit>) -> Result<Vec<Hit>, EngineError> {
+    fn broker_hits(&self, actor: &Actor, hits: Vec<Ranked>) -> Result<Vec<Ranked>, EngineError> {
         if self.lifecycle.is_none() {
             return Ok(hits);
         }
-        let admitted = self.lifecycle_broker(actor, &hits.iter().map(|h| &h.item).collect::<Vec<_>>())?;
+        let admitted = self.lifecycle_broker(actor, &hits.iter().map(|h| &h.hit.item).collect::<Vec<_>>())?;
         Ok(hits.into_iter().zip(admitted).filter_map(|(h, ok)| ok.then_some(h)).collect())
     }
 

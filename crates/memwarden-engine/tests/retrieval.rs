@@ -108,7 +108,70 @@ fn guarded_search_never_returns_ineligible_items_and_fills_k() {
                 let (_, who) = readable.iter().find(|(id, _)| *id == h.item.id()).unwrap();
                 assert!(who.contains(reader), "{reader} got an item it may not read");
             }
-            assert!(hits.windows(2).all(|w| w[0].similarity >= w[1].similarity));
+            // Best first by relevance (the fused rank under hybrid search, the similarity
+            // without it).
+            assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+        }
+    }
+}
+
+/// Hybrid search (issue 16.3): an exact rare term — an invoice number — is found through the
+/// lexical index where the embedding alone ranks it nowhere near the top; both lists stay under
+/// the permission filter (another agent's private note with the same number is never returned);
+/// and an erased memory's terms leave the full-text index with its row, so no file holds them.
+#[test]
+fn hybrid_search_finds_exact_terms_and_erasure_removes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let model: Arc<dyn memwarden_engine::embed::Embedder> = Arc::new(MiniLmEmbedder::load_default().unwrap_or_else(|e| panic!("{e}")));
+    let t = TenantId::new("acme").unwrap();
+    let ns = Namespace::new("n").unwrap();
+    let (top_hybrid, top_vector, private_id, invoice_id) = {
+        let e = Engine::open(dir.path(), EngineConfig { embedder: Some(Arc::clone(&model)), ..EngineConfig::default() }).unwrap();
+        register(&e, &["a", "b"]);
+        let a = e.authenticate(&t, &pid("a")).unwrap();
+        let b = e.authenticate(&t, &pid("b")).unwrap();
+        let filler = [
+            "The invoice for the office chairs arrived yesterday.",
+            "Invoices are paid at the end of each month.",
+            "The supplier sent a new invoice template.",
+            "We reconcile invoices against purchase orders.",
+            "Late invoices incur a two percent fee.",
+            "The accountant archives paid invoices in the shared drive.",
+            "Invoice disputes go to the finance team.",
+            "An invoice needs a purchase order number.",
+        ];
+        for f in filler {
+            e.add(&a, WriteRequest::new(ns.clone(), f, Route::Direct)).unwrap();
+        }
+        let (invoice, _) = e.add(&a, WriteRequest::new(ns.clone(), "Brightline sent invoice QX-88213 for the spring campaign.", Route::Direct)).unwrap();
+        let mut private = WriteRequest::new(ns.clone(), "My own note: QX-88213 looks duplicated.", Route::Direct);
+        private.readers = Some(Default::default());
+        let (private, _) = e.add(&b, private).unwrap();
+        let hybrid = e.search(&a, &ns, "QX-88213", 3).unwrap();
+        assert!(hybrid.iter().all(|h| h.item.id() != private.id()), "another agent's private note was returned");
+        drop(e);
+        let e = Engine::open(dir.path(), EngineConfig { embedder: Some(Arc::clone(&model)), hybrid: false, ..EngineConfig::default() }).unwrap();
+        let a = e.authenticate(&t, &pid("a")).unwrap();
+        let vector = e.search(&a, &ns, "QX-88213", 3).unwrap();
+        (hybrid.first().map(|h| h.item.id()), vector.iter().position(|h| h.item.id() == invoice.id()), private.id(), invoice.id())
+    };
+    assert_eq!(top_hybrid, Some(invoice_id), "hybrid search did not put the exact match first");
+    eprintln!("vector-only rank of the exact match: {top_vector:?}");
+    let e = Engine::open(dir.path(), EngineConfig { embedder: Some(Arc::clone(&model)), ..EngineConfig::default() }).unwrap();
+    let a = e.authenticate(&t, &pid("a")).unwrap();
+    let b = e.authenticate(&t, &pid("b")).unwrap();
+    e.erase(&a, &invoice_id).unwrap();
+    e.erase(&b, &private_id).unwrap();
+    let after = e.search(&a, &ns, "QX-88213", 3).unwrap();
+    assert!(after.iter().all(|h| !h.item.content().contains("88213")), "{after:?}");
+    drop(e);
+    for f in std::fs::read_dir(dir.path()).unwrap() {
+        let f = f.unwrap().path();
+        if f.is_file() {
+            let bytes = std::fs::read(&f).unwrap();
+            for word in ["88213", "brightline"] {
+                assert!(!bytes.windows(word.len()).any(|w| w.eq_ignore_ascii_case(word.as_bytes())), "{} still holds {word:?}", f.display());
+            }
         }
     }
 }

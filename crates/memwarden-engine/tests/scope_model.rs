@@ -217,3 +217,40 @@ proptest! {
         run(&ops)?;
     }
 }
+
+/// Regression (issue 19.5, across a restart): a session's readers ceiling — the intersection of
+/// the readers of everything it was handed — was kept only in memory; the stored session row
+/// held the floor and the witnesses (items below trusted). A session handed a user's *trusted*
+/// private note (no witness: it does not lower the floor) and then restarted wrote a note that
+/// everyone could read. The ceiling is stored with the session and only narrows.
+#[test]
+fn a_sessions_readers_ceiling_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = TenantId::new("acme").unwrap();
+    let ns = Namespace::new("notes").unwrap();
+    let config = || EngineConfig { embedder: Some(Arc::new(HashEmbedder::new(64))), ..EngineConfig::default() };
+    let session = SessionId::new("task-7").unwrap();
+    {
+        let e = Engine::open(dir.path(), config()).unwrap();
+        for (id, kind) in [("ana", PrincipalKind::Agent), ("cy", PrincipalKind::Agent), (USER, PrincipalKind::User)] {
+            let public_key = (kind == PrincipalKind::User).then_some([7u8; 32]);
+            e.register_principal(Principal { id: PrincipalId::new(id).unwrap(), tenant: t.clone(), kind, domain: None, allow_listed: false, public_key, action: None })
+                .unwrap();
+        }
+        let user = e.authenticate(&t, &PrincipalId::new(USER).unwrap()).unwrap();
+        let mut secret = WriteRequest::new(ns.clone(), "The merger closes on 14 May; tell nobody.", Route::Dialogue);
+        secret.readers = Some([PrincipalId::new("ana").unwrap()].into_iter().collect());
+        let (secret, _) = e.add(&user, secret).unwrap();
+        assert_eq!(secret.label().integrity(), Integrity::Trusted);
+        let ana = e.authenticate_session(&t, &PrincipalId::new("ana").unwrap(), session.clone()).unwrap();
+        e.get(&ana, &secret.id()).unwrap();
+        assert_eq!(e.observed(&ana).unwrap().floor(), Integrity::Trusted, "a trusted item lowers no floor");
+    }
+    let e = Engine::open(dir.path(), config()).unwrap();
+    let ana = e.authenticate_session(&t, &PrincipalId::new("ana").unwrap(), session).unwrap();
+    let (note, _) = e.add(&ana, WriteRequest::new(ns.clone(), "Summary of today: merger timeline noted.", Route::Direct)).unwrap();
+    let cy = e.authenticate(&t, &PrincipalId::new("cy").unwrap()).unwrap();
+    assert!(!note.readable_by(cy.id()), "the note escaped the ceiling: {:?}", note.scope());
+    assert!(e.get(&cy, &note.id()).is_err());
+    assert!(e.list(&cy, &ns, 10).unwrap().iter().all(|i| i.id() != note.id()));
+}

@@ -59,6 +59,7 @@
 mod audit;
 mod binding;
 mod keys;
+pub mod lexical;
 mod logs;
 mod migrate;
 mod sqlite;
@@ -330,6 +331,18 @@ pub struct StoredSession {
     pub floor: Integrity,
     /// The stored witness ids.
     pub witnesses: Vec<ItemId>,
+    /// The readers ceiling: the intersection of the readers of everything the session was
+    /// handed (a row written before it was stored reads as everyone; the witnesses then narrow it
+    /// on restore).
+    #[serde(default = "readers_all")]
+    pub readers: Readers,
+    /// More items below trusted were handed over than the witness list holds.
+    #[serde(default)]
+    pub overflow: bool,
+}
+
+fn readers_all() -> Readers {
+    Readers::All
 }
 
 /// A search hit.
@@ -402,6 +415,14 @@ pub trait Store: Send + Sync {
     /// ranking, never as a score penalty. Returns `min(k, eligible)` items, most similar first,
     /// and never one `reader` may not read. `k` is 1..=[`SEARCH_K_MAX`].
     fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError>;
+    /// Lexical search (BM25 over the words of `text`) under the same permission filter as
+    /// [`Store::search`]: `min(k, eligible matches)` items, best match first, never one `reader`
+    /// may not read. Each hit's `similarity` is its embedding's cosine to `query` (0 without an
+    /// embedding). A store without a lexical index returns nothing (search is then vector-only).
+    fn search_lexical(&self, tenant: &TenantId, namespace: &Namespace, text: &str, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
+        let _ = (tenant, namespace, text, query, k, reader);
+        Ok(Vec::new())
+    }
     /// Number of log entries, all tenants (the global view: every tenant's entries in commit
     /// order; to be replaced by [`Store::log_len_of`]).
     fn log_len(&self) -> u64;

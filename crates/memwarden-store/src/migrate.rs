@@ -76,6 +76,7 @@ fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool, Stor
 /// version when the rows still need adopting ([`adopt`], after the legacy log verified).
 pub(crate) fn prepare(conn: &Connection) -> Result<Option<i64>, StoreError> {
     conn.execute_batch(SCHEMA)?;
+    crate::lexical::prepare(conn)?;
     let version: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
     match version {
         Some(v) if v == SCHEMA_VERSION => {

@@ -339,6 +339,7 @@ fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &Admit
         Err(e) => return Err(sql(e)),
         Ok(_) => {}
     }
+    crate::lexical::index(conn, &row.id, item.content()).map_err(sql)?;
     for parent in item.parents() {
         conn.prepare_cached("INSERT OR IGNORE INTO edges(child, parent, kind) VALUES(?1, ?2, ?3)")
             .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), parent.id.as_bytes().as_slice(), parent.kind.as_str()]))
@@ -497,10 +498,13 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                 &key,
             )?;
             // The row only falls: meet of the stored floor and the new one, witnesses merged.
-            let mut merged = StoredSession { floor: observed.floor(), witnesses: observed.witnesses().to_vec() };
+            // The ceiling only narrows: intersection of the stored readers and the new ones.
+            let mut merged = StoredSession { floor: observed.floor(), witnesses: observed.witnesses().to_vec(), readers: observed.readers().clone(), overflow: observed.overflowed() };
             if let Some(old) = existing {
                 let old: StoredSession = serde_json::from_str(&old.record).map_err(|e| CommitError::Storage(format!("stored session is corrupt: {e}")))?;
                 merged.floor = merged.floor.min(old.floor);
+                merged.readers = merged.readers.intersect(&old.readers);
+                merged.overflow |= old.overflow;
                 for w in old.witnesses {
                     if !merged.witnesses.contains(&w) && merged.witnesses.len() < memwarden_core::session::WITNESSES_MAX {
                         merged.witnesses.push(w);
@@ -525,7 +529,7 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                 t,
                 now_ms,
                 EntryKind::SessionTaint,
-                &json!({"tenant": tenant, "principal": principal, "session": session, "floor": merged.floor, "witnesses": merged.witnesses}),
+                &json!({"tenant": tenant, "principal": principal, "session": session, "floor": merged.floor, "witnesses": merged.witnesses, "readers": merged.readers, "overflow": merged.overflow}),
                 vec![row.binding()],
             )?
         }
@@ -573,6 +577,7 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                     .and_then(|mut s| s.execute(params![erased.id, erased.tenant, erased.namespace, erased.tombstone, erased.item_log_index, erased.log_index]))
                     .map_err(sql)?;
                 conn.prepare_cached("DELETE FROM vectors WHERE id = ?1").and_then(|mut s| s.execute(params![row.id])).map_err(sql)?;
+                crate::lexical::unindex(conn, &row.id).map_err(sql)?;
                 conn.prepare_cached("DELETE FROM items WHERE id = ?1").and_then(|mut s| s.execute(params![row.id])).map_err(sql)?;
                 if let Some(seq) = row.vseq {
                     let namespace = Namespace::new(&row.namespace).map_err(|e| CommitError::Storage(e.to_string()))?;

@@ -1,5 +1,6 @@
 //! The store's vector indexes: guarded search against a reference model (property test, over
-//! many access classes, with revocations moving keys between classes), and index/store
+//! many access classes, with revocations moving keys between classes, lexical search under the
+//! same filter), and index/store
 //! consistency across a clean close, a crash image (rows and revocations after the last save),
 //! a damaged index file, rows erased while closed, a legacy index file, and the schema-1
 //! migration.
@@ -211,6 +212,13 @@ proptest! {
                     prop_assert!(eligible.contains(id), "{} got {} it may not read", PRINCIPALS[reader], id);
                 }
                 prop_assert!(got.windows(2).all(|w| w[0].1 >= w[1].1), "best first");
+                // Lexical search (every text says "memory") is under the same filter and also
+                // returns min(k, eligible) items.
+                let lex = store.search_lexical(&tenant(), &ns(), "which memory?", &q, k, &pid(reader)).unwrap();
+                prop_assert_eq!(lex.len(), want.len(), "lexical: min(k, eligible) items");
+                for h in &lex {
+                    prop_assert!(eligible.contains(&h.item.id()), "lexical: {} got {} it may not read", PRINCIPALS[reader], h.item.id());
+                }
                 if exact {
                     prop_assert_eq!(got.iter().map(|(id, _)| *id).collect::<Vec<_>>(), want);
                 }

@@ -585,8 +585,9 @@ enum BenchCmd {
         /// `local` (all-MiniLM-L6-v2, see --model-dir) or `hash` (tests only).
         #[arg(long, default_value = "local")]
         embedder: String,
-        /// `vector`, or `hybrid` once the engine has it.
-        #[arg(long, default_value = "vector")]
+        /// `hybrid` (lexical BM25 + vector, fused by reciprocal rank; the engine's default) or
+        /// `vector` (vector candidates only).
+        #[arg(long, default_value = "hybrid")]
         search: String,
         /// Seed of the injected poison.
         #[arg(long, default_value_t = 16)]

@@ -84,11 +84,10 @@ impl EmbedderChoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchMode {
-    /// Vector similarity (the engine's only mode today).
+    /// Vector similarity only (`EngineConfig::hybrid = false`).
     Vector,
-    /// Lexical + vector candidates fused by reciprocal rank (issue 16, item 3). Not in the
-    /// engine yet: a run asking for it is refused before anything runs. When the engine exposes
-    /// a mode, [`search`] passes it through here.
+    /// Lexical (BM25) and vector candidates fused by reciprocal rank (`EngineConfig::hybrid`,
+    /// issue 16 item 3).
     Hybrid,
 }
 
@@ -147,7 +146,7 @@ impl LocomoBenchOptions {
             conversations: Vec::new(),
             presets: Vec::new(),
             embedder: EmbedderChoice::Local(None),
-            search: SearchMode::Vector,
+            search: if memwarden_engine::HYBRID_DEFAULT { SearchMode::Hybrid } else { SearchMode::Vector },
             attack: Some(AttackConfig::default()),
             git_rev: None,
         }
@@ -415,15 +414,9 @@ pub fn namespace_of(conv: &Conversation) -> Result<Namespace, BenchError> {
 }
 
 /// Search as the engine is asked to in `mode`.
-pub fn search(engine: &Engine, actor: &Actor, ns: &Namespace, query: &str, mode: SearchMode) -> Result<Vec<SearchHit>, BenchError> {
-    match mode {
-        SearchMode::Vector => Ok(engine.search(actor, ns, query, K)?),
-        SearchMode::Hybrid => Err(hybrid_unavailable()),
-    }
-}
-
-fn hybrid_unavailable() -> BenchError {
-    BenchError::Invalid("--search hybrid: the engine has no hybrid (lexical + vector) search mode yet (issue 16, item 3); run with --search vector".into())
+/// Search as the engine was configured to (the mode is the engine's `hybrid` setting).
+pub fn search(engine: &Engine, actor: &Actor, ns: &Namespace, query: &str) -> Result<Vec<SearchHit>, BenchError> {
+    Ok(engine.search(actor, ns, query, K)?)
 }
 
 /// One pending write: who, what, and what the harness knows it is.
@@ -496,13 +489,11 @@ pub fn account_in(text: &str) -> Option<String> {
 
 /// Run one conversation under one preset, benign (`attack` None) or attacked.
 pub fn run_one(conv: &Conversation, attack: Option<&Attack>, preset: Preset, embedder: Arc<dyn Embedder>, mode: SearchMode) -> Result<RunResult, BenchError> {
-    if mode == SearchMode::Hybrid {
-        return Err(hybrid_unavailable());
-    }
     let started = Instant::now();
     let dir = tempfile::tempdir().map_err(|e| BenchError::Io(format!("temp dir: {e}")))?;
     let mut config = EngineConfig::for_preset(preset)?;
     config.embedder = Some(embedder);
+    config.hybrid = mode == SearchMode::Hybrid;
     debug_assert_eq!(config.preset(), Some(preset), "the shipped preset, not a re-composition");
     let engine = Engine::open(dir.path(), config)?;
     let cast = register(&engine, conv)?;
@@ -571,7 +562,7 @@ pub fn run_one(conv: &Conversation, attack: Option<&Attack>, preset: Preset, emb
         let session = SessionId::new(&format!("q-{qi}")).map_err(inv)?;
         let actor = engine.authenticate_session(&cast.tenant, &agent, session)?;
         let t = Instant::now();
-        let hits = search(&engine, &actor, &ns, &q.text, mode)?;
+        let hits = search(&engine, &actor, &ns, &q.text)?;
         let latency_us = t.elapsed().as_micros() as u64;
         let stored: Vec<Option<Stored>> = hits.iter().map(|h| ids.get(&h.item.id()).copied()).collect();
         let ranks = q.evidence.iter().map(|e| stored.iter().position(|s| *s == Some(Stored::Turn(*e))).map(|p| p + 1)).collect();
@@ -594,7 +585,7 @@ pub fn run_one(conv: &Conversation, attack: Option<&Attack>, preset: Preset, emb
         for (pi, task) in a.pay_tasks.iter().enumerate() {
             let session = SessionId::new(&format!("pay-{pi}")).map_err(inv)?;
             let actor = engine.authenticate_session(&cast.tenant, &agent, session)?;
-            let hits = search(&engine, &actor, &ns, &task.query, mode)?;
+            let hits = search(&engine, &actor, &ns, &task.query)?;
             let retrieved = hits.iter().any(|h| ids.get(&h.item.id()) == Some(&Stored::Injected(task.injected)));
             // The maximally persuadable agent pays the account its best-ranked memory names.
             let source = hits.iter().find_map(|h| account_in(h.item.content()).map(|acct| (acct, h.item.id())));
@@ -644,9 +635,6 @@ pub fn data_present(dir: &Path) -> bool {
 
 /// Run the benchmark. `progress(done, total)` counts engine runs.
 pub fn run_locomo(opts: &LocomoBenchOptions, progress: &mut dyn FnMut(&str, usize, usize)) -> Result<LocomoReport, BenchError> {
-    if opts.search == SearchMode::Hybrid {
-        return Err(hybrid_unavailable());
-    }
     let started = Instant::now();
     let load_start = memwarden_index::bench::load_average();
     let date_utc = memwarden_index::bench::utc_now();

@@ -550,7 +550,7 @@ pub fn markdown(r: &LocomoReport) -> String {
             }
         }
     }
-    s.push_str("\nHybrid (lexical + vector) search is not in the engine yet; `--search hybrid` is refused until it is, and then runs the same tables.\n");
+    let _ = writeln!(s, "\nSearch mode: `{}` (`hybrid`: SQLite FTS5 BM25 and vector candidates, both under the permission filter, fused by reciprocal rank with k = {}; `vector`: vector candidates only).", r.meta.search.as_str(), memwarden_engine::RRF_K);
     s
 }
 

@@ -197,11 +197,13 @@ fn the_cache_embeds_each_text_once() {
 }
 
 #[test]
-fn hybrid_search_is_refused_until_the_engine_has_it() {
+fn both_search_modes_run_through_the_engine() {
     let c = data::parse("t1", &tiny_json()).unwrap();
     let e: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
-    let err = run_one(&c, None, Preset::None, e, SearchMode::Hybrid).unwrap_err();
-    assert!(err.to_string().contains("hybrid"), "{err}");
+    for mode in [SearchMode::Vector, SearchMode::Hybrid] {
+        let r = run_one(&c, None, Preset::Full, e.clone(), mode).unwrap();
+        assert!(!r.questions.is_empty(), "{mode:?}");
+    }
     check("modes parse", (SearchMode::from_name("vector").unwrap(), SearchMode::from_name("hybrid").unwrap()), (SearchMode::Vector, SearchMode::Hybrid));
     assert!(SearchMode::from_name("bm25").is_err());
 }

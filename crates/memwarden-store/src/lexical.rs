@@ -1,0 +1,122 @@
+//! The lexical index: SQLite FTS5 with BM25 over every stored item's text, for hybrid search.
+//!
+//! It is a candidate generator only, never a source of truth: a hit names a row id, and the item
+//! it returns is read back from `items` and verified against the log like every other read, then
+//! filtered by the same permission check as vector search ([`MemoryItem::readable_by`]). So an
+//! edited index can change which eligible memories are proposed, never make an ineligible one
+//! readable. It is kept in step inside the commit's transaction: an item's text is indexed when
+//! its row is inserted and removed when it is erased (`secure-delete` is on, so an erased text's
+//! terms leave the index at once rather than at the next merge).
+//!
+//! [`MemoryItem::readable_by`]: memwarden_core::item::MemoryItem::readable_by
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::StoreError;
+
+/// Most query terms used (the rest are ignored).
+pub const QUERY_TERMS_MAX: usize = 32;
+/// Longest query term, in bytes (longer terms are ignored).
+pub const QUERY_TERM_BYTES_MAX: usize = 64;
+
+const CREATE: &str = "
+CREATE VIRTUAL TABLE items_fts USING fts5(content, tenant UNINDEXED, namespace UNINDEXED, tokenize = 'unicode61 remove_diacritics 2');
+INSERT INTO items_fts(items_fts, rank) VALUES('secure-delete', 1);
+";
+
+/// Create the index if the store has none (a new store, or one written before it existed) and
+/// fill it from the items already stored, in one transaction.
+pub(crate) fn prepare(conn: &Connection) -> Result<(), StoreError> {
+    let exists: Option<i64> = conn.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'items_fts'", [], |r| r.get(0)).optional()?;
+    if exists.is_some() {
+        return Ok(());
+    }
+    let tx = conn.unchecked_transaction()?;
+    tx.execute_batch(CREATE)?;
+    tx.execute("INSERT INTO items_fts(rowid, content, tenant, namespace) SELECT rowid, json_extract(record, '$.content'), tenant, namespace FROM items", [])?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Index the text of the item row `id` (just inserted, in the same transaction).
+pub(crate) fn index(conn: &Connection, id: &[u8], content: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached("INSERT INTO items_fts(rowid, content, tenant, namespace) SELECT rowid, ?2, tenant, namespace FROM items WHERE id = ?1")?
+        .execute(params![id, content])?;
+    Ok(())
+}
+
+/// Remove the item row `id`'s text from the index (before the row is deleted).
+pub(crate) fn unindex(conn: &Connection, id: &[u8]) -> rusqlite::Result<()> {
+    conn.prepare_cached("DELETE FROM items_fts WHERE rowid = (SELECT rowid FROM items WHERE id = ?1)")?.execute(params![id])?;
+    Ok(())
+}
+
+/// English function words left out of a query: a match on "the" or "is" says nothing about
+/// relevance, and on a small corpus BM25 still ranks it (a query about a meeting found a
+/// sentence about a guitar through "is" and "the").
+pub const STOPWORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before",
+    "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each",
+    "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor",
+    "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same",
+    "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there",
+    "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what",
+    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself",
+    "yourselves", "s", "t", "d", "ll", "m", "re", "ve",
+];
+
+/// The FTS5 query for free text: its words (letters and digits, lower-cased, each quoted so no
+/// query syntax survives, [`STOPWORDS`] left out), any of which may match. `None` when the text
+/// has no such word.
+pub fn match_query(text: &str) -> Option<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for w in text.split(|c: char| !c.is_alphanumeric()) {
+        if w.is_empty() || w.len() > QUERY_TERM_BYTES_MAX {
+            continue;
+        }
+        let w = w.to_lowercase();
+        if STOPWORDS.contains(&w.as_str()) {
+            continue;
+        }
+        if !terms.contains(&w) {
+            terms.push(w);
+        }
+        if terms.len() >= QUERY_TERMS_MAX {
+            break;
+        }
+    }
+    if terms.is_empty() {
+        return None;
+    }
+    Some(terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
+}
+
+/// Row ids of `tenant`'s items in `namespace` whose text matches `query` (from
+/// [`match_query`]), best BM25 first, at most `limit`.
+pub(crate) fn candidates(conn: &Connection, tenant: &str, namespace: &str, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT rowid FROM items_fts WHERE items_fts MATCH ?1 AND tenant = ?2 AND namespace = ?3 ORDER BY rank LIMIT ?4")?;
+    let rows = stmt.query_map(params![query, tenant, namespace, i64::try_from(limit).unwrap_or(i64::MAX)], |r| r.get::<_, i64>(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::match_query;
+
+    #[test]
+    fn queries_keep_words_only() {
+        let check = |text: &str, want: Option<&str>| assert_eq!(match_query(text).as_deref(), want, "{text:?}");
+        check("", None);
+        check("  ?! ", None);
+        check("Where is the offsite?", Some("\"offsite\""));
+        check("the of is", None);
+        // FTS5 syntax is never passed through.
+        check("x\" OR content:* NEAR(", Some("\"x\" OR \"content\" OR \"near\""));
+        check("Café café", Some("\"café\""));
+        let long = "x".repeat(super::QUERY_TERM_BYTES_MAX + 1);
+        check(&format!("{long} ok"), Some("\"ok\""));
+        let many: Vec<String> = (0..100).map(|i| format!("w{i}")).collect();
+        assert_eq!(match_query(&many.join(" ")).map(|q| q.matches(" OR ").count() + 1), Some(super::QUERY_TERMS_MAX));
+    }
+}
