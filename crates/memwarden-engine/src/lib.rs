@@ -1434,7 +1434,16 @@ impl Engine {
         let mut fused: Vec<Ranked> = Vec::with_capacity(vector.len() + lexical.len());
         let mut at: HashMap<ItemId, usize> = HashMap::new();
         for list in [vector, lexical] {
-            for (rank, hit) in list.into_iter().enumerate() {
+            // Competition ranks ("1224"): hits the list scores equally share a rank, so a tie in
+            // similarity (or BM25) stays a tie after fusion and path trust can break it.
+            let score = |h: &Hit| h.lexical.unwrap_or(f64::from(h.similarity));
+            let mut rank = 0usize;
+            let mut prev: Option<f64> = None;
+            for (pos, hit) in list.into_iter().enumerate() {
+                if prev != Some(score(&hit)) {
+                    rank = pos;
+                    prev = Some(score(&hit));
+                }
                 let add = if rank < depth { 1.0 / (RRF_K + rank as f64 + 1.0) } else { 0.0 };
                 match at.get(&hit.item.id()) {
                     Some(&i) => {
@@ -1452,7 +1461,9 @@ impl Engine {
         let top = 2.0 / (RRF_K + 1.0);
         for r in &mut fused {
             // Below every fused score (the least is 1 / (RRF_K + depth) / top).
-            r.relevance = if r.relevance > 0.0 { r.relevance / top } else { f64::from(r.hit.similarity.max(0.0)) * 1e-3 };
+            // Rounded so that equal rank sums compare equal whichever list was added first
+            // (then path trust, not float noise, breaks the tie).
+            r.relevance = if r.relevance > 0.0 { (r.relevance / top * 1e9).round() / 1e9 } else { f64::from(r.hit.similarity.max(0.0)) * 1e-3 };
             debug_assert!(r.relevance >= 0.0 && r.relevance <= 1.0 + 1e-9);
         }
         fused.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then(b.hit.similarity.total_cmp(&a.hit.similarity)).then(a.hit.item.id().cmp(&b.hit.item.id())));

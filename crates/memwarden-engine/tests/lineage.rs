@@ -126,8 +126,10 @@ fn search_ranks_by_relevance_reports_path_trust_and_records_reads() {
     assert!((hits[0].similarity - hits[1].similarity).abs() < 1e-6, "same text, same similarity");
     let (t0, t1) = (hits[0].path_trust.unwrap(), hits[1].path_trust.unwrap());
     assert!(t0 > t1, "user statement {t0} vs untrusted page {t1}");
-    // Ranked by relevance (path trust breaks the tie): the score is the similarity.
-    assert!((hits[0].score - f64::from(hits[0].similarity)).abs() < 1e-6);
+    // Ranked by relevance (path trust breaks the tie): same text, same relevance (the fused
+    // rank under hybrid search, the similarity without it).
+    assert_eq!(hits[0].score, hits[1].score, "same text, same relevance");
+    assert!(hits[0].score > 0.0 && hits[0].score <= 1.0);
     // Both reads are in the graph (with their scores) and in the verdict log.
     let trail = e.audit_trail(&ursula).unwrap();
     let reads: Vec<_> = trail.edges.iter().filter(|x| x.kind == LEdge::ReadBy && x.to == NodeRef::Principal(ana.id().clone())).collect();

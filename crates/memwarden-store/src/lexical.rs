@@ -93,10 +93,11 @@ pub fn match_query(text: &str) -> Option<String> {
 }
 
 /// Row ids of `tenant`'s items in `namespace` whose text matches `query` (from
-/// [`match_query`]), best BM25 first, at most `limit`.
-pub(crate) fn candidates(conn: &Connection, tenant: &str, namespace: &str, query: &str, limit: usize) -> Result<Vec<i64>, StoreError> {
-    let mut stmt = conn.prepare_cached("SELECT rowid FROM items_fts WHERE items_fts MATCH ?1 AND tenant = ?2 AND namespace = ?3 ORDER BY rank LIMIT ?4")?;
-    let rows = stmt.query_map(params![query, tenant, namespace, i64::try_from(limit).unwrap_or(i64::MAX)], |r| r.get::<_, i64>(0))?;
+/// [`match_query`]) with their BM25 score (higher is better; FTS5's `rank` is its negation),
+/// best first, at most `limit`.
+pub(crate) fn candidates(conn: &Connection, tenant: &str, namespace: &str, query: &str, limit: usize) -> Result<Vec<(i64, f64)>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT rowid, rank FROM items_fts WHERE items_fts MATCH ?1 AND tenant = ?2 AND namespace = ?3 ORDER BY rank, rowid LIMIT ?4")?;
+    let rows = stmt.query_map(params![query, tenant, namespace, i64::try_from(limit).unwrap_or(i64::MAX)], |r| Ok((r.get::<_, i64>(0)?, -r.get::<_, f64>(1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 

@@ -352,6 +352,9 @@ pub struct Hit {
     pub item: MemoryItem,
     /// Cosine similarity to the query.
     pub similarity: f32,
+    /// For a hit of [`Store::search_lexical`], its BM25 score (higher is better); `None` for
+    /// a vector hit.
+    pub lexical: Option<f64>,
 }
 
 /// One row of [`Store::items_in_order`].

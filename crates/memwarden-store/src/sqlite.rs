@@ -616,7 +616,7 @@ impl SqliteStore {
             if let Some(item) = self.read_item(&conn, tenant, &id)?
                 && eligible(&item)
             {
-                out.push(Hit { item, similarity: sim });
+                out.push(Hit { item, similarity: sim, lexical: None });
             }
         }
         Ok(out)
@@ -906,7 +906,7 @@ impl Store for SqliteStore {
         for (id, similarity) in found.hits {
             // The catalog said eligible; the item read back (verified against the log) must agree.
             match self.read_item(&conn, tenant, &id)? {
-                Some(item) if item.namespace() == namespace && item.readable_by(reader) => out.push(Hit { item, similarity }),
+                Some(item) if item.namespace() == namespace && item.readable_by(reader) => out.push(Hit { item, similarity, lexical: None }),
                 // Out of step (a status change raced this search): never return it, and answer
                 // from the table instead so the caller still gets min(k, eligible) items.
                 _ => {
@@ -930,7 +930,7 @@ impl Store for SqliteStore {
         loop {
             let rowids = crate::lexical::candidates(&conn, tenant.as_str(), namespace.as_str(), &fts, limit)?;
             let mut out = Vec::with_capacity(k);
-            for rowid in &rowids {
+            for (rowid, bm25) in &rowids {
                 type Row = (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);
                 let row: Option<Row> = conn
                     .prepare_cached("SELECT id, embedding, emb_digest FROM items WHERE rowid = ?1")?
@@ -953,7 +953,7 @@ impl Store for SqliteStore {
                     Some(e) if e.len() == query.len() * 4 => cosine(query, &decode_f32(&e)),
                     _ => 0.0,
                 };
-                out.push(Hit { item, similarity });
+                out.push(Hit { item, similarity, lexical: Some(*bm25) });
                 if out.len() >= k {
                     return Ok(out);
                 }
