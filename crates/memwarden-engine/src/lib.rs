@@ -51,6 +51,44 @@ pub const FEEDBACK_ITEMS_MAX: usize = 100;
 /// Most versions [`Engine::history`] walks in each direction from the asked one.
 pub const HISTORY_VERSIONS_MAX: usize = 1000;
 
+/// Every version of `item`'s memory that `fetch` returns, first version first: back through
+/// `supersedes`, then forward through `superseded_by`, each link checked both ways; at most
+/// [`HISTORY_VERSIONS_MAX`] older versions and twice that in all. A version `fetch` withholds
+/// ends the chain on its side.
+fn version_chain(item: MemoryItem, fetch: impl Fn(&ItemId) -> Result<Option<MemoryItem>, EngineError>) -> Result<Vec<MemoryItem>, EngineError> {
+    let mut older: Vec<MemoryItem> = Vec::new();
+    let mut cur = item.supersedes();
+    while let Some(prev) = cur {
+        if older.len() >= HISTORY_VERSIONS_MAX {
+            break;
+        }
+        match fetch(&prev)? {
+            Some(i) if i.superseded_by() == Some(older.last().map_or(item.id(), MemoryItem::id)) => {
+                cur = i.supersedes();
+                older.push(i);
+            }
+            _ => break,
+        }
+    }
+    older.reverse();
+    let mut out = older;
+    let mut next = item.superseded_by();
+    out.push(item);
+    while let Some(n) = next {
+        if out.len() >= HISTORY_VERSIONS_MAX * 2 {
+            break;
+        }
+        match fetch(&n)? {
+            Some(i) if i.supersedes() == out.last().map(MemoryItem::id) => {
+                next = i.superseded_by();
+                out.push(i);
+            }
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
 /// A search candidate and its relevance (what the product ranks by).
 struct Ranked {
     hit: Hit,
@@ -856,36 +894,7 @@ impl Engine {
             Ok(Some(i))
         };
         let first = fetch(id)?.ok_or(EngineError::NotFound(*id))?;
-        let mut older = Vec::new();
-        let mut cur = first.supersedes();
-        while let Some(prev) = cur {
-            if older.len() >= HISTORY_VERSIONS_MAX {
-                break;
-            }
-            match fetch(&prev)? {
-                Some(i) if i.superseded_by() == Some(older.last().map_or(first.id(), |o: &MemoryItem| o.id())) => {
-                    cur = i.supersedes();
-                    older.push(i);
-                }
-                _ => break,
-            }
-        }
-        older.reverse();
-        let mut out = older;
-        let mut next = first.superseded_by();
-        out.push(first);
-        while let Some(n) = next {
-            if out.len() >= HISTORY_VERSIONS_MAX * 2 {
-                break;
-            }
-            match fetch(&n)? {
-                Some(i) if i.supersedes() == out.last().map(MemoryItem::id) => {
-                    next = i.superseded_by();
-                    out.push(i);
-                }
-                _ => break,
-            }
-        }
+        let out = version_chain(first, fetch)?;
         self.hand_over(actor, &out)?;
         Ok(out)
     }
@@ -1235,7 +1244,7 @@ impl Engine {
         // Erasing any version erases the memory: the erasure runs from its first version, and
         // every later version (each derives from the one before) goes with it. Without this,
         // erasing the current version (Mem0's DELETE) left the older versions' text in history.
-        let chain = self.version_chain(actor.tenant(), &item)?;
+        let chain: Vec<ItemId> = version_chain(item, |v| Ok(self.store.item(actor.tenant(), v)?))?.iter().map(MemoryItem::id).collect();
         let id = &chain[0];
         let now = self.now_ms();
         let ev = memwarden_lineage::EraseEvent { id: *id, erasure_id: new_id(now)?, requested_by: actor.id().clone(), at_ms: now };
@@ -1281,38 +1290,6 @@ impl Engine {
                 Err(e)
             }
         }
-    }
-
-    /// Every version of `item`'s memory, first version first: back through `supersedes`, then
-    /// forward through `superseded_by`, each link checked both ways; at most
-    /// [`HISTORY_VERSIONS_MAX`] each way.
-    fn version_chain(&self, tenant: &TenantId, item: &MemoryItem) -> Result<Vec<ItemId>, EngineError> {
-        let mut older = Vec::new();
-        let mut cur = item.clone();
-        while older.len() < HISTORY_VERSIONS_MAX {
-            let Some(prev) = cur.supersedes() else { break };
-            match self.store.item(tenant, &prev)? {
-                Some(p) if p.superseded_by() == Some(cur.id()) => {
-                    older.push(p.id());
-                    cur = p;
-                }
-                _ => break,
-            }
-        }
-        older.reverse();
-        older.push(item.id());
-        let mut cur = item.clone();
-        while older.len() < HISTORY_VERSIONS_MAX * 2 {
-            let Some(next) = cur.superseded_by() else { break };
-            match self.store.item(tenant, &next)? {
-                Some(n) if n.supersedes() == Some(cur.id()) => {
-                    older.push(n.id());
-                    cur = n;
-                }
-                _ => break,
-            }
-        }
-        Ok(older)
     }
 
     /// Memories of a namespace the actor may read, oldest first. Everything returned counts as

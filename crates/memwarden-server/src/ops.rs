@@ -480,7 +480,7 @@ pub fn register_principal(engine: &Engine, p: RegisterPrincipalIn) -> Result<Pri
         public_key,
         action: p
             .action
-            .map(|a| serde_json::from_value::<memwarden_core::principal::ToolAction>(a).map_err(|e| ApiError::invalid(format!("action: {}", redact_serde(&e)))))
+            .map(|a| serde_json::from_value::<memwarden_core::principal::ToolAction>(a).map_err(|e| ApiError::invalid(format!("action: {}", crate::strict::redact(&e)))))
             .transpose()?,
     };
     engine.register_principal(principal.clone())?;
@@ -515,7 +515,4 @@ pub fn export_lineage(engine: &Engine, actor: &Actor, format: ExportFormatName) 
     }
 }
 
-/// A serde error's message without the offending input (it may be a secret).
-fn redact_serde(e: &serde_json::Error) -> String {
-    crate::strict::redact(e)
-}
+

@@ -245,18 +245,11 @@ impl Channel {
         Channel::Unsupported,
         Channel::SelfClassed,
     ];
-    /// The laundering channels (every one but the direct read).
-    pub const LAUNDERING: [Channel; 9] = [
-        Channel::Summary,
-        Channel::Echo,
-        Channel::Corroboration,
-        Channel::BareEcho,
-        Channel::SourceEcho,
-        Channel::SameDomain,
-        Channel::SessionSwitch,
-        Channel::Unsupported,
-        Channel::SelfClassed,
-    ];
+    /// The laundering channels: every one but the direct read, which comes first in [`Self::ALL`].
+    pub const LAUNDERING: &'static [Channel] = match Self::ALL.split_first() {
+        Some((_, rest)) => rest,
+        None => &[],
+    };
     /// The channels legitimate and uncorroborated cases use.
     pub const LEGIT: [Channel; 3] = [Channel::Direct, Channel::Summary, Channel::Echo];
     /// Name.
@@ -824,6 +817,7 @@ mod tests {
         assert_eq!(full.iter().filter(|c| matches!(c.kind, CaseKind::Attack { .. })).count(), 12 * 5 * 3 * 4 * Channel::ALL.len() * 5);
         assert!(full.iter().enumerate().all(|(i, c)| c.index == i));
         assert_eq!(domain_indices(3), vec![0, 4, 8]);
+        assert!(!Channel::LAUNDERING.contains(&Channel::Direct) && Channel::LAUNDERING.len() == Channel::ALL.len() - 1);
         assert_eq!(domain_indices(12).len(), 12);
     }
 
