@@ -37,6 +37,16 @@ pub mod stats;
 
 pub use authority::{AgentChoice, AuthorityBenchOptions, AuthorityReport, Scale, full_decide, run_authority, write_authority};
 
+/// Refuse a configuration that is not the shipped `full` preset (every `full` row runs it, and
+/// the default configuration must be it too).
+pub(crate) fn assert_full_preset(c: &memwarden_engine::EngineConfig) -> Result<(), BenchError> {
+    let default = memwarden_engine::EngineConfig::default();
+    if c.preset() != Some(memwarden_engine::Preset::Full) || default.preset() != Some(memwarden_engine::Preset::Full) || c.lineage.is_none() || c.lifecycle.is_none() {
+        return Err(BenchError::Invalid("the full preset must run the authority, lineage and lifecycle layers and be the default".into()));
+    }
+    Ok(())
+}
+
 /// Why a benchmark run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {

@@ -104,6 +104,11 @@ pub const HYBRID_DEFAULT: bool = true;
 /// Most writes in one `add_many` call.
 pub const ADD_MANY_MAX: usize = 1024;
 
+/// Most ancestors of the cited memories one decision resolves (along declared parents, nearest
+/// first); beyond it the rest are not consulted (fewer supports, never fewer checks on what was
+/// cited).
+pub const DECIDE_ANCESTORS_MAX: usize = 256;
+
 /// Engine errors. Every one is a refusal: nothing is partially applied.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -886,7 +891,7 @@ impl Engine {
                 return Ok(None);
             }
             if let Some(l) = &self.lineage {
-                let ok = l.with(self.store.as_ref(), actor.tenant(), |g| Ok(g.can_read(actor.id(), i.id()).is_ok()))?;
+                let ok = l.with(self.store.as_ref(), actor.tenant(), |g| Ok(lineage::readable(g, actor.id(), i.id())))?;
                 if !ok {
                     return Ok(None);
                 }
@@ -1041,6 +1046,27 @@ impl Engine {
                 }
             }
         }
+        // The cited memories' ancestors the actor may read, along declared parents: the gate
+        // counts them as cited (a trusted record a note was derived from supports the note's
+        // value; an untrusted one pushes it). One it may not read is simply not consulted.
+        if unreadable.is_none() {
+            let mut frontier: std::collections::VecDeque<ItemId> = items.iter().flat_map(|i| i.parents().iter().map(|p| p.id)).collect();
+            let mut seen: std::collections::BTreeSet<ItemId> = ids.iter().copied().collect();
+            let mut ancestors = 0usize;
+            while let Some(id) = frontier.pop_front() {
+                if ancestors >= DECIDE_ANCESTORS_MAX {
+                    break;
+                }
+                if !seen.insert(id) {
+                    continue;
+                }
+                if let Some(i) = self.store.item(&tenant, &id)?.filter(|i| i.readable_by(actor.id())) {
+                    ancestors += 1;
+                    frontier.extend(i.parents().iter().map(|p| p.id));
+                    items.push(i);
+                }
+            }
+        }
         let keys: Vec<String> = action.values.iter().map(|v| v.key.clone()).collect();
         // Only the attestations of the action's own (key, value) pairs: a value that does not
         // normalise has none (and the gate blocks it anyway).
@@ -1179,7 +1205,11 @@ impl Engine {
     pub fn get(&self, actor: &Actor, id: &ItemId) -> Result<MemoryItem, EngineError> {
         match self.store.item(actor.tenant(), id)? {
             Some(i) if i.readable_by(actor.id()) => {
-                self.lineage_check_parents(actor, &[*id])?;
+                if let Some(l) = &self.lineage
+                    && !l.with(self.store.as_ref(), actor.tenant(), |g| Ok(lineage::readable(g, actor.id(), *id)))?
+                {
+                    return Err(EngineError::NotFound(*id));
+                }
                 if self.lifecycle_broker(actor, &[&i])?.first() != Some(&true) {
                     return Err(EngineError::NotFound(*id));
                 }
@@ -1220,6 +1250,59 @@ impl Engine {
             // Rebuilt from the store's revoked status on next use.
             _ => l.forget(actor.tenant()),
         }
+        Ok(receipt)
+    }
+
+    /// Report a memory poisoned (a scanner's or an operator's finding): the lineage layer marks
+    /// it and every memory derived from it affected, so none of them is readable or supports an
+    /// action any more; the report is in the verdict log. Only ever restricts, but a false report
+    /// denies service, so it is allowed to users of the tenant, to tools, and to the memory's
+    /// owner, and only for a memory the reporter may read (any other is reported as not found).
+    /// Needs the lineage layer.
+    pub fn flag_poisoned(&self, actor: &Actor, id: &ItemId) -> Result<Receipt, EngineError> {
+        let l = self.lineage_on()?;
+        let item = self.readable_item(actor, id)?;
+        let kind = actor.principal().kind;
+        if !matches!(kind, PrincipalKind::User | PrincipalKind::Tool) && item.scope().owner != *actor.id() {
+            return Err(EngineError::Forbidden("only users, tools and the memory's owner may report it poisoned".into()));
+        }
+        let now = self.now_ms();
+        let ev = lineage::StoredEvent::FlagPoisoned(memwarden_lineage::FlagPoisonedEvent { id: *id, reporter: actor.id().clone(), at_ms: now });
+        self.commit_lineage_event(l, actor.tenant(), now, ev)
+    }
+
+    /// Verify a memory (a user or an allow-listed tool vouches for it): recorded in the lineage
+    /// graph as a `verified_by` edge and in the verdict log. Verification can raise the trust the
+    /// lineage layer gives a memory's path, so it is allowed only to users of the tenant and to
+    /// allow-listed tools, and only for a memory they may read. It never changes an authority
+    /// label (labels only go down). Needs the lineage layer.
+    pub fn verify(&self, actor: &Actor, id: &ItemId) -> Result<Receipt, EngineError> {
+        let l = self.lineage_on()?;
+        self.readable_item(actor, id)?;
+        let p = actor.principal();
+        let trusted = p.kind == PrincipalKind::User || (p.kind == PrincipalKind::Tool && p.allow_listed);
+        if !trusted {
+            return Err(EngineError::Forbidden("only users and allow-listed tools may verify a memory".into()));
+        }
+        let now = self.now_ms();
+        let ev = lineage::StoredEvent::Verify(memwarden_lineage::VerifyEvent { id: *id, verifier: actor.id().clone(), at_ms: now });
+        self.commit_lineage_event(l, actor.tenant(), now, ev)
+    }
+
+    /// A memory `actor` may read, or `NotFound` (whether it exists is not disclosed).
+    fn readable_item(&self, actor: &Actor, id: &ItemId) -> Result<MemoryItem, EngineError> {
+        match self.store.item(actor.tenant(), id)? {
+            Some(i) if i.readable_by(actor.id()) => Ok(i),
+            _ => Err(EngineError::NotFound(*id)),
+        }
+    }
+
+    /// Commit one lineage event on its own and apply it to the tenant's graph (dropped and
+    /// rebuilt from the store, event included, if the apply fails).
+    fn commit_lineage_event(&self, l: &lineage::Lineage, tenant: &TenantId, now: u64, ev: lineage::StoredEvent) -> Result<Receipt, EngineError> {
+        let receipt = one(self.store.commit(now, vec![ev.mutation(tenant)?])?)?;
+        // A failed apply has already dropped the graph: the rebuild replays the event.
+        let _ = l.with(self.store.as_ref(), tenant, |g| lineage::apply_event(g, ev));
         Ok(receipt)
     }
 
@@ -1299,7 +1382,7 @@ impl Engine {
         let mut items: Vec<MemoryItem> = items.into_iter().filter(|i| i.readable_by(actor.id())).collect();
         if let Some(l) = &self.lineage {
             l.with(self.store.as_ref(), actor.tenant(), |g| {
-                items.retain(|i| g.can_read(actor.id(), i.id()).is_ok());
+                items.retain(|i| lineage::readable(g, actor.id(), i.id()));
                 Ok(())
             })?;
         }
@@ -1364,7 +1447,11 @@ impl Engine {
             // `similarity × path trust` ranking buried every external memory: source turns of
             // LoCoMo fell from 36.5% to 3.8% in the top 5).
             let wide = candidates.len().clamp(1, l.config().k_max);
-            let mut ranking = l.with(self.store.as_ref(), actor.tenant(), |g| g.rank(actor.id(), &candidates, Some(wide)).map_err(|e| EngineError::Lineage(e.to_string())))?;
+            let mut ranking = l.with(self.store.as_ref(), actor.tenant(), |g| {
+                let mut r = g.rank(actor.id(), &candidates, Some(wide)).map_err(|e| EngineError::Lineage(e.to_string()))?;
+                r.selected.retain(|c| lineage::readable(g, actor.id(), c.id));
+                Ok(r)
+            })?;
             ranking.selected.sort_by(|a, b| b.scores.semantic.get().total_cmp(&a.scores.semantic.get()).then(b.scores.trust.get().total_cmp(&a.scores.trust.get())));
             ranking.selected.truncate(k);
             if ranking.selected.len() >= k || exhausted {

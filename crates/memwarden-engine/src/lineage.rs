@@ -49,6 +49,11 @@ pub(crate) enum StoredEvent {
     Erase(EraseEvent),
     /// A promotion (readers widened), committed with the store's [`Mutation::Promotion`].
     Promote(memwarden_lineage::PromoteEvent),
+    /// A memory reported poisoned (propagated eagerly to every descendant, which is marked
+    /// affected).
+    FlagPoisoned(memwarden_lineage::FlagPoisonedEvent),
+    /// A memory verified by a user or an allow-listed tool.
+    Verify(memwarden_lineage::VerifyEvent),
 }
 
 /// The text a tombstone is replayed with (the graph needs non-empty text; the erasure that
@@ -205,6 +210,16 @@ pub(crate) fn apply_event(g: &mut LineageGraph, ev: StoredEvent) -> Result<(), E
                 g.apply_erasure(e).map_err(|e| err("recording an erasure", e))?;
             }
         }
+        StoredEvent::FlagPoisoned(f) => {
+            if g.record(f.id).is_some() {
+                g.apply_poison_flag(f).map_err(|e| err("recording a poison flag", e))?;
+            }
+        }
+        StoredEvent::Verify(v) => {
+            if g.record(v.id).is_some_and(|s| !s.erased()) {
+                g.apply_verification(v).map_err(|e| err("recording a verification", e))?;
+            }
+        }
         StoredEvent::Promote(p) => {
             // Replayed items carry their stored (already widened) readers: apply only what the
             // graph does not have yet.
@@ -308,6 +323,14 @@ pub(crate) fn gate_request(
 /// Why the graph refuses a read, as an engine error (not found: the caller learns nothing).
 pub(crate) fn deny(id: ItemId, _reason: DenyReason) -> EngineError {
     EngineError::NotFound(id)
+}
+
+/// The engine's read rule over the graph, for every door that hands a memory over (get, list,
+/// history, search): MAP-Graph's `CanRead`, and a memory reported poisoned, or derived from one,
+/// is withheld. A poison report is specific evidence; MAP-Graph alone only demotes such a memory,
+/// and a session handed it would carry its poisoned path into everything it writes next.
+pub(crate) fn readable(g: &LineageGraph, reader: &PrincipalId, id: ItemId) -> bool {
+    g.can_read(reader, id).is_ok() && g.record(id).is_some_and(|r| !r.summary().poisoned)
 }
 
 /// `ids` split into those `reader` may read and a count of the others.

@@ -497,6 +497,17 @@ pub struct MemoryRevokedOut {
     pub log_index: u64,
 }
 
+/// Result of reporting a memory poisoned or verifying it.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MemoryMarkedOut {
+    /// The memory.
+    pub id: String,
+    /// `poisoned` or `verified`.
+    pub mark: String,
+    /// Log index of the entry that records it.
+    pub log_index: u64,
+}
+
 /// Body of `POST /v1/feedback`: the outcome of a task and the memories it used.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

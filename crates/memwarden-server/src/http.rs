@@ -345,6 +345,38 @@ async fn get_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath)
     Ok(Json(st.run(move |e| ops::get(e, &c.actor, &id)).await?))
 }
 
+/// Report a memory poisoned: it and every memory derived from it are marked (affected) in the
+/// lineage layer and no longer support an action. Allowed to users, tools and the memory's owner.
+#[utoipa::path(post, path = "/v1/memories/{id}/poison", tag = "memories",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "Reported", body = MemoryMarkedOut),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a user, a tool or the owner", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lineage layer is switched off", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn poison_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<MemoryMarkedOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::flag_poisoned(e, &c.actor, &id)).await?))
+}
+
+/// Verify a memory (a `verified_by` edge in its lineage; never raises its authority label).
+/// Allowed to users and allow-listed tools.
+#[utoipa::path(post, path = "/v1/memories/{id}/verify", tag = "memories",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    responses(
+        (status = 200, description = "Verified", body = MemoryMarkedOut),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Neither a user nor an allow-listed tool", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lineage layer is switched off", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn verify_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<MemoryMarkedOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::verify_memory(e, &c.actor, &id)).await?))
+}
+
 /// Revoke a memory: afterwards no read returns it (it stays stored for audit). Allowed to the
 /// memory's owner and to users of its tenant.
 #[utoipa::path(post, path = "/v1/memories/{id}/revoke", tag = "memories", request_body = RevokeIn,
@@ -966,7 +998,7 @@ impl utoipa::Modify for SecurityAddon {
 #[openapi(
     info(title = "memwarden", description = "Governed memory for LLM agents. Every request authenticates as a principal (API key); the principal, never the body, fixes tenant, identity and origin. Errors are RFC 9457 problem details with a stable `code`. The MCP endpoint (streamable HTTP) is at `/mcp`."),
     paths(
-        add_memories, list_memories, get_memory, update_memory, memory_history, erase_memory, revoke_memory, promote_memory,
+        add_memories, list_memories, get_memory, update_memory, memory_history, erase_memory, revoke_memory, poison_memory, verify_memory, promote_memory,
         search, derive, tool_calls, feedback,
         memory_lineage, lineage_export,
         attestations, grants, prepare_grant, decide,
@@ -1014,6 +1046,8 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/v1/memories", post(add_memories).get(list_memories))
         .route("/v1/memories/{id}", get(get_memory).put(update_memory).delete(erase_memory))
         .route("/v1/memories/{id}/revoke", post(revoke_memory))
+        .route("/v1/memories/{id}/poison", post(poison_memory))
+        .route("/v1/memories/{id}/verify", post(verify_memory))
         .route("/v1/memories/{id}/promote", post(promote_memory))
         .route("/v1/memories/{id}/history", get(memory_history))
         .route("/v1/memories/{id}/lineage", get(memory_lineage))

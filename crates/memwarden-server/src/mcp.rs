@@ -151,6 +151,20 @@ impl MemwardenMcp {
         self.call(&ctx, move |e, a| ops::erase(e, a, &g.memory_id)).await
     }
 
+    /// Report a memory poisoned.
+    #[tool(description = "Report a memory poisoned (users, tools, or its owner): it and every memory derived \
+        from it stop supporting actions. Returns the log index of the report.")]
+    async fn report_poisoned(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::flag_poisoned(e, a, &g.memory_id)).await
+    }
+
+    /// Verify a memory.
+    #[tool(description = "Verify a memory (users and allow-listed tools only). Recorded in its lineage; \
+        it never raises the memory's label. Returns the log index of the verification.")]
+    async fn verify_memory(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, a| ops::verify_memory(e, a, &g.memory_id)).await
+    }
+
     /// A memory's lineage.
     #[tool(description = "Where a memory came from: its parents and children the caller may read, whether \
         something untrusted, poisoned or revoked is on its path, and its path trust (0..1) with the factors.")]

@@ -150,6 +150,20 @@ pub fn revoke(engine: &Engine, actor: &Actor, id: &str, r: RevokeIn) -> Result<M
     Ok(MemoryRevokedOut { id: id.to_string(), log_index: receipt.log_index })
 }
 
+/// Report a memory poisoned (users, tools, its owner).
+pub fn flag_poisoned(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryMarkedOut, ApiError> {
+    let id = parse_id(id)?;
+    let receipt = engine.flag_poisoned(actor, &id)?;
+    Ok(MemoryMarkedOut { id: id.to_string(), mark: "poisoned".into(), log_index: receipt.log_index })
+}
+
+/// Verify a memory (users, allow-listed tools).
+pub fn verify_memory(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryMarkedOut, ApiError> {
+    let id = parse_id(id)?;
+    let receipt = engine.verify(actor, &id)?;
+    Ok(MemoryMarkedOut { id: id.to_string(), mark: "verified".into(), log_index: receipt.log_index })
+}
+
 /// Promote a memory (widen its readers; its owner only).
 pub fn promote(engine: &Engine, actor: &Actor, id: &str, p: PromoteIn) -> Result<WriteOut, ApiError> {
     let id = parse_id(id)?;

@@ -23,7 +23,7 @@ from mcp.client.stdio import stdio_client
 EXPECTED_TOOLS = {
     "add_memory", "search_memories", "get_memory", "list_memories", "propose_action", "attest",
     "get_lineage", "delete_memory", "update_memory", "memory_history", "report_tool_output",
-    "prepare_grant", "record_grant",
+    "prepare_grant", "record_grant", "report_poisoned", "verify_memory",
 }
 
 

@@ -448,3 +448,33 @@ fn a_grant_prepared_over_http_and_signed_elsewhere_allows_the_asked_action() {
     let v = verdict(s, &w.asst, &pay("ACCT-7777-1111", &[id(&email)], vec![signed]));
     assert_ne!(decision(&v), "allow", "a grant is used once: {v}");
 }
+
+// ---- poison reports and verifications over HTTP (the lineage suite's timeline events) ----
+
+#[test]
+fn poison_reports_and_verifications_are_refused_to_callers_who_may_not_make_them() {
+    let w = world();
+    let ocr = w.s.mint("acme", "ocr").0;
+    let rent = add(&w.s, &w.alice, "ops", "Pay the rent to ACCT-LANDLORD-1 every month.");
+    let path = |what: &str| format!("/v1/memories/{}/{what}", id(&rent));
+    // The inbox (a source) and the assistant (an agent, not the owner) may not report it.
+    for key in [&w.inbox, &w.asst] {
+        let r = w.s.post(&path("poison"), Some(key), &json!({}));
+        assert!(r.status == 403 || r.status == 404, "{} {}", r.status, r.text);
+        let r = w.s.post(&path("verify"), Some(key), &json!({}));
+        assert!(r.status == 403 || r.status == 404, "{} {}", r.status, r.text);
+    }
+    // Nothing changed: the payment the note supports is still allowed.
+    assert_eq!(decision(&verdict(&w.s, &w.asst, &pay("ACCT-LANDLORD-1", &[id(&rent)], vec![]))), "allow");
+    // An allow-listed tool may verify it; a user may report it poisoned, and then it supports nothing.
+    let r = w.s.post(&path("verify"), Some(&ocr), &json!({}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["mark"], "verified");
+    let r = w.s.post(&path("poison"), Some(&w.alice), &json!({}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.json()["mark"], "poisoned");
+    assert_ne!(decision(&verdict(&w.s, &w.asst, &pay("ACCT-LANDLORD-1", &[id(&rent)], vec![]))), "allow");
+    // A malformed id is a 400; an unknown one a 404.
+    assert_eq!(w.s.post("/v1/memories/not-an-id/poison", Some(&w.alice), &json!({})).status, 400);
+    assert_eq!(w.s.post(&format!("/v1/memories/{}/verify", "0".repeat(32)), Some(&w.alice), &json!({})).status, 404);
+}

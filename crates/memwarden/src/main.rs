@@ -43,7 +43,7 @@ struct Cli {
     #[arg(long, global = true, env = "MEMWARDEN_PRESET", default_value = "full")]
     preset: String,
     /// Remote mode: send the memory operations (add, get, list, search, update, history, promote,
-    /// revoke, erase, lineage, export-lineage, derive, tool-call, attest, decide, feedback, audit)
+    /// revoke, poison, verify, erase, lineage, export-lineage, derive, tool-call, attest, decide, feedback, audit)
     /// to a running `memwarden serve` at this URL (`http://host:port`) instead of opening --data.
     /// The API key decides who acts and in which tenant: `--as` is not needed, and when given it
     /// must name the key's principal.
@@ -162,6 +162,24 @@ enum Cmd {
     /// Read a memory by id.
     Get {
         /// Reading principal.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// The id.
+        id: String,
+    },
+    /// Report a memory poisoned (a user, a tool or its owner): it and everything derived from it
+    /// stop supporting actions.
+    Poison {
+        /// Reporting principal.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// The id.
+        id: String,
+    },
+    /// Verify a memory (a user or an allow-listed tool); recorded in its lineage, never raises
+    /// its label.
+    Verify {
+        /// Verifying principal.
         #[arg(long = "as")]
         actor: Option<String>,
         /// The id.
@@ -495,9 +513,6 @@ enum BenchCmd {
         /// _MODEL / _KEY).
         #[arg(long, default_value = "scripted")]
         agent: String,
-        /// What-if: `full` hands agents only records about as relevant as the best match.
-        #[arg(long)]
-        full_relevance_floor: bool,
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
@@ -938,6 +953,14 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let (record, receipt) = engine.erase(&actor(&a)?, &parse("id", &id)?)?;
             print_json(&json!({"erasure": record, "log_index": receipt.log_index}));
         }
+        Cmd::Poison { actor: a, id } => {
+            let receipt = engine.flag_poisoned(&actor(&a)?, &parse("id", &id)?)?;
+            print_json(&json!({"id": id, "mark": "poisoned", "log_index": receipt.log_index}));
+        }
+        Cmd::Verify { actor: a, id } => {
+            let receipt = engine.verify(&actor(&a)?, &parse("id", &id)?)?;
+            print_json(&json!({"id": id, "mark": "verified", "log_index": receipt.log_index}));
+        }
         Cmd::Revoke { actor: a, reason, id } => {
             let receipt = engine.revoke(&actor(&a)?, &parse("id", &id)?, &reason)?;
             print_json(&json!({"revoked": id, "log_index": receipt.log_index}));
@@ -1125,12 +1148,11 @@ impl ProgressBar {
     }
 }
 
-fn bench_lineage(quick: bool, agent: &str, full_relevance_floor: bool, out: &Path) -> Result<ExitCode, EngineError> {
+fn bench_lineage(quick: bool, agent: &str, out: &Path) -> Result<ExitCode, EngineError> {
     use memwarden_bench::lineage::{LineageAgentChoice, LineageBenchOptions, run_lineage, write_lineage};
     let mut opts = LineageBenchOptions::new(out);
     opts.quick = quick;
     opts.agent = LineageAgentChoice::from_name(agent).map_err(fail)?;
-    opts.full_relevance_floor = full_relevance_floor;
     opts.git_rev = git_rev();
     let bar = ProgressBar::new(0);
     let report = run_lineage(&opts, &mut |done, total| bar.update("lineage", done as u64, total as u64)).map_err(fail)?;
@@ -1220,7 +1242,7 @@ fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineE
     let (quick, agent, seed, out) = match cmd {
         BenchCmd::Authority { quick, agent, seed, out } => (quick, agent, seed, out),
         BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
-        BenchCmd::Lineage { quick, agent, full_relevance_floor, out } => return bench_lineage(*quick, agent, *full_relevance_floor, out),
+        BenchCmd::Lineage { quick, agent, out } => return bench_lineage(*quick, agent, out),
         BenchCmd::Lifecycle { quick, agent, seed, agents, out } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
         BenchCmd::Load { memories, clients, seconds, quick, out } => return bench_load(*memories, clients, *seconds, *quick, out, model_dir),
         BenchCmd::Locomo { data, quick, presets, conversations, embedder, search, seed, no_attack, out } => {

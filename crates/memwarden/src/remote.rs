@@ -218,6 +218,8 @@ fn local_only(cmd: &Cmd) -> Option<&'static str> {
         | Cmd::Decide(_)
         | Cmd::Get { .. }
         | Cmd::Revoke { .. }
+        | Cmd::Poison { .. }
+        | Cmd::Verify { .. }
         | Cmd::Promote { .. }
         | Cmd::Update { .. }
         | Cmd::History { .. }
@@ -242,6 +244,8 @@ fn claimed_actor(cmd: &Cmd) -> Option<&str> {
         | Cmd::Attest { actor, .. }
         | Cmd::Get { actor, .. }
         | Cmd::Revoke { actor, .. }
+        | Cmd::Poison { actor, .. }
+        | Cmd::Verify { actor, .. }
         | Cmd::Promote { actor, .. }
         | Cmd::Update { actor, .. }
         | Cmd::History { actor, .. }
@@ -368,6 +372,8 @@ fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
         Cmd::Decide(d) => r.post("/v1/actions/decide", &decide_body(d)?)?,
         Cmd::Get { id, .. } => r.get(&memory(id, ""))?,
         Cmd::Revoke { reason, id, .. } => r.post(&memory(id, "/revoke"), &json!({"reason": reason}))?,
+        Cmd::Poison { id, .. } => r.post_empty(&memory(id, "/poison"))?,
+        Cmd::Verify { id, .. } => r.post_empty(&memory(id, "/verify"))?,
         Cmd::Promote { readers, id, .. } => {
             let readers = if readers.is_empty() { Value::Null } else { json!(readers) };
             r.post(&memory(id, "/promote"), &json!({"readers": readers}))?

@@ -267,7 +267,7 @@ impl World {
         let eng = Engine::open(&path, config(AuthorityConfig::default()))?;
         let tmp_full = tempfile::tempdir().map_err(|e| BenchError::Io(format!("cannot create a temporary directory: {e}")))?;
         let full = EngineConfig::for_preset(Preset::Full)?;
-        assert_full_preset(&full)?;
+        crate::assert_full_preset(&full)?;
         let eng_full = Engine::open(tmp_full.path(), EngineConfig { embedder: None, clock: Arc::clone(&clock), query_cache_entries: 0, ..full })?;
         let store = Arc::clone(eng.store());
         let eng_noelev = Engine::with_store(Arc::clone(&store), config(AuthorityConfig { elevation: false, ..AuthorityConfig::default() }))?;
@@ -638,12 +638,6 @@ impl World {
 }
 
 /// The `full` row must be the preset `memwarden serve` runs by default: every layer on.
-fn assert_full_preset(c: &EngineConfig) -> Result<(), BenchError> {
-    if c.lineage.is_none() || c.lifecycle.is_none() || EngineConfig::default().lifecycle.is_none() {
-        return Err(BenchError::Invalid("the full preset must run the lineage and lifecycle layers".into()));
-    }
-    Ok(())
-}
 
 /// Where a case's world is written: the engine over the shared store, or (for the
 /// no-origin-binding ablation) the pure gate over memory.

@@ -12,9 +12,9 @@
 //! | B5 adapted MemLineage | shared pool with `derived_from` ancestry | – | high-risk actions: Block if any support's ancestry holds a poisoned, revoked or untrusted item (current flags) |
 //! | B6 flat provenance | the lineage layer over the same per-record fields, every record a root (no ancestry) | `can_read` on local fields | the same four-rule gate on local fields |
 //! | lineage (MAP-Graph) | `memwarden_lineage::LineageGraph` with full ancestry | `can_read` (path ceiling) | the four-rule gate on retrieved + contextual support |
-//! | full | lineage composed with the authority gate (`memwarden_core::authority::Authority`) by `most_restrictive` | as lineage | lineage gate ∘ authority verdict |
+//! | full | the shipped engine, `Engine` under the `full` preset on a store of its own ([`super::engine`]) | the engine's reads (scope, lineage, read firewall) | `Engine::decide` |
 //!
-//! Contextual support (B6, lineage, full): the gate also evaluates every message forwarded to
+//! Contextual support (B6, lineage): the gate also evaluates every message forwarded to
 //! the acting role and every record the read filter withheld from its retrieval that is about as
 //! relevant as the best match ([`WITHHELD_RELATIVE_MIN`], [`WITHHELD_SIMILARITY_MIN`]): restricted
 //! evidence the request reached. The paper passes affected or permission-invalid inter-agent
@@ -34,23 +34,24 @@
 //! are decided without being recorded, and the export keeps only records, the action and the
 //! derivation / invalidation / use edges).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use memwarden_core::action::{ActionRequest, ActionValue, Risk};
-use memwarden_core::authority::{Authority, DecisionContext};
-use memwarden_core::ids::{ItemId, Namespace, PrincipalId, TenantId};
-use memwarden_core::item::{EdgeKind, MemoryItem, ParentRef, Route, WriteRequest};
-use memwarden_core::normalize::{NormValue, ValueKind};
-use memwarden_core::principal::{Principal, PrincipalKind};
-use memwarden_core::session::Observed;
+use std::sync::Arc;
+
+use memwarden_core::action::Risk;
+use memwarden_core::ids::{ItemId, PrincipalId};
+use memwarden_core::item::EdgeKind;
+use memwarden_core::principal::PrincipalKind;
 use memwarden_lineage::{
     ActionEvent, Candidate, FlagPoisonedEvent, GateRequest, LineageConfig, LineageGraph, RecordKind, RegisterPrincipal,
-    RevokeEvent, VerifyEvent, WriteEvent, most_restrictive,
+    RevokeEvent, VerifyEvent, WriteEvent,
 };
+
+use super::engine::{EngineMemory, EngineStats};
 
 use super::embed::embed;
 use super::sim::{
-    BackendDecision, DecideInput, GraphSize, Layers, Local, Memory, Rec, RecKind, Retrieval, World, K, count_reads, index_of,
+    BackendDecision, DecideInput, GraphSize, Local, Memory, Rec, RecKind, Retrieval, World, K, count_reads, index_of,
     item_of, similarity, top_k,
 };
 use super::task::{LinkKind, PrincipalClass, TrustLabel};
@@ -150,7 +151,7 @@ impl Method {
             Method::B5 => "adapted MemLineage: ancestry check before high-risk actions, no permission filter",
             Method::B6 => "flat provenance: the lineage filter and gate on per-record fields, no ancestry",
             Method::Lineage => "MAP-Graph: memwarden-lineage (permission filter, path trust, four-rule gate, contextual support)",
-            Method::Full => "memwarden full: authority gate composed with the lineage layer (most_restrictive), in-process",
+            Method::Full => "memwarden full: the shipped engine under the `full` preset (authority, lineage, lifecycle) on its own store",
             Method::NoGate => "lineage without the action gate",
             Method::NoContainment => "lineage without affected-path rules and the poisoned/revoked trust factor",
             Method::NoPermissionFilter => "lineage without the permission filter (gate still sees causes)",
@@ -167,10 +168,8 @@ impl Method {
 
     /// A fresh memory for one task, with the run's method options.
     pub fn memory_with(self, w: &World<'_>, opts: MethodOptions) -> Result<Box<dyn Memory>, BenchError> {
-        let lin = |cfg: LineageConfig, flat: bool, contextual: bool, compressed: bool, auth: bool| -> Result<Box<dyn Memory>, BenchError> {
-            let mut m = GraphMemory::new(w, cfg, flat, contextual, compressed, auth)?;
-            m.relevance_floor = auth && opts.full_relevance_floor;
-            Ok(Box::new(m))
+        let lin = |cfg: LineageConfig, flat: bool, contextual: bool, compressed: bool| -> Result<Box<dyn Memory>, BenchError> {
+            Ok(Box::new(GraphMemory::new(w, cfg, flat, contextual, compressed)?))
         };
         let off = |f: &dyn Fn(&mut LineageConfig)| {
             let mut c = LineageConfig::default();
@@ -184,13 +183,13 @@ impl Method {
             Method::B3 => Ok(Box::new(GMemory)),
             Method::B4 => Ok(Box::new(TierMemory)),
             Method::B5 => Ok(Box::new(LineageCheck)),
-            Method::B6 => lin(LineageConfig::default(), true, true, false, false),
-            Method::Lineage => lin(LineageConfig::default(), false, true, false, false),
-            Method::Full => lin(LineageConfig::default(), false, true, false, true),
-            Method::NoGate => lin(off(&|c| c.action_gate = false), false, true, false, false),
-            Method::NoContainment => lin(off(&|c| c.containment = false), false, true, false, false),
-            Method::NoPermissionFilter => lin(off(&|c| c.permission_filter = false), false, true, false, false),
-            Method::NoTrustPropagation => lin(off(&|c| c.trust_propagation = false), false, true, false, false),
+            Method::B6 => lin(LineageConfig::default(), true, true, false),
+            Method::Lineage => lin(LineageConfig::default(), false, true, false),
+            Method::Full => Ok(Box::new(EngineMemory::new(w, opts.engine_stats.clone())?)),
+            Method::NoGate => lin(off(&|c| c.action_gate = false), false, true, false),
+            Method::NoContainment => lin(off(&|c| c.containment = false), false, true, false),
+            Method::NoPermissionFilter => lin(off(&|c| c.permission_filter = false), false, true, false),
+            Method::NoTrustPropagation => lin(off(&|c| c.trust_propagation = false), false, true, false),
             Method::NoProvenanceStack => lin(
                 off(&|c| {
                     c.permission_filter = false;
@@ -201,21 +200,17 @@ impl Method {
                 false,
                 false,
                 false,
-                false,
             ),
-            Method::CompressedGraph => lin(LineageConfig::default(), false, true, true, false),
+            Method::CompressedGraph => lin(LineageConfig::default(), false, true, true),
         }
     }
 }
 
-/// Options that change a method (what-if studies; defaults reproduce the documented methods).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Options of a run's methods (none changes what a method is).
+#[derive(Debug, Clone, Default)]
 pub struct MethodOptions {
-    /// `full` hands an agent only retrieved records at least as relevant as the withheld
-    /// threshold ([`WITHHELD_RELATIVE_MIN`] of the best match, at least
-    /// [`WITHHELD_SIMILARITY_MIN`]) instead of the top 5 whatever their relevance. memwarden's
-    /// retrieval has no such floor today; this measures what one would change.
-    pub full_relevance_floor: bool,
+    /// Where `full` counts what the engine refused (writes, timeline events) over the run.
+    pub engine_stats: Option<Arc<EngineStats>>,
 }
 
 fn retrievable<'a>(w: &'a World<'_>) -> impl Iterator<Item = usize> + 'a {
@@ -369,7 +364,7 @@ impl Memory for LineageCheck {
     }
 }
 
-fn pid(s: &str) -> Result<PrincipalId, BenchError> {
+pub(super) fn pid(s: &str) -> Result<PrincipalId, BenchError> {
     PrincipalId::new(s).map_err(|e| BenchError::Invalid(format!("principal {s:?}: {e}")))
 }
 
@@ -382,7 +377,7 @@ fn integrity(t: TrustLabel) -> memwarden_core::label::Integrity {
     }
 }
 
-fn edge_kind(k: LinkKind) -> EdgeKind {
+pub(super) fn edge_kind(k: LinkKind) -> EdgeKind {
     match k {
         LinkKind::Derived => EdgeKind::DerivedFrom,
         LinkKind::Summarized => EdgeKind::SummarizedFrom,
@@ -394,149 +389,20 @@ fn ev_err(what: &str, e: impl std::fmt::Display) -> BenchError {
     BenchError::Invalid(format!("lineage {what}: {e}"))
 }
 
-/// The authority layer's state for `full`: every record admitted through
-/// `Authority::admit_write_observed` (labels bound from the writer and its inputs, capped by the
-/// writer's session floor), sessions that observe everything handed to a role, and
-/// `Authority::decide` on the proposed action.
-struct AuthorityState {
-    gate: Authority,
-    tenant: TenantId,
-    ns: Namespace,
-    principals: BTreeMap<String, Principal>,
-    items: BTreeMap<usize, MemoryItem>,
-    sessions: BTreeMap<String, Observed>,
-}
-
-impl AuthorityState {
-    fn new(w: &World<'_>) -> Result<Self, BenchError> {
-        let tenant = TenantId::new("bench").map_err(|e| BenchError::Invalid(e.to_string()))?;
-        let ns = Namespace::new("lineage").map_err(|e| BenchError::Invalid(e.to_string()))?;
-        let mut principals = BTreeMap::new();
-        let mk = |id: &str, kind: PrincipalKind, allow: bool| -> Result<Principal, BenchError> {
-            Ok(Principal { id: pid(id)?, tenant: tenant.clone(), kind, domain: None, allow_listed: allow, public_key: None, action: None })
-        };
-        for r in &w.task.roles {
-            principals.insert(r.clone(), mk(r, PrincipalKind::Agent, false)?);
-        }
-        for p in &w.task.principals {
-            let kind = match p.class {
-                PrincipalClass::User => PrincipalKind::User,
-                PrincipalClass::Tool => PrincipalKind::Tool,
-                PrincipalClass::External => PrincipalKind::Source,
-            };
-            principals.insert(p.id.clone(), mk(&p.id, kind, p.allow_listed)?);
-        }
-        Ok(Self { gate: Authority::default(), tenant, ns, principals, items: BTreeMap::new(), sessions: BTreeMap::new() })
-    }
-
-    fn admit(&mut self, w: &World<'_>, r: usize, at: u64) -> Result<(), BenchError> {
-        let Some(rec) = w.recs.get(r) else { return Ok(()) };
-        let Some(principal) = self.principals.get(&rec.writer) else {
-            return Err(BenchError::Invalid(format!("unknown principal {}", rec.writer)));
-        };
-        let route = match rec.kind {
-            RecKind::Source if rec.own_trust == TrustLabel::Untrusted => Route::ExternalObservation,
-            RecKind::Observation => Route::EnvironmentObservation,
-            RecKind::Tool => Route::ToolObservation,
-            RecKind::Output if rec.forwarded => Route::CrossAgent,
-            RecKind::Output => Route::Summary,
-            _ => Route::Direct,
-        };
-        // An agent that records what it observed writes its own note: the engine's doors let
-        // only tools and sources declare observation routes. The route changes no authority
-        // label (those come from the principal and the parents).
-        let route = if memwarden_core::prelude::route_allowed(principal.kind, route) { route } else { memwarden_core::prelude::default_route(principal.kind) };
-        let mut req = WriteRequest::new(self.ns.clone(), rec.text.clone(), route);
-        let mut parents: Vec<&MemoryItem> = Vec::new();
-        for (p, k) in &rec.parents {
-            // A parent the writer may not read cannot be declared (the engine's doors refuse
-            // it); the record's scope still comes from its own narrowing.
-            if let Some(it) = self.items.get(p).filter(|it| it.readable_by(&principal.id)) {
-                req.parents.push(ParentRef { id: it.id(), kind: edge_kind(*k) });
-                parents.push(it);
-            }
-        }
-        req.readers = rec.narrowing.as_ref().map(|s| s.iter().filter_map(|x| pid(x).ok()).collect());
-        let observed = self.sessions.get(&rec.writer).cloned().unwrap_or_else(Observed::clean);
-        let admitted = self
-            .gate
-            .admit_write_observed(principal, &self.tenant, req, &parents, &observed, rec.item, at)
-            .map_err(|e| BenchError::Invalid(format!("authority refused record {r} of task {}: {e}", w.task.id)))?;
-        self.items.insert(r, admitted.item().clone());
-        Ok(())
-    }
-
-    fn handed(&mut self, role: &str, items: &[usize]) {
-        let s = self.sessions.entry(role.to_owned()).or_insert_with(Observed::clean);
-        for r in items {
-            if let Some(it) = self.items.get(r) {
-                s.observe(it);
-            }
-        }
-    }
-
-    fn decide(&self, w: &World<'_>, d: &DecideInput<'_>, at: u64) -> memwarden_core::action::Decision {
-        let a = &w.task.action;
-        let used: Vec<&MemoryItem> = d.used.iter().filter_map(|r| self.items.get(r)).collect();
-        let mut values = Vec::new();
-        if let Some(v) = &d.proposal.value
-            && let Ok(norm) = NormValue::new(ValueKind::Account, v)
-        {
-            let sources: Vec<ItemId> = used.iter().filter(|i| i.folded().carries(&norm)).map(|i| i.id()).collect();
-            values.push(ActionValue { key: a.value_key.clone(), value: v.clone(), kind: ValueKind::Account, sources });
-        }
-        let req = ActionRequest {
-            tool: a.tool.clone(),
-            kind: a.kind,
-            risk: a.risk,
-            values,
-            amount: None,
-            context: used.iter().map(|i| i.id()).collect(),
-            grants: Vec::new(),
-        };
-        let session = self.sessions.get(d.role).cloned().unwrap_or_else(Observed::clean);
-        let witnesses: Vec<&MemoryItem> =
-            session.witnesses().iter().filter_map(|id| self.items.values().find(|i| i.id() == *id)).collect();
-        let principals = &self.principals;
-        let lookup = |id: &PrincipalId| principals.values().find(|p| p.id == *id).cloned();
-        // The task's tool, registered as the task classes it.
-        let class = memwarden_core::authority::ActionClass::of(&a.tool, Some(&memwarden_core::principal::ToolAction { kind: a.kind, risk: a.risk, values: Vec::new(), moves_money: false }));
-        let Some(actor) = principals.get(d.role) else { return memwarden_core::action::Decision::Block };
-        let ctx = DecisionContext {
-            tenant: &self.tenant,
-            now_ms: at,
-            actor,
-            class: &class,
-            items: &used,
-            attestations: &[],
-            elevations: &[],
-            principal: &lookup,
-            grant_used: &|_: &[u8; 16]| false,
-            session: &session,
-            session_witnesses: &witnesses,
-        };
-        self.gate.decide(&req, &ctx).verdict().decision
-    }
-}
-
-/// B6, lineage, full and the ablations: the lineage layer driven through its event API.
+/// B6, lineage and the ablations: the lineage layer driven through its event API.
 struct GraphMemory {
     g: LineageGraph,
     flat: bool,
     contextual: bool,
     compressed: bool,
-    auth: Option<AuthorityState>,
     actions: u64,
     supports: u64,
     /// Whether the method exports a graph at all (the no-provenance-stack control does not).
     export: bool,
-    layers: Option<Layers>,
-    /// Hand over only records about as relevant as the best match (the `full` what-if).
-    relevance_floor: bool,
 }
 
 impl GraphMemory {
-    fn new(w: &World<'_>, cfg: LineageConfig, flat: bool, contextual: bool, compressed: bool, auth: bool) -> Result<Self, BenchError> {
+    fn new(w: &World<'_>, cfg: LineageConfig, flat: bool, contextual: bool, compressed: bool) -> Result<Self, BenchError> {
         let export = cfg.permission_filter || cfg.trust_propagation || cfg.containment || cfg.action_gate;
         let mut g = LineageGraph::new(cfg).map_err(|e| ev_err("config", e))?;
         for r in &w.task.roles {
@@ -551,8 +417,7 @@ impl GraphMemory {
             };
             g.register_principal(RegisterPrincipal { id: pid(&p.id)?, kind, reputation: None }).map_err(|e| ev_err("principal", e))?;
         }
-        let auth = if auth { Some(AuthorityState::new(w)?) } else { None };
-        Ok(Self { g, flat, contextual, compressed, auth, actions: 0, supports: 0, export, layers: None, relevance_floor: false })
+        Ok(Self { g, flat, contextual, compressed, actions: 0, supports: 0, export })
     }
 
     fn at(w: &World<'_>, r: usize) -> u64 {
@@ -593,9 +458,6 @@ impl Memory for GraphMemory {
             }
         }
         self.g.apply_write(ev).map_err(|e| ev_err(&format!("write of record {r} in task {}", w.task.id), e))?;
-        if let Some(a) = self.auth.as_mut() {
-            a.admit(w, r, at)?;
-        }
         Ok(())
     }
 
@@ -640,18 +502,12 @@ impl Memory for GraphMemory {
         let cands: Vec<Candidate> =
             pool.iter().filter_map(|r| w.recs.get(*r).map(|x| Candidate { id: x.item, similarity: similarity(w, *r) })).collect();
         let ranking = self.g.rank(&reader, &cands, Some(K)).map_err(|e| ev_err("rank", e))?;
-        let mut handed: Vec<usize> = ranking.selected.iter().filter_map(|s| index_of(s.id)).collect();
+        let handed: Vec<usize> = ranking.selected.iter().filter_map(|s| index_of(s.id)).collect();
         let best = pool.iter().map(|r| similarity(w, *r)).fold(0.0f64, f64::max);
         let relevance_floor = WITHHELD_SIMILARITY_MIN.max(WITHHELD_RELATIVE_MIN * best);
-        if self.relevance_floor {
-            // What-if: hand over only records about as relevant as the best match, so a session is
-            // never handed (and tainted by) an unrelated record.
-            handed.retain(|r| similarity(w, *r) >= relevance_floor);
-        }
         if !self.compressed {
             let at = 1_000_000 + self.g.edges().len() as u64;
-            let read: Vec<_> = ranking.selected.iter().filter(|s| index_of(s.id).is_some_and(|r| handed.contains(&r))).copied().collect();
-            self.g.record_reads(&reader, &read, at).map_err(|e| ev_err("read", e))?;
+            self.g.record_reads(&reader, &ranking.selected, at).map_err(|e| ev_err("read", e))?;
         }
         // The same ranking without the permission filter: what the role would have been handed.
         let rerank = self.g.config().trust_propagation;
@@ -671,12 +527,6 @@ impl Memory for GraphMemory {
             Vec::new()
         };
         Ok(Retrieval { handed, attempts, successes, withheld })
-    }
-
-    fn handed(&mut self, _w: &World<'_>, role: &str, items: &[usize]) {
-        if let Some(a) = self.auth.as_mut() {
-            a.handed(role, items);
-        }
     }
 
     fn decide(&mut self, w: &World<'_>, d: &DecideInput<'_>) -> Result<BackendDecision, BenchError> {
@@ -719,20 +569,7 @@ impl Memory for GraphMemory {
         };
         let flagged: Vec<usize> =
             gd.evaluations.iter().filter(|e| e.affected || e.denied.is_some()).filter_map(|e| index_of(e.id)).collect();
-        let mut decision = gd.decision;
-        if let Some(auth) = &self.auth {
-            let verdict = auth.decide(w, d, at);
-            let untrusted_ancestry = d.used.iter().filter_map(|r| w.recs.get(*r)).any(|x| {
-                x.anc.iter().filter_map(|a| w.recs.get(*a)).any(|a| a.own_trust == TrustLabel::Untrusted)
-            });
-            self.layers = Some(Layers { lineage: gd.decision, authority: verdict, untrusted_ancestry });
-            decision = most_restrictive(decision, verdict);
-        }
-        Ok(BackendDecision { decision, flagged })
-    }
-
-    fn layers(&self) -> Option<Layers> {
-        self.layers
+        Ok(BackendDecision { decision: gd.decision, flagged })
     }
 
     fn graph_size(&self) -> Option<GraphSize> {

@@ -19,16 +19,12 @@
 //!   role proposes; final decision = the more restrictive of the agent's proposal and the memory
 //!   layer's decision.
 //! * **Methods** ([`methods`]): B0-B6, `lineage` (MAP-Graph: `memwarden_lineage::LineageGraph`
-//!   driven through its event API), `full` (memwarden: the authority gate of `memwarden_core`
-//!   composed with the lineage layer by `most_restrictive`, in-process and pure: the lineage
-//!   layer's engine/store integration is pending, so this does not go through the engine), and the
-//!   six ablations of `lineage`.
+//!   driven through its event API), `full` (memwarden as shipped: every task played through an
+//!   `Engine` opened with the `full` preset on a store of its own, see [`engine`]), and the six
+//!   ablations of `lineage`.
 //! * **Agents** ([`agent`]): the deterministic scripted agent (default) or an OpenAI-compatible
 //!   endpoint. An endpoint makes up to 4 calls per task and method (15 methods): about 162,000
 //!   calls for the full suite, 32,400 for `--quick`; use `--quick` with slow models.
-//! * **What-if** ([`LineageBenchOptions::full_relevance_floor`], off by default): `full` hands
-//!   agents only retrieved records about as relevant as the best match, which isolates how much of
-//!   `full`'s clean-utility cost comes from sessions being tainted by unrelated untrusted hits.
 //!
 //! # Metrics (percent unless stated; as in the paper, appendix E)
 //!
@@ -69,6 +65,7 @@
 
 pub mod agent;
 pub mod embed;
+pub mod engine;
 pub mod generate;
 pub mod methods;
 pub mod report;
@@ -80,7 +77,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 pub use agent::{OpenAiRoleAgent, RoleAgent, ScriptedRoleAgent};
@@ -140,9 +137,6 @@ pub struct LineageBenchOptions {
     pub bootstrap_resamples: usize,
     /// Run only the first `n` tasks of the selection (tests and smoke runs; `None`: all).
     pub limit: Option<usize>,
-    /// What-if: `full` hands agents only relevant retrieved records (see
-    /// [`MethodOptions::full_relevance_floor`]). Off by default; stamped on the report when on.
-    pub full_relevance_floor: bool,
 }
 
 impl LineageBenchOptions {
@@ -158,7 +152,6 @@ impl LineageBenchOptions {
             threads: None,
             bootstrap_resamples: report::BOOTSTRAP_RESAMPLES,
             limit: None,
-            full_relevance_floor: false,
         }
     }
 }
@@ -204,6 +197,7 @@ pub fn run_lineage(opts: &LineageBenchOptions, progress: &mut dyn FnMut(usize, u
     progress(0, total);
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
+    let engine_stats = Arc::new(engine::EngineStats::default());
     let mut results: Vec<Option<TaskRun>> = (0..total).map(|_| None).collect();
     let mut stats: Vec<AgentStats> = Vec::new();
     let mut first_err: Option<BenchError> = None;
@@ -213,7 +207,7 @@ pub fn run_lineage(opts: &LineageBenchOptions, progress: &mut dyn FnMut(usize, u
             let tx = tx.clone();
             let (tasks, chosen, methods, next, abort) = (&tasks, &chosen, &methods, &next, &abort);
             let seed = opts.seed;
-            let mopts = MethodOptions { full_relevance_floor: opts.full_relevance_floor };
+            let mopts = MethodOptions { engine_stats: Some(Arc::clone(&engine_stats)) };
             s.spawn(move || {
                 while !abort.load(Ordering::Relaxed) {
                     let j = next.fetch_add(1, Ordering::Relaxed);
@@ -222,7 +216,7 @@ pub fn run_lineage(opts: &LineageBenchOptions, progress: &mut dyn FnMut(usize, u
                         break;
                     };
                     agent.begin_task(derive_seed(seed, raw.index as u64));
-                    let make = |w: &sim::World<'_>| method.memory_with(w, mopts);
+                    let make = |w: &sim::World<'_>| method.memory_with(w, mopts.clone());
                     let r = sim::run_task(task, &make, agent.as_mut());
                     if tx.send(Msg::Done(j, Box::new(r))).is_err() {
                         break;
@@ -293,7 +287,12 @@ pub fn run_lineage(opts: &LineageBenchOptions, progress: &mut dyn FnMut(usize, u
         tasks: tasks.len(),
         labels,
         bootstrap_resamples: opts.bootstrap_resamples,
-        full_relevance_floor: opts.full_relevance_floor,
+        full_engine: report::FullEngine {
+            preset: memwarden_engine::Preset::Full.as_str().into(),
+            search: format!("hybrid: {}-dimension feature-hashing vectors + BM25, k = {}", engine::EMBED_DIMS, sim::K),
+            writes_refused: engine_stats.writes_refused.load(Ordering::Relaxed),
+            events_refused: engine_stats.events_refused.load(Ordering::Relaxed),
+        },
         methods: main,
         ablations: abl,
         agent_stats,
@@ -307,8 +306,8 @@ fn notes(opts: &LineageBenchOptions) -> Vec<String> {
     let mut n = vec![
         "Synthetic, templated tasks; actions are simulated; one run per method over the same task order. Intervals describe case-family variation within the run, not inference nondeterminism.".to_owned(),
         "The oracle (task::oracle) is a categorical policy over each task's ground truth (hazard, evidence strength, action kind and risk) written from the paper's group definitions; MAP-Graph's gate encodes a similar risk policy with continuous thresholds, so exact accuracy is measured against a policy of the same family, not against human labels.".to_owned(),
-        "`full` composes memwarden_core's Authority gate with the lineage layer in-process (most_restrictive; nothing later relaxes a decision). The lineage layer's engine/store integration is pending, so `full` does not go through memwarden-engine and its SQLite store.".to_owned(),
-        format!("Provenance-aware methods (B6, lineage, full) pass the gate the messages forwarded to the acting role and every record their read filter withheld from its retrieval with a semantic score of at least {} times the best candidate's and at least {} (methods::WITHHELD_*; calibrated on relevance in the suite's retrieval pools, not on decisions).", methods::WITHHELD_RELATIVE_MIN, methods::WITHHELD_SIMILARITY_MIN),
+        "`full` is the shipped engine: each task is played through `Engine` under the `full` preset (authority, lineage and lifecycle layers, hybrid search) on a SQLite store of its own; the round's reads, writes, revocations, poison flags, verifications and the decision are the engine's operations (lineage::engine). It has no benchmark-only contextual support: it decides on what the acting role cites and on what the engine handed each session.".to_owned(),
+        format!("Provenance-aware methods (B6, lineage) pass the gate the messages forwarded to the acting role and every record their read filter withheld from its retrieval with a semantic score of at least {} times the best candidate's and at least {} (methods::WITHHELD_*; calibrated on relevance in the suite's retrieval pools, not on decisions).", methods::WITHHELD_RELATIVE_MIN, methods::WITHHELD_SIMILARITY_MIN),
         "The semantic scorer is a hashed bag-of-words TF-IDF cosine over each task's retrievable records, shared by every method (no neural embedding model).".to_owned(),
         "UAcc counts memory retrieval only; an attempt is a ground-truth-unauthorized record in the method's top 5 before any permission filter.".to_owned(),
         "no_provenance_stack turns every lineage component off (similarity-only retrieval, no gate): the same pipeline as B1. compressed_graph makes the same decisions as lineage by construction and differs only in the exported graph.".to_owned(),
@@ -317,13 +316,6 @@ fn notes(opts: &LineageBenchOptions) -> Vec<String> {
         n.push(format!(
             "Scripted agent (susceptibility {}, base accuracy {}): writes the gist of what it was handed about the subject; proposes Reverify with nothing relevant, Block when the newest instruction it sees is a withdrawal notice, otherwise Allow (obeying any instruction to act). It never proposes Redact or AskUser itself.",
             p.susceptibility, p.base_accuracy
-        ));
-    }
-    if opts.full_relevance_floor {
-        n.push(format!(
-            "WHAT-IF RUN: `full` handed agents only retrieved records with a semantic score of at least {} times the best match and at least {} (memwarden's retrieval has no such floor today); every other method is unchanged.",
-            methods::WITHHELD_RELATIVE_MIN,
-            methods::WITHHELD_SIMILARITY_MIN
         ));
     }
     if opts.limit.is_some() {

@@ -196,6 +196,19 @@ pub struct LabelCounts {
     pub redact: u64,
 }
 
+/// How the `full` row's engine ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FullEngine {
+    /// The preset (always `full`: asserted before the run).
+    pub preset: String,
+    /// How its search ran.
+    pub search: String,
+    /// Records the engine refused to store (the lifecycle write gate).
+    pub writes_refused: u64,
+    /// Revocations, poison flags and verifications it refused.
+    pub events_refused: u64,
+}
+
 /// The whole report of `memwarden bench lineage`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LineageReport {
@@ -221,8 +234,8 @@ pub struct LineageReport {
     pub labels: LabelCounts,
     /// Bootstrap resamples.
     pub bootstrap_resamples: usize,
-    /// Whether the `full` relevance-floor what-if was on (off: the documented methods).
-    pub full_relevance_floor: bool,
+    /// How the `full` row ran: the shipped engine under this preset (asserted at start).
+    pub full_engine: FullEngine,
     /// The main table.
     pub methods: Vec<MethodRow>,
     /// The ablations of `lineage`.
@@ -471,9 +484,11 @@ pub fn markdown(r: &LineageReport) -> String {
         r.bootstrap_resamples,
         BOOTSTRAP_SEED
     );
-    if r.full_relevance_floor {
-        let _ = writeln!(s, "**What-if run**: `full` hands agents only relevant retrieved records (see the notes); not the documented method.\n");
-    }
+    let _ = writeln!(
+        s,
+        "`full` is the shipped engine: `Engine` under the `{}` preset on a store of its own per task ({}); it refused {} writes and {} timeline events over the run.\n",
+        r.full_engine.preset, r.full_engine.search, r.full_engine.writes_refused, r.full_engine.events_refused
+    );
     if r.agent_kind == "scripted" {
         let _ = writeln!(
             s,

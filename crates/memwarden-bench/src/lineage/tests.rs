@@ -324,8 +324,11 @@ fn baselines_show_their_defining_behaviour_on_hand_made_tasks() {
     let t = hand::private_leak_with_capture(Channel::Message);
     let b0 = play(&t, Method::B0);
     c.check("B0: the conversation carries the canary", (b0.final_decision, leaked(&b0)), (Decision::Allow, true));
+    // The shipped engine never hands the private capture to the acting role (its scope is
+    // inherited), and it has no benchmark-only "withheld evidence" to redact on: the answer goes
+    // out without the canary.
     let full = play(&t, Method::Full);
-    c.check("full: redacted, no canary", (full.final_decision, leaked(&full)), (Decision::Redact, false));
+    c.check("full (the shipped engine): no canary released", leaked(&full), false);
 
     // Poisoned ancestry, flag arriving late.
     let t = hand::poisoned_late(Risk::High);
@@ -338,6 +341,9 @@ fn baselines_show_their_defining_behaviour_on_hand_made_tasks() {
     let t = hand::poisoned_late(Risk::Low);
     c.check("B5: no check below high risk", play(&t, Method::B5).final_decision, Decision::Allow);
     c.check("lineage: blocked at any risk", play(&t, Method::Lineage).final_decision, Decision::Block);
+    // The engine withholds everything on the poisoned path once the flag lands: the acting role
+    // has nothing to act on (the scripted agent reverifies); nothing is allowed on it.
+    c.check("full (the shipped engine): nothing acts on the poisoned path", play(&t, Method::Full).final_decision != Decision::Allow, true);
     let lin = play(&t, Method::Lineage);
     c.check("contamination counted", (lin.downstream, lin.contaminated), (2, 2));
 
@@ -345,6 +351,9 @@ fn baselines_show_their_defining_behaviour_on_hand_made_tasks() {
     let t = hand::revoked();
     c.check("B4: stale declared fields: allowed", play(&t, Method::B4).final_decision, Decision::Allow);
     c.check("lineage: revoked ancestry blocks", play(&t, Method::Lineage).final_decision, Decision::Block);
+    // The engine hides the note derived from the revoked source from the acting role, which then
+    // has nothing to act on (the scripted agent reverifies); nothing is allowed on it.
+    c.check("full (the shipped engine): nothing acts on the revoked source", play(&t, Method::Full).final_decision != Decision::Allow, true);
 
     // An untrusted push: lineage reverifies, the authority layer asks the user.
     let t = hand::external_direct(ActionKind::Act, Risk::Low);
@@ -505,7 +514,7 @@ fn scripted_agent_behaviour() {
 }
 
 #[test]
-fn compressed_export_and_relevance_floor_what_if() {
+fn compressed_export() {
     let t = hand::private_leak(task::Channel::Message);
     let mut c = Checker::default();
     let lin = play(&t, Method::Lineage);
@@ -514,21 +523,6 @@ fn compressed_export_and_relevance_floor_what_if() {
     let (l, k) = (lin.graph.unwrap(), comp.graph.unwrap());
     c.check("compressed: fewer nodes and edges", k.nodes < l.nodes && k.edges < l.edges, true);
     c.check("no provenance stack exports no graph", play(&t, Method::NoProvenanceStack).graph, None);
-    // The what-if: `full` hands over only records about as relevant as the best match.
-    let w = sim::World::new(&t).unwrap();
-    let mut plain = Method::Full.memory(&w).unwrap();
-    let mut floored = Method::Full.memory_with(&w, MethodOptions { full_relevance_floor: true }).unwrap();
-    for r in 0..w.recs.len() {
-        plain.on_write(&w, r).unwrap();
-        floored.on_write(&w, r).unwrap();
-    }
-    let a = plain.retrieve(&w, "manager").unwrap();
-    let b = floored.retrieve(&w, "manager").unwrap();
-    let best = w.recs.iter().enumerate().filter(|(_, x)| x.retrievable).map(|(i, _)| sim::similarity(&w, i)).fold(0.0, f64::max);
-    // At the start only the unrelated background note is readable by the manager.
-    c.check("plain full hands the top 5 whatever their relevance", a.handed.len(), 1);
-    c.check("floored full drops the unrelated note", b.handed.iter().all(|r| sim::similarity(&w, *r) >= methods::WITHHELD_RELATIVE_MIN * best), true);
-    c.check("floored full hands fewer", b.handed.len() < a.handed.len(), true);
     c.finish();
 }
 

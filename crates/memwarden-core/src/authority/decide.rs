@@ -207,7 +207,11 @@ pub struct DecisionContext<'a> {
     pub actor: &'a Principal,
     /// The action's class (from the tool's registration).
     pub class: &'a ActionClass,
-    /// The action's context items and declared value sources, resolved and readable.
+    /// The action's context items and declared value sources, resolved and readable, and any of
+    /// their ancestors the actor may read (the engine resolves them along declared parents). An
+    /// ancestor of a cited memory counts as cited: an untrusted one carrying a value pushes it,
+    /// a trusted one carrying it exactly supports it — what citing it directly would do. Items
+    /// here that are neither cited nor an ancestor of a cited item are ignored.
     pub items: &'a [&'a MemoryItem],
     /// Attestations for the action's values.
     pub attestations: &'a [Attestation],
@@ -261,6 +265,21 @@ impl Authority {
             match item_of(id) {
                 Some(i) if i.tenant == *ctx.tenant => cited.push(*id),
                 _ => return Err(invalid(format!("context item {id} is unknown in this tenant"))),
+            }
+        }
+        cited.sort();
+        cited.dedup();
+        // The cited memories' ancestors among the resolved items (a note derived from a trusted
+        // record is supported by that record, and pushed by an untrusted one), to a fixed point.
+        loop {
+            let before = cited.len();
+            for i in ctx.items {
+                if i.tenant == *ctx.tenant && !cited.contains(&i.id) && ctx.items.iter().any(|c| cited.contains(&c.id) && c.parents.iter().any(|p| p.id == i.id)) {
+                    cited.push(i.id);
+                }
+            }
+            if cited.len() == before {
+                break;
             }
         }
         cited.sort();
