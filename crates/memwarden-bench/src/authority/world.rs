@@ -637,8 +637,6 @@ impl World {
     }
 }
 
-/// The `full` row must be the preset `memwarden serve` runs by default: every layer on.
-
 /// Where a case's world is written: the engine over the shared store, or (for the
 /// no-origin-binding ablation) the pure gate over memory.
 trait Backend {
