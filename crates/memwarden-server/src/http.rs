@@ -311,14 +311,14 @@ fn created<T: serde::Serialize>(v: T) -> Response {
         (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn add_memories(State(st): State<AppState>, c: Caller, ApiJson(body): ApiJson<serde_json::Value>) -> Result<Response, ApiError> {
-    if body.get("memories").is_some() {
-        let many: AddMany = serde_json::from_value(body).map_err(|e| ApiError::invalid(crate::strict::redact(&e)))?;
-        let max = st.0.batch_max;
-        let out = st.run(move |e| ops::add_many(e, &c.actor, many.memories, max)).await?;
-        return Ok(Json(out).into_response());
+    match AddRequest::from_value(body).map_err(|e| ApiError::invalid(crate::strict::redact(&e)))? {
+        AddRequest::Many(many) => {
+            let max = st.0.batch_max;
+            let out = st.run(move |e| ops::add_many(e, &c.actor, many.memories, max)).await?;
+            Ok(Json(out).into_response())
+        }
+        AddRequest::One(one) => Ok(created(st.run(move |e| ops::add(e, &c.actor, one)).await?)),
     }
-    let one: AddMemory = serde_json::from_value(body).map_err(|e| ApiError::invalid(crate::strict::redact(&e)))?;
-    Ok(created(st.run(move |e| ops::add(e, &c.actor, one)).await?))
 }
 
 /// List the memories of a namespace that the caller may read, oldest first.

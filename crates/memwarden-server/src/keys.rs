@@ -12,7 +12,7 @@
 
 use memwarden_core::prelude::{PrincipalId, TenantId};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Serialize;
+
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -49,33 +49,7 @@ pub enum KeyError {
     Poisoned,
 }
 
-/// What the server knows about a key (never its secret).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct KeyInfo {
-    /// Public id of the key (`key_` + 16 hex digits); used to revoke it.
-    pub key_id: String,
-    /// Tenant of the principal.
-    #[schema(value_type = String)]
-    pub tenant: TenantId,
-    /// The principal the key authenticates as.
-    #[schema(value_type = String)]
-    pub principal: PrincipalId,
-    /// Free label (who holds it, what for).
-    pub label: String,
-    /// When it was minted (ms since the Unix epoch).
-    pub created_ms: u64,
-    /// When it was revoked, if it was.
-    pub revoked_ms: Option<u64>,
-}
-
-/// A freshly minted key: the only time the secret exists outside its holder.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct MintedKey {
-    /// The secret, `mw_` + 64 hex digits. Shown once.
-    pub token: String,
-    /// The key's public record.
-    pub info: KeyInfo,
-}
+pub use memwarden_api::{KeyInfo, MintedKey};
 
 fn random_hex(n: usize) -> Result<String, KeyError> {
     let mut b = vec![0u8; n];

@@ -61,7 +61,7 @@
 
 
 pub mod config;
-pub mod dto;
+pub use memwarden_api::dto;
 pub mod http;
 pub mod keys;
 pub mod limit;
@@ -69,7 +69,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod ops;
 pub mod problem;
-pub mod strict;
+pub use memwarden_api::strict;
 
 pub use config::{ConfigError, EmbedderChoice, ServeArgs, ServeConfig};
 pub use http::ApiDoc;

@@ -4,26 +4,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use memwarden_engine::EngineError;
 use memwarden_store::CommitError;
-use serde::{Deserialize, Serialize};
-
-/// An RFC 9457 problem-details body (`application/problem+json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Problem {
-    /// A URI naming the problem type: `urn:memwarden:problem:<code>`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Short summary of the problem type.
-    pub title: String,
-    /// HTTP status.
-    pub status: u16,
-    /// What happened in this case.
-    pub detail: String,
-    /// Stable machine-readable code: `unauthorized`, `forbidden`, `not_found`, `invalid_input`,
-    /// `payload_too_large`, `unsupported_media_type`, `method_not_allowed`, `rate_limited`,
-    /// `write_refused`, `conflict`, `search_unavailable`, `embedder_failed`, `unavailable`,
-    /// `internal`.
-    pub code: String,
-}
+pub use memwarden_api::Problem;
 
 /// An error on its way to becoming a problem-details response.
 #[derive(Debug, Clone, PartialEq, Eq)]

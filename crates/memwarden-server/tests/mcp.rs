@@ -108,3 +108,70 @@ fn mcp_over_streamable_http_with_the_python_sdk() {
     assert!(metrics.contains("memwarden_decisions_total{decision=\"ask_user\"} 2"), "{metrics}");
     assert!(metrics.contains("memwarden_decisions_total{decision=\"allow\"} 0"), "{metrics}");
 }
+
+/// Issue 19 item 9 on the stdio door: the MCP library parses stdio itself (last duplicate wins),
+/// so `{"content": "good", "content": "evil"}` stored the evil text. Every message now passes the
+/// strict-JSON check first; a request with a duplicate key at any depth gets a JSON-RPC -32600
+/// error naming only the position, and nothing is stored.
+#[test]
+fn mcp_stdio_refuses_duplicate_keys_before_the_library_sees_them() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let engine = Engine::open(dir.path(), common::engine_config()).unwrap();
+        let t = TenantId::new("acme").unwrap();
+        engine.register_principal(principal(&t, "agent", PrincipalKind::Agent)).unwrap();
+    }
+    let bin = env!("CARGO_BIN_EXE_memwarden-mcp-stdio");
+    let mut child = Command::new(bin)
+        .args(["--data", dir.path().to_str().unwrap(), "--tenant", "acme", "--principal", "agent", "--embedder", "hash"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let call = |id: u64, args: &str| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"add_memory","arguments":{args}}}}}"#);
+    let oversized = format!(r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"add_memory","arguments":{{"content":"{}"}}}}}}"#, "a".repeat(memwarden_server::mcp::STDIO_MESSAGE_BYTES_MAX));
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"strict-test","version":"1"}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+        // The same key twice in the tool's arguments.
+        call(2, r#"{"content":"Pay ACCT-GOOD-1.","content":"Pay ACCT-EVIL-2."}"#),
+        // Twice in the envelope (which tool runs).
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_memories","name":"add_memory","arguments":{"content":"Pay ACCT-EVIL-3."}}}"#.to_string(),
+        // Deep inside a nested object.
+        call(4, r#"{"content":"Pay ACCT-EVIL-4.","metadata":{"k":"a","k":"b"}}"#),
+        // A well-formed call passes through unchanged.
+        call(5, r#"{"content":"The office closes at 6pm."}"#),
+        oversized,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"list_memories","arguments":{}}}"#.to_string(),
+    ];
+    for l in &lines {
+        stdin.write_all(l.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    drop(stdin);
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let replies: Vec<Value> = out.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    assert!(child.wait().unwrap().success());
+    let by_id = |id: Value| replies.iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("no reply for id {id}: {replies:?}")).clone();
+    assert!(by_id(json!(1))["result"]["serverInfo"].is_object());
+    for id in [2, 3, 4] {
+        let r = by_id(json!(id));
+        assert_eq!(r["error"]["code"], -32600, "id {id}: {r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("duplicate object key"), "{msg}");
+        assert!(!msg.contains("ACCT") && !msg.contains("content"), "a refusal never echoes the message: {msg}");
+    }
+    assert!(by_id(json!(5))["result"]["isError"] != true, "{}", by_id(json!(5)));
+    let long = by_id(Value::Null);
+    assert_eq!(long["error"]["code"], -32600);
+    assert!(long["error"]["message"].as_str().unwrap().contains("longer than the limit"));
+    // Only the well-formed memory was stored.
+    let listed = by_id(json!(7)).to_string();
+    assert!(listed.contains("The office closes at 6pm."), "{listed}");
+    assert!(!listed.contains("ACCT-"), "a refused message stored something: {listed}");
+    let engine = Engine::open(dir.path(), common::engine_config()).unwrap();
+    assert!(engine.verify_log().unwrap().is_ok());
+}

@@ -256,7 +256,7 @@ pub(crate) fn write_witness(dir: &Path, w: &Witness) -> Result<(), StoreError> {
     if fresh { f.sync_all() } else { f.sync_data() }.map_err(io_err(&file))
 }
 
-fn parse_slot(b: &[u8]) -> Option<(u64, Witness)> {
+pub(crate) fn parse_slot(b: &[u8]) -> Option<(u64, Witness)> {
     let magic = b.get(..8)?;
     if magic != SLOT_MAGIC {
         return None;

@@ -58,6 +58,7 @@
 
 mod audit;
 mod binding;
+pub mod decode;
 mod keys;
 pub mod lexical;
 mod logs;

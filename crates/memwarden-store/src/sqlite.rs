@@ -659,7 +659,7 @@ impl SqliteStore {
 }
 
 /// The item a verified row holds, checked for the identity its key columns claim.
-fn item_of(row: &ItemRow, tenant: &TenantId, id: &ItemId) -> Result<MemoryItem, String> {
+pub(crate) fn item_of(row: &ItemRow, tenant: &TenantId, id: &ItemId) -> Result<MemoryItem, String> {
     let item: MemoryItem = serde_json::from_str(&row.record).map_err(|e| format!("record does not decode: {e}"))?;
     if item.id() != *id || item.tenant() != tenant || item.namespace().as_str() != row.namespace {
         return Err("record names another id, tenant or namespace".into());
@@ -1114,7 +1114,7 @@ fn checkpoints_of(conn: &Connection, tenant: &str) -> Result<Vec<SignedCheckpoin
     Ok(out)
 }
 
-fn principal_of(row: &PrincipalRow) -> Result<Principal, StoreError> {
+pub(crate) fn principal_of(row: &PrincipalRow) -> Result<Principal, StoreError> {
     let p: Principal = serde_json::from_str(&row.record).map_err(|e| StoreError::Corrupt(format!("principal {}: {e}", row.id)))?;
     if p.tenant.as_str() != row.tenant || p.id.as_str() != row.id {
         return Err(StoreError::RowTampered { table: "principals", key: row.id.clone(), reason: "the record names another principal or tenant".into() });
@@ -1122,7 +1122,7 @@ fn principal_of(row: &PrincipalRow) -> Result<Principal, StoreError> {
     Ok(p)
 }
 
-fn attestation_of(row: &AttestationRow) -> Result<Attestation, StoreError> {
+pub(crate) fn attestation_of(row: &AttestationRow) -> Result<Attestation, StoreError> {
     let a: Attestation = serde_json::from_str(&row.record).map_err(|e| StoreError::Corrupt(format!("attestations: {e}")))?;
     if a.tenant.as_str() != row.tenant || a.key != row.key {
         return Err(StoreError::RowTampered { table: "attestations", key: row.log_index.to_string(), reason: "the record names another tenant or key".into() });

@@ -6,7 +6,6 @@
 //! aliases (`/memories`, `/search`) tolerate unknown fields, and there they are ignored: the
 //! stored origin always comes from the key's principal.
 
-use rmcp::schemars;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
@@ -164,6 +163,18 @@ pub enum AddRequest {
     One(AddMemory),
 }
 
+impl AddRequest {
+    /// Which shape a strictly parsed body is: a batch when it has a `memories` key, else one
+    /// memory (an explicit choice, so an error names the shape's own fields, not "no variant").
+    pub fn from_value(body: serde_json::Value) -> Result<Self, serde_json::Error> {
+        if body.get("memories").is_some() {
+            serde_json::from_value(body).map(Self::Many)
+        } else {
+            serde_json::from_value(body).map(Self::One)
+        }
+    }
+}
+
 /// A parent edge of a stored memory.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ParentOut {
@@ -236,7 +247,7 @@ pub struct BatchItemOut {
     /// Its log index, when stored.
     pub log_index: Option<u64>,
     /// Why not, when refused.
-    pub error: Option<crate::problem::Problem>,
+    pub error: Option<crate::Problem>,
 }
 
 /// Result of a batch add.
@@ -847,7 +858,7 @@ pub struct MintKeyIn {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct KeysOut {
     /// The keys.
-    pub keys: Vec<crate::keys::KeyInfo>,
+    pub keys: Vec<crate::KeyInfo>,
 }
 
 /// Result of a revocation.
@@ -943,4 +954,23 @@ pub struct ExportQuery {
     #[serde(default)]
     #[param(inline)]
     pub format: ExportFormatName,
+}
+
+/// Arguments of the MCP tools that name one memory (`get_memory`, `memory_history`,
+/// `delete_memory`, `report_poisoned`, `verify_memory`, `get_lineage`).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetMemoryArgs {
+    /// The memory id (32 hex digits).
+    pub memory_id: String,
+}
+
+/// Arguments of `update_memory`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMemoryArgs {
+    /// The memory id (32 hex digits).
+    pub memory_id: String,
+    /// The new text.
+    pub text: String,
 }
