@@ -33,6 +33,7 @@ pub mod lineage;
 pub mod load;
 pub mod locomo;
 pub mod openai;
+pub mod retrieval;
 pub mod stats;
 
 pub use authority::{AgentChoice, AuthorityBenchOptions, AuthorityReport, Scale, full_decide, run_authority, write_authority};

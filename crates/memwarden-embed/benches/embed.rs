@@ -3,7 +3,7 @@
 //!
 //! * **Single query**: the HTTP load benchmark's query mix (`memwarden bench load`): real English
 //!   sentences from documentation on this machine, collected by the same code
-//!   (`memwarden-index/src/bench/corpus.rs`, compiled in here unchanged), 10,000 "stored" and up
+//!   (`memwarden-bench/src/retrieval/corpus.rs`, compiled in here unchanged), 10,000 "stored" and up
 //!   to 2,000 held out; a query is a stored sentence (1/3), a stored sentence cut to a random span
 //!   with a word dropped (1/3), or a held-out sentence (1/3). One `embed(&[q])` call per query,
 //!   timed one by one after a warm-up; p50 / p95 / p99 and the token-count p50.
@@ -15,7 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 #[allow(dead_code, unused_imports)]
-#[path = "../../memwarden-index/src/bench/corpus.rs"]
+#[path = "../../memwarden-bench/src/retrieval/corpus.rs"]
 mod corpus;
 
 use memwarden_embed::{Embedder, MiniLmEmbedder, WeightPrecision, resolve_model_dir};

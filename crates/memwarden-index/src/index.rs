@@ -697,7 +697,8 @@ fn to_neighbors(keys: &[u64], distances: &[f32], k: usize) -> Vec<Neighbor> {
 
 /// Dot product with eight independent accumulators (vectorises without target features, and
 /// stays tolerable in unoptimised test builds).
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// Inner product of two vectors of one length (cosine similarity for unit vectors).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0.0f32; 8];
@@ -743,24 +744,26 @@ impl Ord for Ranked {
     }
 }
 
-/// The `k` best of a stream.
-pub(crate) struct TopK {
+/// The `k` best of a stream of `(score, key)`, ties broken towards the smaller key.
+pub struct TopK {
     k: usize,
     heap: BinaryHeap<Reverse<Ranked>>,
 }
 
 impl TopK {
-    pub(crate) fn new(k: usize) -> Self {
+    /// Keeps the best `k`.
+    pub fn new(k: usize) -> Self {
         Self { k, heap: BinaryHeap::with_capacity(k + 1) }
     }
 
     /// Whether `push(score, key)` would keep the hit (lets a scan skip a costlier check for
     /// rows that cannot enter the top `k` anyway).
-    pub(crate) fn would_accept(&self, score: f32, key: u64) -> bool {
+    pub fn would_accept(&self, score: f32, key: u64) -> bool {
         self.heap.len() < self.k || self.heap.peek().is_some_and(|w| Ranked(score, key) > w.0)
     }
 
-    pub(crate) fn push(&mut self, score: f32, key: u64) {
+    /// Offer one hit.
+    pub fn push(&mut self, score: f32, key: u64) {
         let r = Ranked(score, key);
         if self.heap.len() < self.k {
             self.heap.push(Reverse(r));
@@ -770,7 +773,8 @@ impl TopK {
         }
     }
 
-    pub(crate) fn into_sorted(self) -> Vec<Neighbor> {
+    /// The kept hits, best first.
+    pub fn into_sorted(self) -> Vec<Neighbor> {
         let mut v: Vec<Ranked> = self.heap.into_iter().map(|r| r.0).collect();
         v.sort_by(|a, b| b.cmp(a));
         v.into_iter().map(|Ranked(score, key)| Neighbor { key, score }).collect()

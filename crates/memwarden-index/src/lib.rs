@@ -15,7 +15,8 @@
 //!   merges the per-class top-k, so selectivity no longer makes a walk visit ineligible
 //!   nodes. This is what the store searches.
 //! - [`AnnIndex::exact_search`]: brute force, the oracle for recall.
-//! - [`bench`]: the retrieval benchmark behind `memwarden bench retrieval`.
+//! - [`TopK`] and [`dot`]: the exact scan's ranking primitives (same order and tie-break), for
+//!   oracles outside the crate (the retrieval benchmark in `memwarden-bench`).
 //!
 //! ```
 //! use memwarden_index::{AnnIndex, IndexConfig, SearchPath};
@@ -47,7 +48,6 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
-pub mod bench;
 mod classed;
 mod config;
 mod error;
@@ -61,5 +61,5 @@ pub use config::{
     MIN_CONNECTIVITY,
 };
 pub use error::IndexError;
-pub use index::{AnnIndex, GuardedResult, Neighbor, RESERVED_KEY, SearchPath, exact_threshold};
+pub use index::{AnnIndex, GuardedResult, Neighbor, RESERVED_KEY, SearchPath, TopK, dot, exact_threshold};
 pub use persist::{CLASSED_FORMAT_VERSION, FORMAT_VERSION};

@@ -1054,7 +1054,7 @@ fn git_rev() -> Option<String> {
 }
 
 fn bench_retrieval(n: &[usize], quick: bool, cache_dir: Option<&Path>, out: &Path, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
-    use memwarden_index::bench::{RetrievalBenchOptions, run_retrieval, write_retrieval};
+    use memwarden_bench::retrieval::{RetrievalBenchOptions, run_retrieval, write_retrieval};
     let mut opts = if quick { RetrievalBenchOptions::quick(out) } else { RetrievalBenchOptions::new(out) };
     if !n.is_empty() {
         opts.sizes = n.to_vec();

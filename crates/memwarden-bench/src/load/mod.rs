@@ -12,7 +12,7 @@
 //!   mail source (`inbox`, domain `mail.example`) and a user (`alice`, with an Ed25519 public key),
 //!   each with a minted API key.
 //! * **Seeding**: `N` distinct sentences from documentation on this machine
-//!   ([`memwarden_index::bench::corpus`]) stored over HTTP in batches of 100
+//!   ([`crate::retrieval::corpus`]) stored over HTTP in batches of 100
 //!   (`POST /v1/memories`), nine batches in ten by `inbox` (untrusted external), one in ten by
 //!   `alice` (trusted), from two client threads. The throughput includes embedding every memory.
 //! * **Phases**, for each client count `C`: `C` OS threads, each with its own ureq agent (its own
@@ -344,9 +344,9 @@ pub fn run_load(opts: &LoadBenchOptions, progress: &(dyn Fn(&str) + Sync)) -> Re
     let date_utc = utc_now();
 
     progress("collecting sentences from documentation on this machine");
-    let roots = memwarden_index::bench::corpus::default_corpus_roots();
+    let roots = crate::retrieval::corpus::default_corpus_roots();
     let held_out_wanted = HELD_OUT_MAX.min(opts.memories.max(100));
-    let corpus = memwarden_index::bench::corpus::collect(&roots, opts.memories + held_out_wanted, &|_| {});
+    let corpus = crate::retrieval::corpus::collect(&roots, opts.memories + held_out_wanted, &|_| {});
     if corpus.sentences.len() < opts.memories + 1 {
         return Err(BenchError::Invalid(format!(
             "found only {} sentences under {:?}; need {} (lower --memories)",
@@ -847,8 +847,8 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 fn machine() -> Machine {
-    let cpu_model = memwarden_index::bench::cpu_model();
-    let memory_total_bytes = memwarden_index::bench::memory_total_bytes();
+    let cpu_model = crate::retrieval::cpu_model();
+    let memory_total_bytes = crate::retrieval::memory_total_bytes();
     Machine {
         cpu_model,
         cores_count: std::thread::available_parallelism().map_or(1, usize::from),
@@ -859,4 +859,4 @@ fn machine() -> Machine {
 }
 
 /// Report stamps, shared with the retrieval benchmark.
-use memwarden_index::bench::{load_average, utc_now};
+use crate::retrieval::{load_average, utc_now};

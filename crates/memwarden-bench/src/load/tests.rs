@@ -1,6 +1,6 @@
 use super::summary::{LatencySummary, ms, nearest_rank};
 use super::*;
-use memwarden_index::bench::utc_from_secs as civil;
+use crate::retrieval::utc_from_secs as civil;
 
 #[test]
 fn nearest_rank_percentiles() {

@@ -636,8 +636,8 @@ pub fn data_present(dir: &Path) -> bool {
 /// Run the benchmark. `progress(done, total)` counts engine runs.
 pub fn run_locomo(opts: &LocomoBenchOptions, progress: &mut dyn FnMut(&str, usize, usize)) -> Result<LocomoReport, BenchError> {
     let started = Instant::now();
-    let load_start = memwarden_index::bench::load_average();
-    let date_utc = memwarden_index::bench::utc_now();
+    let load_start = crate::retrieval::load_average();
+    let date_utc = crate::retrieval::utc_now();
     let presets: Vec<Preset> = if opts.presets.is_empty() { DEFAULT_PRESETS.to_vec() } else { opts.presets.clone() };
     let convs = load_conversations(opts)?;
     let attacks: Vec<Option<Attack>> = convs.iter().map(|c| opts.attack.as_ref().map(|cfg| attack::generate(c, cfg))).collect();

@@ -372,11 +372,11 @@ pub fn build(meta: RunMeta, convs: &[Conversation], attacks: &[Option<Attack>], 
         });
     }
     let machine = MachineInfo {
-        cpu_model: memwarden_index::bench::cpu_model(),
+        cpu_model: crate::retrieval::cpu_model(),
         cores_count: std::thread::available_parallelism().map_or(1, usize::from),
-        memory_total_bytes: memwarden_index::bench::memory_total_bytes(),
+        memory_total_bytes: crate::retrieval::memory_total_bytes(),
         load_average_start: meta.load_start.clone(),
-        load_average_end: memwarden_index::bench::load_average(),
+        load_average_end: crate::retrieval::load_average(),
     };
     LocomoReport { suite: "locomo".into(), meta, machine, conversations, benign, attack }
 }

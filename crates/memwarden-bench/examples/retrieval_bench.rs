@@ -1,5 +1,5 @@
 //! Runs the retrieval benchmark without the CLI:
-//! `cargo run --release -p memwarden-index --example retrieval_bench -- --out DIR [--quick]
+//! `cargo run --release -p memwarden-bench --example retrieval_bench -- --out DIR [--quick]
 //! [--n N]... [--queries Q] [--queries-used Q] [--revision REV] [--model-dir DIR] [--cache-dir DIR]`;
 //! `--corpus-only` counts the available sentences.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use memwarden_index::bench::{RetrievalBenchOptions, run_retrieval, write_retrieval};
+use memwarden_bench::retrieval::{RetrievalBenchOptions, run_retrieval, write_retrieval};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -37,7 +37,7 @@ fn main() {
     opts.cache_dir = value("--cache-dir").map(PathBuf::from);
 
     if args.iter().any(|a| a == "--corpus-only") {
-        let c = memwarden_index::bench::corpus::collect(&opts.corpus_roots, usize::MAX, &|_| {});
+        let c = memwarden_bench::retrieval::corpus::collect(&opts.corpus_roots, usize::MAX, &|_| {});
         println!("{} sentences from {} files", c.sentences.len(), c.files_read);
         return;
     }

@@ -40,8 +40,8 @@ use sha2::{Digest, Sha256};
 
 use memwarden_embed::{Embedder, MiniLmEmbedder};
 
-use crate::index::{TopK, dot};
-use crate::{AnnIndex, CLASS_GRAPH_MIN_COUNT, ClassId, ClassedIndex, IndexConfig, IndexError, MAX_EXPANSION, Neighbor, SearchPath};
+use memwarden_index::{TopK, dot};
+use memwarden_index::{AnnIndex, CLASS_GRAPH_MIN_COUNT, ClassId, ClassedIndex, IndexConfig, IndexError, MAX_EXPANSION, Neighbor, SearchPath};
 
 pub use report::write_retrieval;
 
@@ -183,7 +183,7 @@ impl RetrievalBenchOptions {
         if !self.class_layout.is_empty() && (shares != u64::from(SHARE_SCALE) || self.class_layout.iter().any(|c| c.share == 0)) {
             return bad(format!("class shares must be positive and sum to {SHARE_SCALE}"));
         }
-        if self.class_layout.len() > crate::MAX_CLASSES_COUNT {
+        if self.class_layout.len() > memwarden_index::MAX_CLASSES_COUNT {
             return bad("too many classes".into());
         }
         if !(1..=10_000).contains(&self.embed_single_count) || !(1..=100_000).contains(&self.embed_batched_count) {

@@ -248,8 +248,8 @@ pub(crate) fn markdown(r: &RetrievalReport) -> String {
          eligible keys; if the filtered walk returns fewer than k hits, the exact path runs as well. `ef` of the \
          filtered walk is chosen separately, the smallest whose recall reaches the unguarded operating point's.",
         r.corpus.queries_count,
-        crate::EXACT_FALLBACK_MIN_ELIGIBLE_COUNT,
-        crate::EXACT_FALLBACK_ELIGIBLE_PERCENT
+        memwarden_index::EXACT_FALLBACK_MIN_ELIGIBLE_COUNT,
+        memwarden_index::EXACT_FALLBACK_ELIGIBLE_PERCENT
     );
     s
 }
