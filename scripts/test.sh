@@ -16,3 +16,6 @@ MEMWARDEN_REQUIRE_PYTHON=1 cargo test --workspace --locked
 bash scripts/test-python.sh
 # Fuzz the HTTP API from its own OpenAPI document (bounded): no 5xx.
 MEMWARDEN_SCHEMATHESIS_SECONDS=60 cargo test -p memwarden-server --test schemathesis --locked -- --ignored
+# Fuzz every request body type, the store's row decoders and the log-entry decoder (bounded):
+# no panic, no accepted duplicate key, no echoed value (issue 19).
+MEMWARDEN_FUZZ_SECONDS=30 bash scripts/fuzz.sh

@@ -9,8 +9,8 @@ use memwarden_api::dto::*;
 use memwarden_api::strict::{self, ECHO_NAME_BYTES_MAX, StrictJsonError};
 use serde::de::DeserializeOwned;
 
-/// Longest error message any door may answer with.
-const MESSAGE_BYTES_MAX: usize = 512;
+/// Longest error message any door may answer with (the redactor stops at 1 KiB).
+const MESSAGE_BYTES_MAX: usize = 1100;
 
 fn strings_of(v: &serde_json::Value, out: &mut Vec<String>) {
     match v {

@@ -204,6 +204,10 @@ pub struct MemoryOut {
     pub act_class: String,
     /// Writing principal.
     pub writer: String,
+    /// For a tool output the tool did not vouch for (neither written by the tool nor signed by
+    /// it): the caller that reported it. Its support and independence count as the caller's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reported_by: Option<String>,
     /// Route.
     pub route: String,
     /// Declared parents.

@@ -125,11 +125,15 @@ pub fn redact_message(msg: &str) -> String {
     let mut chars = msg.chars();
     for prefix in ["unknown field `", "unknown variant `"] {
         if let Some(rest) = msg.strip_prefix(prefix) {
-            let name: String = rest.chars().take_while(|&d| d != '`').collect();
+            // The name is the caller's and may itself hold backticks: it ends at serde's *last*
+            // "`, expected" / "`, there are no" (what follows lists our own names), else at the
+            // message's last backtick.
+            let end = ["`, expected", "`, there are no"].iter().filter_map(|sep| rest.rfind(sep)).max().or_else(|| rest.rfind('`')).unwrap_or(rest.len());
+            let name = &rest[..end];
             let plain = !name.is_empty() && name.len() <= ECHO_UNKNOWN_BYTES_MAX && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
             out.push_str(prefix);
-            out.push_str(if plain { &name } else { "…" });
-            chars = rest[(name.len() + 1).min(rest.len())..].chars();
+            out.push_str(if plain { name } else { "…" });
+            chars = rest[(end + 1).min(rest.len())..].chars();
             out.push('`');
             break;
         }
@@ -213,6 +217,10 @@ mod tests {
         check(r#"{"content":"a","metadata":{"k":"sk-live-SECRETSECRET"},"x":1}"#, false, "unknown field", "SECRETSECRET");
         check(r#"{"content":["sk-live-SECRETSECRET"]}"#, false, "invalid type", "SECRETSECRET");
         check(r#"{"content":"a"} trailing"#, false, "trailing", "");
+        // Found by the request_bodies fuzz target: an unknown key holding backticks leaked the
+        // rest of itself past the first one.
+        check(r#"{"content":"a","aooo`oo;oooooooooooooooooooooU1expected ident -":1}"#, false, "unknown field `…`", "oooooooo");
+        check(r#"{"content":"a","x`, expected SECRETSECRET":1}"#, false, "unknown field `…`", "SECRETSECRET");
         check("not json", false, "expected", "");
     }
 

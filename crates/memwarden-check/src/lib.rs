@@ -92,16 +92,26 @@ pub struct CheckConfig {
     pub k: usize,
     /// Checker threads (1 gives deterministic, shortest counterexamples).
     pub threads: usize,
+    /// Also offer the tool-output transitions of issue 14: a tool output *reported by a caller*
+    /// (the user, another tool, the untrusted inbox — each with and without an argument carrying
+    /// the value — and the agent's bare echo of a slot it was handed, with no argument), and a
+    /// tool writing its own output. Off in [`CheckConfig::paper`] (the paper's action set, so its
+    /// T1/T2 witnesses stay the paper's), on in [`CheckConfig::product`].
+    pub tool_outputs: bool,
 }
 
 impl CheckConfig {
     /// The paper's bound: 3 slots, 2 sessions, k = 2.
     pub const fn paper() -> Self {
-        Self { slots: 3, sessions: 2, k: 2, threads: 1 }
+        Self { slots: 3, sessions: 2, k: 2, threads: 1, tool_outputs: false }
     }
     /// The larger bound run by the benchmark: 4 slots, 3 sessions, k = 2.
     pub const fn larger() -> Self {
-        Self { slots: 4, sessions: 3, k: 2, threads: 1 }
+        Self { slots: 4, sessions: 3, k: 2, threads: 1, tool_outputs: false }
+    }
+    /// The paper's bound with every transition the product offers (tool outputs included).
+    pub const fn product() -> Self {
+        Self { tool_outputs: true, ..Self::paper() }
     }
     fn validate(&self) -> Result<(), String> {
         if !(1..=BOUND_MAX).contains(&self.slots) || !(1..=BOUND_MAX).contains(&self.sessions) {
@@ -138,11 +148,17 @@ pub enum GateKind {
     /// untrusted-labelled item. The writer controls which edges it declares, so in this model the
     /// paraphrase declares none. T1.
     LineageEdges,
+    /// The real gate with the tool-output rule memwarden had before issue 14: a caller-reported
+    /// tool output without arguments is admitted as if the tool had written it (only arguments and
+    /// inputs lowered its label), so whoever reports it gets the tool's label. Meaningful with
+    /// [`CheckConfig::tool_outputs`]; without those transitions it is the real gate.
+    UnvouchedToolOutputs,
 }
 
 impl GateKind {
     /// Every gate, in report order.
-    pub const ALL: [GateKind; 4] = [GateKind::Real, GateKind::NoOriginBinding, GateKind::ContentBased, GateKind::LineageEdges];
+    pub const ALL: [GateKind; 5] =
+        [GateKind::Real, GateKind::NoOriginBinding, GateKind::ContentBased, GateKind::LineageEdges, GateKind::UnvouchedToolOutputs];
 
     /// Kebab-case name (as on the command line).
     pub fn as_str(self) -> &'static str {
@@ -151,6 +167,7 @@ impl GateKind {
             Self::NoOriginBinding => "no-origin-binding",
             Self::ContentBased => "content-based",
             Self::LineageEdges => "lineage-edges",
+            Self::UnvouchedToolOutputs => "unvouched-tool-outputs",
         }
     }
 
@@ -158,7 +175,7 @@ impl GateKind {
     pub fn theorem(self) -> &'static str {
         match self {
             Self::Real => "T3",
-            Self::NoOriginBinding => "T2",
+            Self::NoOriginBinding | Self::UnvouchedToolOutputs => "T2",
             Self::ContentBased | Self::LineageEdges => "T1",
         }
     }
@@ -181,7 +198,7 @@ impl std::str::FromStr for GateKind {
         Self::ALL
             .into_iter()
             .find(|g| g.as_str() == s)
-            .ok_or_else(|| format!("unknown gate {s:?} (expected real, no-origin-binding, content-based or lineage-edges)"))
+            .ok_or_else(|| format!("unknown gate {s:?} (expected real, no-origin-binding, content-based, lineage-edges or unvouched-tool-outputs)"))
     }
 }
 
@@ -244,7 +261,9 @@ impl CheckReport {
         if !self.errors.is_empty() {
             return false;
         }
-        if self.gate.expects_sec() { self.sec_holds && self.nonmalleable_holds && self.exhaustive } else { self.counterexample.is_some() }
+        // Without the tool-output transitions the unvouched-output gate is the real gate.
+        let expects_sec = self.gate.expects_sec() || (self.gate == GateKind::UnvouchedToolOutputs && !self.config.tool_outputs);
+        if expects_sec { self.sec_holds && self.nonmalleable_holds && self.exhaustive } else { self.counterexample.is_some() }
     }
 }
 
@@ -316,18 +335,19 @@ pub fn check_all(cfg: &CheckConfig) -> Vec<CheckReport> {
 pub fn render_markdown(reports: &[CheckReport]) -> String {
     let yes_no = |b: bool| if b { "holds" } else { "**violated**" };
     let mut out = String::from(
-        "| gate | theorem | slots | sessions | k | states | Sec | non-malleability | allows (no push / corroborated / granted) | time |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+        "| gate | theorem | slots | sessions | k | tool outputs | states | Sec | non-malleability | allows (no push / corroborated / granted) | time |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in reports {
         let states = if r.exhaustive { r.states.to_string() } else { format!("{} (not expanded past Sec violations)", r.states) };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} ms |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} ms |\n",
             r.gate,
             r.gate.theorem(),
             r.config.slots,
             r.config.sessions,
             r.config.k,
+            if r.config.tool_outputs { "yes" } else { "no" },
             states,
             yes_no(r.sec_holds),
             yes_no(r.nonmalleable_holds),

@@ -77,6 +77,16 @@ impl fmt::Debug for Json {
 pub(crate) const WRITES: [(Who, Val); 3] = [(Who::Inbox, Val::Attack), (Who::Inbox, Val::Legit), (Who::User, Val::Legit)];
 /// Allow-listed tools the agent can have echo a stored value.
 pub(crate) const ECHO_TOOLS: [Who; 1] = [Who::RegA];
+/// Tool outputs reported by a caller other than the tool (with [`CheckConfig::tool_outputs`]):
+/// one caller of each kind besides the agent — the user, another allow-listed tool, the
+/// untrusted inbox — each reporting a value it could push. The agent reports bare echoes of
+/// slots it was handed ([`Step::BareEcho`]).
+/// The inbox reports either value, as it writes either (the model's `v_attack` is spelled with
+/// look-alikes, which the gate always asks about, so a forged trusted report of `v_legit` is what
+/// an attack on the tool-output door can get allowed).
+pub(crate) const REPORTS: [(Who, Val); 4] = [(Who::User, Val::Legit), (Who::RegB, Val::Legit), (Who::Inbox, Val::Attack), (Who::Inbox, Val::Legit)];
+/// The tool whose output is reported, and which also writes its own.
+pub(crate) const REPORTED_TOOL: Who = Who::RegA;
 /// Attestations the model offers (each principal attests at most once). All are for the
 /// legitimate value, so an attacker-value action can count them only by ignoring the value; the
 /// mirror shares registry A's domain; the sock puppet is untrusted.
@@ -101,6 +111,14 @@ pub enum SlotOp {
     Paraphrase(u8),
     /// An allow-listed tool's echo of another slot's value.
     Echo(Who, u8),
+    /// [`REPORTED_TOOL`]'s output as reported by this caller (not the tool), with or without an
+    /// argument carrying the value; the caller's session is fresh.
+    Report(Who, bool),
+    /// The agent, handed this slot, reports [`REPORTED_TOOL`]'s output carrying its value with
+    /// no argument and no input (the bare echo of issue 14 item 1).
+    BareEcho(u8),
+    /// The tool writes its own output (authenticated as the tool).
+    OwnOutput(Who),
 }
 
 /// One memory slot: the abstract record and the real item as JSON.
@@ -192,6 +210,27 @@ pub enum Step {
         tool: Who,
         /// Source slot.
         of: u8,
+    },
+    /// A caller reports a tool's output ([`SlotOp::Report`]).
+    Report {
+        /// Who reports it.
+        caller: Who,
+        /// The value it carries.
+        value: Val,
+        /// Whether an argument carries the value.
+        args: bool,
+    },
+    /// The agent's bare echo of a slot it was handed ([`SlotOp::BareEcho`]).
+    BareEcho {
+        /// Source slot.
+        of: u8,
+    },
+    /// A tool writes its own output ([`SlotOp::OwnOutput`]).
+    OwnOutput {
+        /// The tool.
+        tool: Who,
+        /// The value it carries.
+        value: Val,
     },
     /// A principal attests a value.
     Attest {
@@ -468,7 +507,43 @@ impl AuthorityModel {
                     )
                     .map_err(err)
             }
+            SlotOp::Report(caller, with_arg) => {
+                let args: Vec<ToolArg> =
+                    if with_arg { vec![ToolArg { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }] } else { Vec::new() };
+                self.admit_reported(i, caller, &Observed::clean(), &args, value)
+            }
+            SlotOp::BareEcho(j) => {
+                let parent = self.item(s, usize::from(j))?;
+                let observed = self.observed(&[&parent]);
+                self.admit_reported(i, Who::Agent, &observed, &[], value)
+            }
+            SlotOp::OwnOutput(tool) => {
+                let output = format!("{} lookup: account {} is on file.", tool.id(), value.raw());
+                let p = w.principal(tool)?;
+                self.authority
+                    .admit_tool_output(p, &Observed::clean(), p, Vouch::Writer, &[], &[], &[], &w.tenant, w.namespace.clone(), output, slot_id(i), EPOCH_MS)
+                    .map_err(err)
+            }
         }
+    }
+
+    /// A caller's report of [`REPORTED_TOOL`]'s output through the real gate. Under
+    /// [`GateKind::UnvouchedToolOutputs`] a report without arguments is admitted the way the
+    /// pre-fix engine did: as the tool's own output, whoever reported it.
+    fn admit_reported(&self, i: usize, caller: Who, observed: &Observed, args: &[ToolArg], value: Val) -> Result<AdmittedWrite, String> {
+        let w = &self.world;
+        let err = |e: WriteError| format!("admission of slot {i} refused: {e}");
+        let output = format!("{} lookup: account {} is on file.", REPORTED_TOOL.id(), value.raw());
+        let tool = w.principal(REPORTED_TOOL)?;
+        if self.gate == GateKind::UnvouchedToolOutputs && args.is_empty() {
+            return self
+                .authority
+                .admit_tool_output(tool, &Observed::clean(), tool, Vouch::Writer, &[], &[], &[], &w.tenant, w.namespace.clone(), output, slot_id(i), EPOCH_MS)
+                .map_err(err);
+        }
+        self.authority
+            .admit_tool_output(w.principal(caller)?, observed, tool, Vouch::CallerReported, args, &[], &[], &w.tenant, w.namespace.clone(), output, slot_id(i), EPOCH_MS)
+            .map_err(err)
     }
 
     /// The label and JSON of a new slot `i` (memoized admission).
@@ -476,7 +551,8 @@ impl AuthorityModel {
         let i = s.slots.len();
         let parent = match op {
             SlotOp::Write(_) => None,
-            SlotOp::Paraphrase(j) | SlotOp::Echo(_, j) => Some(Json::clone(&s.slots.get(usize::from(j)).ok_or("no parent slot")?.json)),
+            SlotOp::Paraphrase(j) | SlotOp::Echo(_, j) | SlotOp::BareEcho(j) => Some(Json::clone(&s.slots.get(usize::from(j)).ok_or("no parent slot")?.json)),
+            SlotOp::Report(..) | SlotOp::OwnOutput(_) => None,
         };
         let key = (i, op, value, parent);
         if let Some(v) = cached(&self.caches.slots, &key) {
@@ -524,7 +600,7 @@ impl AuthorityModel {
     fn decide(&self, s: &ModelState, value: Val, ctx: Ctx, grant: Option<Presented>) -> Result<Arc<ActResult>, String> {
         let ctx_slots = Self::context_slots(s, ctx);
         let json_of = |i: &usize| s.slots.get(*i).map(|sl| Json::clone(&sl.json)).ok_or_else(|| format!("no slot {i}"));
-        let real = matches!(self.gate, GateKind::Real | GateKind::NoOriginBinding);
+        let real = matches!(self.gate, GateKind::Real | GateKind::NoOriginBinding | GateKind::UnvouchedToolOutputs);
         let key = DecideKey {
             items: if self.gate == GateKind::LineageEdges {
                 (0..s.slots.len()).map(|i| json_of(&i)).collect::<Result<_, _>>()?
@@ -549,7 +625,7 @@ impl AuthorityModel {
         }
         let items: Vec<Arc<MemoryItem>> = ctx_slots.iter().map(|&i| self.item(s, i)).collect::<Result<_, _>>()?;
         let r = Arc::new(match self.gate {
-            GateKind::Real | GateKind::NoOriginBinding => self.decide_real(s, value, &items, grant)?,
+            GateKind::Real | GateKind::NoOriginBinding | GateKind::UnvouchedToolOutputs => self.decide_real(s, value, &items, grant)?,
             GateKind::ContentBased => {
                 let marked = items.iter().find(|i| {
                     let f = fold(i.content());
@@ -672,12 +748,21 @@ impl AuthorityModel {
         if !pushed {
             return true;
         }
-        let user_stated = slots.iter().any(|&i| s.slots.get(i).is_some_and(|sl| sl.op == SlotOp::Write(Who::User) && sl.value == value));
-        if user_stated {
+        let carriers: Vec<&Slot> = slots.iter().filter_map(|&i| s.slots.get(i)).filter(|sl| sl.value == value).collect();
+        // The user's own statement: a write, or the user's report of a tool output.
+        if carriers.iter().any(|sl| matches!(sl.op, SlotOp::Write(Who::User) | SlotOp::Report(Who::User, _))) {
             return true;
         }
+        // Independent confirmations: honest trusted attesters, and honest trusted principals that
+        // stated the value themselves anywhere in memory (a tool's own output, a tool's report;
+        // an elevation the gate recorded from them outlives the context), each counted for the
+        // domain of whoever made the claim.
+        let stated_by = s.slots.iter().filter(|sl| sl.value == value).filter_map(|sl| match sl.op {
+            SlotOp::OwnOutput(w) | SlotOp::Report(w, _) if w.ghost_trusted() => Some(w.ghost_domain()),
+            _ => None,
+        });
         let domains: BTreeSet<&str> =
-            s.attested.iter().filter(|(w, v, _)| *v == value && w.ghost_trusted()).map(|(w, _, _)| w.ghost_domain()).collect();
+            s.attested.iter().filter(|(w, v, _)| *v == value && w.ghost_trusted()).map(|(w, _, _)| w.ghost_domain()).chain(stated_by).collect();
         if domains.len() >= self.cfg.k.max(1) {
             return true;
         }
@@ -702,9 +787,25 @@ impl AuthorityModel {
                 let (label, json) = self.new_slot(s, op, value)?;
                 n.slots.push(Slot { op, value, ghost_untrusted: writer.ghost_untrusted_origin(), label, json });
             }
-            Step::Paraphrase { of } | Step::Echo { of, .. } => {
+            Step::Report { caller, value, args } => {
+                let op = SlotOp::Report(caller, args);
+                let (label, json) = self.new_slot(s, op, value)?;
+                // A report is the caller's claim: it may not rise above the caller's own label.
+                let caller_label = self.world.principal(caller)?.integrity();
+                if label > caller_label {
+                    n.nm_violated = true;
+                }
+                n.slots.push(Slot { op, value, ghost_untrusted: caller.ghost_untrusted_origin(), label, json });
+            }
+            Step::OwnOutput { tool, value } => {
+                let op = SlotOp::OwnOutput(tool);
+                let (label, json) = self.new_slot(s, op, value)?;
+                n.slots.push(Slot { op, value, ghost_untrusted: tool.ghost_untrusted_origin(), label, json });
+            }
+            Step::Paraphrase { of } | Step::Echo { of, .. } | Step::BareEcho { of } => {
                 let op = match step {
                     Step::Echo { tool, .. } => SlotOp::Echo(tool, of),
+                    Step::BareEcho { .. } => SlotOp::BareEcho(of),
                     _ => SlotOp::Paraphrase(of),
                 };
                 let src = s.slots.get(usize::from(of)).ok_or_else(|| format!("no slot {of}"))?;
@@ -772,6 +873,15 @@ impl AuthorityModel {
                 format!("paraphrase(slot {of}) by agent => slot {i}, label {}, {edges}", label_of(i))
             }
             Step::Echo { tool, of } => format!("echo({}, slot {of}) => slot {i}, label {}", tool.id(), label_of(i)),
+            Step::Report { caller, value, args } => {
+                let kind = self.world.principal(caller).map(|p| p.kind.as_str()).unwrap_or("?");
+                let with = if args { "with the value as argument" } else { "no arguments" };
+                format!("report_tool_output({} [{kind}] reports {}, {}, {with}) => slot {i}, label {}", caller.id(), REPORTED_TOOL.id(), value.short(), label_of(i))
+            }
+            Step::BareEcho { of } => {
+                format!("report_tool_output(agent reports {}, value of slot {of}, no arguments; session saw slot {of}) => slot {i}, label {}", REPORTED_TOOL.id(), label_of(i))
+            }
+            Step::OwnOutput { tool, value } => format!("tool_output({} writes its own, {}) => slot {i}, label {}", tool.id(), value.short(), label_of(i)),
             Step::Attest { attester, value } => {
                 let label = post
                     .and_then(|p| p.attested.iter().find(|(w, v, _)| *w == attester && *v == value))
@@ -846,6 +956,17 @@ impl Model for AuthorityModel {
                 for tool in ECHO_TOOLS {
                     out.push(Step::Echo { tool, of });
                 }
+                if self.cfg.tool_outputs {
+                    out.push(Step::BareEcho { of });
+                }
+            }
+            if self.cfg.tool_outputs {
+                for (caller, value) in REPORTS {
+                    for args in [false, true] {
+                        out.push(Step::Report { caller, value, args });
+                    }
+                }
+                out.push(Step::OwnOutput { tool: REPORTED_TOOL, value: Val::Legit });
             }
         }
         for (attester, value) in ATTESTS {

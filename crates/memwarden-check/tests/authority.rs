@@ -94,7 +94,7 @@ fn t3_real_gate_satisfies_sec_and_non_malleability_at_the_papers_bound() {
 fn real_gate_reaches_allows_by_corroboration_and_by_grant_at_a_small_bound() {
     // One slot, one session: inbox(v_legit) + two independent registries, or inbox(v_attack) +
     // the user's grant for it, must each be allowed by the real gate somewhere in the search.
-    let cfg = CheckConfig { slots: 1, sessions: 1, k: 2, threads: 1 };
+    let cfg = CheckConfig { slots: 1, sessions: 1, k: 2, threads: 1, tool_outputs: false };
     let r = run(GateKind::Real, &cfg);
     assert!(r.sec_holds && r.nonmalleable_holds && r.exhaustive);
     assert!(r.allows.corroborated > 0, "{:?}", r.allows);
@@ -107,7 +107,7 @@ fn real_gate_reaches_allows_by_corroboration_and_by_grant_at_a_small_bound() {
 
 #[test]
 fn check_all_and_markdown_report_every_gate() {
-    let cfg = CheckConfig { slots: 2, sessions: 1, k: 2, threads: 1 };
+    let cfg = CheckConfig { slots: 2, sessions: 1, k: 2, threads: 1, tool_outputs: false };
     let reports = check_all(&cfg);
     assert_eq!(reports.iter().map(|r| r.gate).collect::<Vec<_>>(), GateKind::ALL.to_vec());
     assert!(reports.iter().all(CheckReport::as_expected), "{reports:#?}");
@@ -127,4 +127,51 @@ fn a_bad_bound_is_an_error_not_a_pass() {
     assert!(!r.errors.is_empty() && !r.sec_holds && !r.as_expected());
     let r = check(GateKind::Real, &CheckConfig { k: 0, ..CheckConfig::paper() });
     assert!(!r.errors.is_empty() && !r.sec_holds);
+}
+
+/// The CI bound for the tool-output transitions (the release runs at 3/2 and 4/3 are in
+/// docs/benchmarks.md). Overridable for a manual run: MEMWARDEN_CHECK_SLOTS / _SESSIONS.
+fn tool_output_bound() -> CheckConfig {
+    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    CheckConfig { slots: env("MEMWARDEN_CHECK_SLOTS", 2), sessions: env("MEMWARDEN_CHECK_SESSIONS", 2), ..CheckConfig::product() }
+}
+
+/// Issue 14 item 4: T3 holds when every principal kind can report a tool's output (with and
+/// without an argument carrying the value), the agent can bare-echo what it was handed, and the
+/// tool can write its own output.
+#[test]
+fn t3_holds_with_tool_outputs_reported_by_every_principal_kind() {
+    let r = run(GateKind::Real, &tool_output_bound());
+    assert!(r.sec_holds, "{:#?}", r.counterexample);
+    assert!(r.nonmalleable_holds, "{:#?}", r.nonmalleability_counterexample);
+    assert!(r.exhaustive && r.as_expected());
+    // Not vacuous: values backed by trusted outputs (the tool's own, the user's report) were
+    // allowed, and the inbox's reported v_attack was refused somewhere.
+    assert!(r.allows.no_untrusted_push > 0 && r.allows.corroborated > 0, "{:?}", r.allows);
+    assert!(r.verdicts.get("ask_user (uncorroborated)").is_some_and(|n| *n > 0), "{:#?}", r.verdicts);
+}
+
+/// The rule before issue 14 (a caller-reported output without arguments got the tool's label):
+/// the shortest counterexample is the one the outside run found — a source reports a trusted
+/// tool's output, and a payment to the value it names is allowed (here with one honest
+/// attestation beside it; the model's `v_attack` is spelled with look-alikes, which the gate
+/// always asks about, so the forged report carries `v_legit`).
+#[test]
+fn unvouched_tool_outputs_give_the_source_reports_tool_output_counterexample() {
+    let r = run(GateKind::UnvouchedToolOutputs, &tool_output_bound());
+    let t = r.counterexample.as_ref().expect("a Sec counterexample");
+    assert!(
+        t.iter().any(|l| l.starts_with("report_tool_output(inbox [source] reports registry-a, v_legit, no arguments)") && l.ends_with("label trusted")),
+        "{t:#?}"
+    );
+    let last = t.last().unwrap();
+    assert!(last.starts_with("act(pay v_legit") && last.contains("Sec VIOLATED"), "{t:#?}");
+    assert!(t.len() <= 3 && !t.iter().any(|l| l.starts_with("paraphrase") || l.starts_with("write")), "{t:#?}");
+    // The report rose above its caller's label.
+    let nm = r.nonmalleability_counterexample.as_ref().expect("a non-malleability counterexample");
+    assert!(nm.last().unwrap().starts_with("report_tool_output(inbox [source]"), "{nm:#?}");
+    assert!(r.as_expected());
+    // Without the tool-output transitions the variant is the real gate, and Sec holds.
+    let paper = run(GateKind::UnvouchedToolOutputs, &CheckConfig { slots: 2, sessions: 1, ..CheckConfig::paper() });
+    assert!(paper.sec_holds && paper.as_expected());
 }

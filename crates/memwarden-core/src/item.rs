@@ -299,6 +299,10 @@ pub struct MemoryItem {
     pub(crate) content: String,
     pub(crate) origin: Origin,
     pub(crate) writer: PrincipalId,
+    /// Who reported a tool output the tool did not vouch for (the writer is the tool): the
+    /// caller whose claim it is. `None` for everything a principal wrote itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reported_by: Option<PrincipalId>,
     pub(crate) route: Route,
     pub(crate) label: Label,
     pub(crate) act_class: ActClass,
@@ -364,6 +368,8 @@ struct RawItem {
     content: String,
     origin: Origin,
     writer: PrincipalId,
+    #[serde(default)]
+    reported_by: Option<PrincipalId>,
     route: Route,
     label: Integrity,
     act_class: ActClass,
@@ -404,6 +410,7 @@ impl TryFrom<RawItem> for MemoryItem {
             content: r.content,
             origin: r.origin,
             writer: r.writer,
+            reported_by: r.reported_by,
             route: r.route,
             label,
             act_class: label.act_class(),
@@ -472,6 +479,15 @@ impl MemoryItem {
     pub fn writer(&self) -> &PrincipalId {
         &self.writer
     }
+    /// The caller that reported this tool output when the tool did not vouch for it.
+    pub fn reported_by(&self) -> Option<&PrincipalId> {
+        self.reported_by.as_ref()
+    }
+    /// Whose claim the text is: the reporter of an unvouched tool output, else the writer. The
+    /// gate counts a memory's support, independence and self-corroboration by this principal.
+    pub fn voucher(&self) -> &PrincipalId {
+        self.reported_by.as_ref().unwrap_or(&self.writer)
+    }
     /// Route.
     pub fn route(&self) -> Route {
         self.route
@@ -522,7 +538,7 @@ impl MemoryItem {
         self.status.retrievable() && self.scope.admits(reader)
     }
     /// SHA-256 over the canonical JSON of the item's immutable identity (everything fixed at write:
-    /// id, tenant, namespace, text, origin, writer, route, label, parents, owner, creation time,
+    /// id, tenant, namespace, text, origin, writer, reporter, route, label, parents, owner, creation time,
     /// tags, metadata). The verdict log commits to it at write and a read checks it again; status,
     /// scope and guard state change later through their own logged operations.
     pub fn identity_digest(&self) -> [u8; 32] {
@@ -535,6 +551,9 @@ impl MemoryItem {
             content: &'a str,
             origin: Origin,
             writer: &'a PrincipalId,
+            // Absent for items without a reporter, so their digests are those of earlier builds.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reported_by: Option<&'a PrincipalId>,
             route: Route,
             label: Label,
             parents: &'a [ParentRef],
@@ -551,6 +570,7 @@ impl MemoryItem {
             content: &self.content,
             origin: self.origin,
             writer: &self.writer,
+            reported_by: self.reported_by.as_ref(),
             route: self.route,
             label: self.label,
             parents: &self.parents,

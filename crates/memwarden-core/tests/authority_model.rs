@@ -331,7 +331,11 @@ fn run(ops: Vec<Op>) {
                     assert!(w.item().label() <= real.items[i].label(), "label rose through tool echo");
                 }
                 let item = w.item().clone();
-                model.items.push(MItem { level, writer: tool, value: Some((value, exact_class((surface + 1) % 3))) });
+                // Whose claim it is: the tool's when it vouched (or wrote it itself), else the
+                // caller's — support, independence and self-corroboration count that principal.
+                let voucher = if vouched || caller == tool { tool } else { caller };
+                assert_eq!(item.voucher(), &real.principals[voucher].id);
+                model.items.push(MItem { level, writer: voucher, value: Some((value, exact_class((surface + 1) % 3))) });
                 real.items.push(item);
             }
             Op::Attest { principal, value, surface } => {

@@ -48,6 +48,7 @@ pub fn memory_out(i: &MemoryItem) -> MemoryOut {
         label: i.label().integrity().as_str().to_owned(),
         act_class: name(&i.act_class()),
         writer: i.writer().to_string(),
+        reported_by: i.reported_by().map(ToString::to_string),
         route: i.route().as_str().to_owned(),
         parents: i.parents().iter().map(|p| ParentOut { id: p.id.to_string(), kind: p.kind.as_str().to_owned() }).collect(),
         readers: match &i.scope().readers {

@@ -446,8 +446,9 @@ struct DecideArgs {
 
 #[derive(Subcommand)]
 enum CheckCmd {
-    /// Model-check the real authority gate (T3) against a content gate and a lineage-edge gate (T1)
-    /// and a gate without origin binding (T2), over every interleaving within the bound.
+    /// Model-check the real authority gate (T3) against a content gate and a lineage-edge gate (T1),
+    /// a gate without origin binding and one trusting unvouched tool outputs (T2), over every
+    /// interleaving within the bound.
     Authority {
         /// Memory slots.
         #[arg(long, default_value_t = 3)]
@@ -461,6 +462,10 @@ enum CheckCmd {
         /// Checker threads (1 gives the shortest counterexamples).
         #[arg(long, default_value_t = 1)]
         threads: usize,
+        /// Also offer tool outputs reported by callers of every kind (with and without
+        /// arguments) and tools writing their own outputs (issue 14).
+        #[arg(long)]
+        tool_outputs: bool,
     },
 }
 
@@ -719,8 +724,8 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     if let Cmd::Demo { dir } = &cli.cmd {
         return demo(dir);
     }
-    if let Cmd::Check(CheckCmd::Authority { slots, sessions, k, threads }) = &cli.cmd {
-        let cfg = memwarden_check::CheckConfig { slots: *slots, sessions: *sessions, k: *k, threads: *threads };
+    if let Cmd::Check(CheckCmd::Authority { slots, sessions, k, threads, tool_outputs }) = &cli.cmd {
+        let cfg = memwarden_check::CheckConfig { slots: *slots, sessions: *sessions, k: *k, threads: *threads, tool_outputs: *tool_outputs };
         let reports = memwarden_check::check_all(&cfg);
         println!("{}", memwarden_check::render_markdown(&reports));
         return Ok(if reports.iter().all(|r| r.as_expected()) { ExitCode::SUCCESS } else { ExitCode::from(1) });

@@ -386,7 +386,7 @@ impl Authority {
             return Ok(facts);
         }
         let pushers: Vec<&MemoryItem> = facts.pushed_by.iter().filter_map(|id| item_of(id).or_else(|| ctx.session_witnesses.iter().find(|w| w.id == *id).copied())).collect();
-        let pusher_writers: BTreeSet<&PrincipalId> = pushers.iter().map(|p| &p.writer).collect();
+        let pusher_writers: BTreeSet<&PrincipalId> = pushers.iter().map(|p| p.voucher()).collect();
         if ctx.actor.kind == PrincipalKind::User && ctx.actor.tenant == *ctx.tenant {
             facts.support.push(Support::UserRequest { user: ctx.actor.id.clone() });
         }
@@ -400,22 +400,25 @@ impl Authority {
         if !pseudo {
             for id in &facts.exact_carriers {
                 let Some(item) = item_of(id) else { continue };
-                if item.label.integrity() != Integrity::Trusted || pusher_writers.contains(&item.writer) {
+                if item.label.integrity() != Integrity::Trusted || pusher_writers.contains(item.voucher()) {
                     continue;
                 }
                 if item.origin == Origin::User {
                     facts.support.push(Support::UserStatement { item: item.id });
                     continue;
                 }
-                let independence = match (ctx.principal)(&item.writer) {
-                    Some(p) => self.independence_of(&p),
-                    None => continue,
-                };
+                let Some(voucher) = (ctx.principal)(item.voucher()) else { continue };
+                if voucher.kind == PrincipalKind::User {
+                    // A user's report of a tool output is the user's statement.
+                    facts.support.push(Support::UserStatement { item: item.id });
+                    continue;
+                }
+                let independence = self.independence_of(&voucher);
                 domains.insert(independence.clone());
                 facts.support.push(Support::TrustedMemory { item: item.id, independence });
             }
             for a in ctx.attestations {
-                let self_corroboration = pushers.iter().any(|p| p.writer == a.attester || a.sources.contains(&p.id));
+                let self_corroboration = pushers.iter().any(|p| *p.voucher() == a.attester || a.sources.contains(&p.id));
                 if a.tenant == *ctx.tenant && a.key == facts.key && a.value.same_exact(&v) && a.label == Integrity::Trusted && !self_corroboration {
                     let independence = match self.config.independence {
                         Independence::DomainAware => a.independence.clone(),

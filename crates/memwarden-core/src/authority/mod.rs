@@ -821,6 +821,7 @@ impl Authority {
             namespace: req.namespace,
             content: req.content,
             origin,
+            reported_by: None,
             writer: writer.id.clone(),
             route: req.route,
             label,
@@ -936,6 +937,11 @@ impl Authority {
             s.insert(caller.id.clone());
         }
         admitted.item.scope.visibility = if admitted.item.scope.readers == Readers::All { Visibility::Shared } else { Visibility::Private };
+        if vouch == Vouch::CallerReported && caller.id != tool.id {
+            // The claim is the caller's: the gate counts its support and independence by the
+            // caller, never by the tool's domain (one principal cannot manufacture a second one).
+            admitted.item.reported_by = Some(caller.id.clone());
+        }
         debug_assert!(admitted.item.label <= base);
         debug_assert!(vouch != Vouch::CallerReported || admitted.item.label.integrity() <= caller_label.integrity(), "a caller-reported output is never above its caller");
         Ok(admitted)
@@ -995,7 +1001,7 @@ impl Authority {
     ) -> Vec<String> {
         let mut counted: BTreeSet<String> = BTreeSet::new();
         for a in attestations {
-            let self_corroboration = pushers.iter().any(|p| p.writer == a.attester || a.sources.contains(&p.id));
+            let self_corroboration = pushers.iter().any(|p| *p.voucher() == a.attester || a.sources.contains(&p.id));
             if a.tenant == *tenant && a.key == key && a.value == *value && a.label == Integrity::Trusted && !self_corroboration {
                 counted.insert(match self.config.independence {
                     Independence::DomainAware => a.independence.clone(),
