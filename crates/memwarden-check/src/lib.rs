@@ -24,8 +24,20 @@
 //! * **Non-malleability**: no paraphrase or tool echo gets a label above its input's.
 //!
 //! [`GateKind`] selects the gate under test: the real one, the real one with write-time origin
-//! binding switched off (T2), and two malleable baselines (T1): a content-based gate and a gate
-//! that follows recorded lineage edges.
+//! binding switched off (T2), the real one with the tool-output rule it had before issue 14 (a
+//! caller-reported output without arguments took the tool's label), and two malleable baselines
+//! (T1): a content-based gate and a gate that follows recorded lineage edges.
+//!
+//! With [`CheckConfig::tool_outputs`] ([`CheckConfig::product`]) the model also offers every way
+//! a tool output enters memory: reported by the user, by another allow-listed tool or by the
+//! untrusted inbox, each with and without an argument carrying the value; the agent's bare echo
+//! (no argument, no input) of a slot its session was handed; and the tool writing its own output.
+//! The ghost then also counts an honest trusted principal's own statement of a value (a tool's
+//! output, a tool's or the user's report) for that principal's domain. This extension found that
+//! a caller-reported output was credited to the *tool's* domain, so one tool could report
+//! another's output, attest the value, and make two witnesses of one; the gate now counts a
+//! memory by its voucher (`MemoryItem::voucher`: the reporter of an unvouched output, else the
+//! writer).
 //!
 //! # The model
 //!

@@ -387,6 +387,7 @@ async fn verify_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPa
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The memory changed since it was read (a concurrent update, revocation or promotion won); read it again and retry", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn revoke_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiJson(r): ApiJson<RevokeIn>) -> Result<Json<MemoryRevokedOut>, ApiError> {
     Ok(Json(st.run(move |e| ops::revoke(e, &c.actor, &id, r)).await?))
@@ -404,6 +405,7 @@ async fn revoke_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPa
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not the owner, or the ancestry does not admit the new readers", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The memory changed since it was read (a concurrent update, revocation or promotion won); read it again and retry", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The lifecycle promotion gate held the memory back (now quarantined)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn promote_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiJson(p): ApiJson<PromoteIn>) -> Result<Json<WriteOut>, ApiError> {
@@ -421,6 +423,7 @@ async fn promote_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiP
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The memory changed since it was read (a concurrent update, revocation or promotion won); read it again and retry", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The lifecycle write gate refused the new text", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn update_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiJson(u): ApiJson<UpdateIn>) -> Result<Json<UpdatedOut>, ApiError> {
@@ -449,6 +452,7 @@ async fn memory_history(State(st): State<AppState>, c: Caller, ApiPath(id): ApiP
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Neither the owner nor a user", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The memory changed since it was read (a concurrent update, revocation or promotion won); read it again and retry", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The lifecycle write gate refused the new text", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn alias_update(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiJson(u): ApiJson<AliasUpdateIn>) -> Result<Json<UpdatedOut>, ApiError> {

@@ -93,9 +93,13 @@ impl From<EngineError> for ApiError {
                 tracing::warn!(error = %e, "embedder failed");
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "embedder_failed", "the embedder failed; see the server log")
             }
-            EngineError::Commit(CommitError::PrincipalExists(_) | CommitError::ItemExists(_) | CommitError::GrantAlreadyUsed(_)) => {
-                Self::new(StatusCode::CONFLICT, "conflict", e.to_string())
-            }
+            // A compare-and-set that lost a race (the memory moved on since it was read) is the
+            // caller's to retry, never a server fault.
+            EngineError::Commit(
+                CommitError::PrincipalExists(_) | CommitError::ItemExists(_) | CommitError::GrantAlreadyUsed(_) | CommitError::Conflict { .. },
+            ) => Self::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+            // Erased between the read and the commit.
+            EngineError::Commit(CommitError::ItemMissing(_)) => Self::not_found(e.to_string()),
             EngineError::Commit(CommitError::BatchTooLarge(_)) => Self::invalid(e.to_string()),
             EngineError::Refused { .. } => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", e.to_string()),
             // A configuration choice, not a server fault (and not a 5xx).

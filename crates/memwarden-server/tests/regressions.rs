@@ -503,3 +503,33 @@ fn poison_reports_and_verifications_are_refused_to_callers_who_may_not_make_them
     assert_eq!(w.s.post("/v1/memories/not-an-id/poison", Some(&w.alice), &json!({})).status, 400);
     assert_eq!(w.s.post(&format!("/v1/memories/{}/verify", "0".repeat(32)), Some(&w.alice), &json!({})).status, 404);
 }
+
+/// Issue 19 item 3 over HTTP: 8 concurrent `PUT`s of one memory all answered 200 and left 8
+/// active versions. Every read-modify-write is now compare-and-set: one wins, the others are
+/// told the memory moved on (409 `conflict`, or 404 once it is superseded), and one active
+/// version remains. (The first run of this test answered the losers 500: the store's conflict
+/// was not mapped to 409.)
+#[test]
+fn eight_concurrent_puts_of_one_memory_leave_one_new_version() {
+    let s = TestServer::start();
+    let owner = s.principal_key("acme", "owner", "agent");
+    let r = s.post("/v1/memories", Some(&owner), &json!({"namespace": "ops", "content": "standup is at 9:30"}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let v1 = id(&r.json()["item"]);
+    let statuses: Vec<u16> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..8)
+            .map(|n| {
+                let (s, owner, v1) = (&s, &owner, &v1);
+                sc.spawn(move || s.put(&format!("/v1/memories/{v1}"), Some(owner), &json!({"content": format!("standup is at 10:0{n}")})).status)
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(statuses.iter().filter(|&&c| c == 200).count(), 1, "{statuses:?}");
+    assert!(statuses.iter().all(|&c| c == 200 || c == 409 || c == 404), "{statuses:?}");
+    let listed = s.get("/v1/memories?namespace=ops", Some(&owner)).json();
+    let active: Vec<&Value> = listed["results"].as_array().unwrap().iter().filter(|m| m["status"] == "active").collect();
+    assert_eq!(active.len(), 1, "{listed}");
+    let history = s.get(&format!("/v1/memories/{}/history", id(active[0])), Some(&owner)).json();
+    assert_eq!(history["versions"].as_array().unwrap().len(), 2, "{history}");
+}
