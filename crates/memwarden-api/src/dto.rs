@@ -330,6 +330,15 @@ pub struct HitOut {
     pub similarity: f32,
     /// The memory's path trust for the caller (lineage layer), if on.
     pub path_trust: Option<f64>,
+    /// The lifecycle read firewall's risk `r` in `[0, 1]` for this query, if the layer is on.
+    #[serde(default)]
+    pub risk: Option<f64>,
+    /// The evidence the firewall saw in it: `external_source`, `external_lineage`, `self_claim`,
+    /// `forbidden_directive`, `instruction_like`, `answer_binding`, `trigger_cue`,
+    /// `cluster_dominance`, `low_reputation_writer`. Returned with the memory, never a reason
+    /// to hide it by itself.
+    #[serde(default)]
+    pub risk_flags: Vec<String>,
     /// The full memory with its provenance.
     pub item: MemoryOut,
 }

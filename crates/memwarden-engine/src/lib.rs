@@ -93,6 +93,9 @@ fn version_chain(item: MemoryItem, fetch: impl Fn(&ItemId) -> Result<Option<Memo
 struct Ranked {
     hit: Hit,
     relevance: f64,
+    /// The lifecycle read firewall's risk for this reader and query: `r` and the evidence that
+    /// fired (`None` with the layer off).
+    risk: Option<(f64, Vec<&'static str>)>,
 }
 
 /// Reciprocal-rank fusion constant: a candidate's fused score is the sum over the vector and the
@@ -395,6 +398,22 @@ pub struct SearchHit {
     pub path_trust: Option<f64>,
     /// The ranking score.
     pub score: f64,
+    /// The lifecycle read firewall's risk `r` in `[0, 1]` for this reader and query (`None`
+    /// with the layer off). A memory the firewall withheld is not a hit; this is what it saw in
+    /// the ones it let through.
+    pub risk: Option<f64>,
+    /// The evidence that fired for it ([`memwarden_lifecycle::RiskBreakdown::flags`]).
+    pub risk_flags: Vec<&'static str>,
+}
+
+impl SearchHit {
+    fn of(h: Ranked, path_trust: Option<f64>) -> Self {
+        let (risk, risk_flags) = match h.risk {
+            Some((r, f)) => (Some(r), f),
+            None => (None, Vec::new()),
+        };
+        Self { score: h.relevance, similarity: h.hit.similarity, item: h.hit.item, path_trust, risk, risk_flags }
+    }
 }
 
 /// What the lineage layer knows about one memory, as its reader may see it.
@@ -1424,7 +1443,7 @@ impl Engine {
             let mut hits = self.broker_hits(actor, hits)?;
             hits.truncate(k);
             self.hand_over(actor, hits.iter().map(|h| &h.hit.item))?;
-            return Ok(hits.into_iter().map(|h| SearchHit { score: h.relevance, path_trust: None, similarity: h.hit.similarity, item: h.hit.item }).collect());
+            return Ok(hits.into_iter().map(|h| SearchHit::of(h, None)).collect());
         };
         // The store's filter decides eligibility (never a score); the graph's CanRead filters
         // again, then reranks what is left by similarity × path trust.
@@ -1470,7 +1489,7 @@ impl Engine {
             .selected
             .iter()
             .filter_map(|r| {
-                by_id.remove(&r.id).map(|h| SearchHit { item: h.hit.item, similarity: h.hit.similarity, path_trust: Some(r.scores.trust.get()), score: h.relevance })
+                by_id.remove(&r.id).map(|h| SearchHit::of(h, Some(r.scores.trust.get())))
             })
             .collect();
         debug_assert!(out.len() <= k);
@@ -1491,7 +1510,7 @@ impl Engine {
         let vector = self.store.search(actor.tenant(), namespace, q, fetch, actor.id())?;
         if !self.hybrid {
             let exhausted = vector.len() < fetch;
-            return Ok((vector.into_iter().map(|hit| Ranked { relevance: f64::from(hit.similarity), hit }).collect(), exhausted));
+            return Ok((vector.into_iter().map(|hit| Ranked { relevance: f64::from(hit.similarity), hit, risk: None }).collect(), exhausted));
         }
         let lexical = self.store.search_lexical(actor.tenant(), namespace, query, q, fetch, actor.id())?;
         let exhausted = vector.len() < fetch && lexical.len() < fetch;
@@ -1517,7 +1536,7 @@ impl Engine {
                     }
                     None => {
                         at.insert(hit.item.id(), fused.len());
-                        fused.push(Ranked { hit, relevance: add });
+                        fused.push(Ranked { hit, relevance: add, risk: None });
                     }
                 }
             }
@@ -1545,6 +1564,7 @@ impl Engine {
         // computed over one call's candidates): a wider fetch is gated in chunks, best first.
         let chunk = scorer.config().limits.candidates_max.max(1);
         let mut blocked = vec![false; hits.len()];
+        let mut risks: Vec<Option<(f64, Vec<&'static str>)>> = vec![None; hits.len()];
         let mut logged = Vec::new();
         for (c, part) in hits.chunks(chunk).enumerate() {
             let memories: Vec<LifecycleMemory> = part
@@ -1554,6 +1574,11 @@ impl Engine {
             let candidates: Vec<RetrievalCandidate<'_>> =
                 memories.iter().zip(part).map(|(memory, h)| RetrievalCandidate { memory, similarity: f64::from(h.hit.similarity) }).collect();
             let result = retrieval_gate(scorer, &RetrievalQuery { agent: actor.id(), task_class: None, text: query }, &candidates);
+            for d in &result.decisions {
+                if let (Some(slot), Some(sig)) = (risks.get_mut(c * chunk + d.index), &d.signals) {
+                    *slot = Some((sig.total, sig.flags()));
+                }
+            }
             for d in result.decisions.iter().filter(|d| d.outcome == RetrievalOutcome::Block) {
                 if let Some(b) = blocked.get_mut(c * chunk + d.index) {
                     *b = true;
@@ -1565,7 +1590,15 @@ impl Engine {
             let decision = json!({"layer": "lifecycle", "gate": "retrieval", "blocked": logged});
             one(self.store.commit(self.now_ms(), vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
         }
-        Ok(hits.into_iter().zip(blocked).filter(|(_, b)| !b).map(|(h, _)| h).collect())
+        Ok(hits
+            .into_iter()
+            .zip(blocked.into_iter().zip(risks))
+            .filter(|(_, (b, _))| !b)
+            .map(|(mut h, (_, risk))| {
+                h.risk = risk;
+                h
+            })
+            .collect())
     }
 
     /// The routes of a memory's parents, as the lifecycle scorer's lineage markers read them

@@ -168,6 +168,34 @@ pub struct RiskBreakdown {
     pub evidence: SignalEvidence,
 }
 
+impl RiskBreakdown {
+    /// The named pieces of evidence that fired, in a fixed order — what a reader is shown next
+    /// to a memory (`external_source`, `external_lineage`, `self_claim`, `forbidden_directive`,
+    /// `instruction_like`, `answer_binding`, `trigger_cue`, `cluster_dominance`,
+    /// `low_reputation_writer`). Each is specific evidence the scorer saw, not a threshold on the
+    /// total.
+    pub fn flags(&self) -> Vec<&'static str> {
+        let e = &self.evidence;
+        let mut out = Vec::new();
+        let mut flag = |on: bool, name: &'static str| {
+            if on {
+                out.push(name);
+            }
+        };
+        flag(e.route_primary || e.route_secondary, "external_source");
+        flag(!e.lineage_markers.is_empty(), "external_lineage");
+        flag(e.self_claim_matches > 0, "self_claim");
+        flag(e.forbidden_directive, "forbidden_directive");
+        flag(e.instruction_matches > 0, "instruction_like");
+        flag(e.answer_binding_matches > 0, "answer_binding");
+        flag(e.trigger_cue || e.trigger_hash_token || e.trigger_long_phrase, "trigger_cue");
+        flag(self.cluster > 0.0, "cluster_dominance");
+        // The read firewall's own evidence bar for a writer's reputation.
+        flag(e.effective_agent_trust < crate::config::EVIDENCE_REPUTATION_MIN, "low_reputation_writer");
+        out
+    }
+}
+
 /// Base trigger score of a text and which cues fired.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 struct TriggerBase {

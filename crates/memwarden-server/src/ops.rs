@@ -248,6 +248,8 @@ pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, 
                 score: h.score,
                 similarity: h.similarity,
                 path_trust: h.path_trust,
+                risk: h.risk,
+                risk_flags: h.risk_flags.iter().map(|f| (*f).to_owned()).collect(),
                 item: memory_out(&h.item),
             })
             .collect(),
