@@ -999,7 +999,7 @@ impl Engine {
         } else {
             Vouch::CallerReported
         };
-        let write = self.authority.admit_tool_output(
+        let mut write = self.authority.admit_tool_output(
             caller.principal(),
             &observed,
             tool.principal(),
@@ -1013,6 +1013,9 @@ impl Engine {
             new_id(now)?,
             now,
         )?;
+        // A tool output is a write like any other: the lifecycle write gate sees it (a secret
+        // in a tool's output is refused, a poisoned one quarantined).
+        self.lifecycle_write_gate(caller, &mut write, now)?;
         let embedding = self.embed_one(write.item().content())?;
         let item = write.item().clone();
         let receipt = one(self.store.commit(now, vec![Mutation::Item { write, embedding }])?)?;

@@ -296,6 +296,15 @@ fn prose_about_credentials_is_stored_and_secrets_are_refused() {
         let p = w.s.post("/v1/memories", Some(&w.asst), &json!({"namespace": "policy", "content": secret})).problem(422, "refused");
         assert!(!p["detail"].as_str().unwrap().contains("AKIA"), "the refusal never echoes the secret: {p}");
     }
+    // Issue 14 item 3: a tool output went around the lifecycle write gate, so a secret in it
+    // was stored. Caller-reported and the tool's own write alike are refused now.
+    let ocr = w.s.mint("acme", "ocr").0;
+    for key in [&w.asst, &ocr] {
+        let p = w.s.post("/v1/tool-calls", Some(key), &json!({"tool": "ocr", "namespace": "policy", "output": "scanned: aws key AKIAIOSFODNN7EXAMPLE"})).problem(422, "refused");
+        assert!(!p["detail"].as_str().unwrap().contains("AKIA"), "{p}");
+    }
+    let listed = w.s.get("/v1/memories?namespace=policy&limit=50", Some(&w.asst)).json();
+    assert!(!listed.to_string().contains("AKIA"), "{listed}");
 }
 
 // ---- issue 15 item 5: a planning session that reads with a label floor stays clean ----
