@@ -409,6 +409,11 @@ fn grant_index(n: &[u8; 16]) -> Option<u8> {
     (n[0] > 0 && n.iter().all(|b| *b == n[0])).then(|| n[0] - 1)
 }
 
+/// The text of `tool`'s output carrying `value` (every tool output in the model says the same).
+fn tool_text(tool: Who, value: Val) -> String {
+    format!("{} lookup: account {} is on file.", tool.id(), value.raw())
+}
+
 fn byte(i: usize) -> u8 {
     u8::try_from(i).unwrap_or(u8::MAX)
 }
@@ -488,7 +493,7 @@ impl AuthorityModel {
                 // declaring neither a source nor an input.
                 let parent = self.item(s, usize::from(j))?;
                 let args = [ToolArg { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }];
-                let output = format!("{} lookup: account {} is on file.", tool.id(), value.raw());
+                let output = tool_text(tool, value);
                 let observed = self.observed(&[&parent]);
                 self.authority
                     .admit_tool_output(
@@ -517,33 +522,43 @@ impl AuthorityModel {
                 let observed = self.observed(&[&parent]);
                 self.admit_reported(i, Who::Agent, &observed, &[], value)
             }
-            SlotOp::OwnOutput(tool) => {
-                let output = format!("{} lookup: account {} is on file.", tool.id(), value.raw());
-                let p = w.principal(tool)?;
-                self.authority
-                    .admit_tool_output(p, &Observed::clean(), p, Vouch::Writer, &[], &[], &[], &w.tenant, w.namespace.clone(), output, slot_id(i), EPOCH_MS)
-                    .map_err(err)
-            }
+            SlotOp::OwnOutput(tool) => self.admit_own(i, tool, value),
         }
+    }
+
+    /// `tool` writes its own output carrying `value` (authenticated as the tool).
+    fn admit_own(&self, i: usize, tool: Who, value: Val) -> Result<AdmittedWrite, String> {
+        let w = &self.world;
+        let p = w.principal(tool)?;
+        self.authority
+            .admit_tool_output(p, &Observed::clean(), p, Vouch::Writer, &[], &[], &[], &w.tenant, w.namespace.clone(), tool_text(tool, value), slot_id(i), EPOCH_MS)
+            .map_err(|e| format!("admission of slot {i} refused: {e}"))
     }
 
     /// A caller's report of [`REPORTED_TOOL`]'s output through the real gate. Under
     /// [`GateKind::UnvouchedToolOutputs`] a report without arguments is admitted the way the
     /// pre-fix engine did: as the tool's own output, whoever reported it.
     fn admit_reported(&self, i: usize, caller: Who, observed: &Observed, args: &[ToolArg], value: Val) -> Result<AdmittedWrite, String> {
-        let w = &self.world;
-        let err = |e: WriteError| format!("admission of slot {i} refused: {e}");
-        let output = format!("{} lookup: account {} is on file.", REPORTED_TOOL.id(), value.raw());
-        let tool = w.principal(REPORTED_TOOL)?;
         if self.gate == GateKind::UnvouchedToolOutputs && args.is_empty() {
-            return self
-                .authority
-                .admit_tool_output(tool, &Observed::clean(), tool, Vouch::Writer, &[], &[], &[], &w.tenant, w.namespace.clone(), output, slot_id(i), EPOCH_MS)
-                .map_err(err);
+            return self.admit_own(i, REPORTED_TOOL, value);
         }
+        let w = &self.world;
         self.authority
-            .admit_tool_output(w.principal(caller)?, observed, tool, Vouch::CallerReported, args, &[], &[], &w.tenant, w.namespace.clone(), output, slot_id(i), EPOCH_MS)
-            .map_err(err)
+            .admit_tool_output(
+                w.principal(caller)?,
+                observed,
+                w.principal(REPORTED_TOOL)?,
+                Vouch::CallerReported,
+                args,
+                &[],
+                &[],
+                &w.tenant,
+                w.namespace.clone(),
+                tool_text(REPORTED_TOOL, value),
+                slot_id(i),
+                EPOCH_MS,
+            )
+            .map_err(|e| format!("admission of slot {i} refused: {e}"))
     }
 
     /// The label and JSON of a new slot `i` (memoized admission).
