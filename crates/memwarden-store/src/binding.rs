@@ -18,29 +18,40 @@ use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use rusqlite::Row;
+
+use crate::db::{Cols, DbError};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 /// A row digest (SHA-256).
-pub(crate) type RowDigest = [u8; 32];
+pub type RowDigest = [u8; 32];
 
 /// The tables whose rows are bound to the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Table {
+pub enum Table {
+    /// The `Principals` table.
     Principals,
+    /// The `Items` table.
     Items,
+    /// The `Erased` table.
     Erased,
+    /// The `Attestations` table.
     Attestations,
+    /// The `Elevations` table.
     Elevations,
+    /// The `GrantsUsed` table.
     GrantsUsed,
+    /// The `Sessions` table.
     Sessions,
+    /// The `Reputation` table.
     Reputation,
+    /// The `LineageEvents` table.
     LineageEvents,
 }
 
 impl Table {
     /// Every bound table, in the order an audit reports them.
-    pub(crate) const ALL: [Table; 9] = [
+    pub const ALL: [Table; 9] = [
         Table::Principals,
         Table::Items,
         Table::Erased,
@@ -53,7 +64,7 @@ impl Table {
     ];
 
     /// The SQL table name (also its name in a binding).
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Table::Principals => "principals",
             Table::Items => "items",
@@ -72,7 +83,7 @@ impl Table {
     }
 
     /// The commit order a row of this table takes part in, if any.
-    pub(crate) fn order(self) -> Option<OrderKind> {
+    pub fn order(self) -> Option<OrderKind> {
         match self {
             Table::Items | Table::Erased => Some(OrderKind::Items),
             Table::LineageEvents => Some(OrderKind::Lineage),
@@ -83,7 +94,7 @@ impl Table {
 
 /// A tenant's commit orders that paged readers check for gaps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum OrderKind {
+pub enum OrderKind {
     /// Items (live or erased) by the log index of their write.
     Items,
     /// Lineage events by their log index.
@@ -92,7 +103,7 @@ pub(crate) enum OrderKind {
 
 /// A row's key in the index: a digest of its table, tenant and key columns.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RowKey([u8; 16]);
+pub struct RowKey([u8; 16]);
 
 impl std::fmt::Debug for RowKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -110,7 +121,7 @@ impl Hash for RowKey {
 
 /// The keys are digests already: hash them by their first eight bytes.
 #[derive(Default)]
-pub(crate) struct KeyHasher(u64);
+pub struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
@@ -134,7 +145,7 @@ fn put(h: &mut Sha256, b: &[u8]) {
 }
 
 /// The key of a row of `table` in `tenant` with these key columns.
-pub(crate) fn row_key(table: Table, tenant: &str, parts: &[&str]) -> RowKey {
+pub fn row_key(table: Table, tenant: &str, parts: &[&str]) -> RowKey {
     let mut h = Sha256::new();
     h.update(b"memwarden/row-key/v1\0");
     put(&mut h, table.name().as_bytes());
@@ -196,34 +207,39 @@ impl Fields {
 
 /// One row binding as a log entry lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Binding {
-    pub(crate) table: Table,
-    pub(crate) tenant: String,
-    pub(crate) parts: Vec<String>,
+pub struct Binding {
+    /// The `table` column.
+    pub table: Table,
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `parts` column.
+    pub parts: Vec<String>,
     /// `None`: the row was deleted.
-    pub(crate) digest: Option<RowDigest>,
+    pub digest: Option<RowDigest>,
     /// The row's place in its tenant's commit order ([`Table::order`]).
-    pub(crate) order: Option<u64>,
+    pub order: Option<u64>,
 }
 
 impl Binding {
-    pub(crate) fn key(&self) -> RowKey {
+    /// The row's key in the [`StateIndex`].
+    pub fn key(&self) -> RowKey {
         let parts: Vec<&str> = self.parts.iter().map(String::as_str).collect();
         row_key(self.table, &self.tenant, &parts)
     }
 
     /// A deleted row of `table`.
-    pub(crate) fn deleted(table: Table, tenant: &str, parts: Vec<String>) -> Self {
+    pub fn deleted(table: Table, tenant: &str, parts: Vec<String>) -> Self {
         Self { table, tenant: tenant.to_owned(), parts, digest: None, order: None }
     }
 
-    pub(crate) fn to_json(&self) -> Value {
+    /// The binding as a log entry lists it.
+    pub fn to_json(&self) -> Value {
         json!([self.table.name(), self.tenant, self.parts, self.digest.map(hex::encode), self.order])
     }
 }
 
 /// The `"rows"` of a log entry body (`[]` when it binds none).
-pub(crate) fn bindings_of(body: &[u8]) -> Result<Vec<Binding>, String> {
+pub fn bindings_of(body: &[u8]) -> Result<Vec<Binding>, String> {
     /// `[table, tenant, [key parts], digest, order]`.
     type Raw = (String, String, Vec<String>, Option<String>, Option<u64>);
     #[derive(serde::Deserialize)]
@@ -252,11 +268,11 @@ pub(crate) fn bindings_of(body: &[u8]) -> Result<Vec<Binding>, String> {
 
 /// Where a row stands against the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Bound {
+pub struct Bound {
     /// The first half of the row digest (128 bits suffice against second preimages).
     digest: [u8; 16],
     /// The log index of the entry that bound it.
-    pub(crate) entry: u64,
+    pub entry: u64,
 }
 
 impl Bound {
@@ -272,19 +288,26 @@ impl Bound {
 
 /// What a read found, against the index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Check {
+pub enum Check {
     /// The row is as the log committed it (or absent, as the log committed).
     Ok,
     /// A row no log entry committed (forged, or left over from another state).
     Unbound,
     /// The row differs from what entry `entry` committed (edited or rolled back).
-    Differs { entry: u64 },
+    Differs {
+        /// The binding entry.
+        entry: u64,
+    },
     /// The row entry `entry` committed is missing (deleted).
-    Missing { entry: u64 },
+    Missing {
+        /// The binding entry.
+        entry: u64,
+    },
 }
 
 impl Check {
-    pub(crate) fn reason(self) -> String {
+    /// Why a read was refused, for an error message.
+    pub fn reason(self) -> String {
         match self {
             Check::Ok => "as committed".into(),
             Check::Unbound => "the row was committed by no log entry (forged)".into(),
@@ -299,7 +322,7 @@ impl Check {
 /// *staged*: readers accept a row in its old or its new state (both are committed by the log
 /// the moment the transaction is durable), so no read sees a false alarm in that window.
 #[derive(Default)]
-pub(crate) struct StateIndex {
+pub struct StateIndex {
     rows: KeyMap<Bound>,
     staged: KeyMap<Option<Bound>>,
     order: HashMap<(String, OrderKind), BTreeSet<u64>>,
@@ -308,7 +331,7 @@ pub(crate) struct StateIndex {
 
 impl StateIndex {
     /// Apply a binding of the committed log entry `entry`.
-    pub(crate) fn apply(&mut self, b: &Binding, entry: u64) {
+    pub fn apply(&mut self, b: &Binding, entry: u64) {
         let key = b.key();
         match &b.digest {
             Some(d) => {
@@ -324,7 +347,7 @@ impl StateIndex {
     }
 
     /// Stage the bindings of a group whose transaction is about to commit.
-    pub(crate) fn stage(&mut self, bindings: &[(Binding, u64)]) {
+    pub fn stage(&mut self, bindings: &[(Binding, u64)]) {
         for (b, entry) in bindings {
             self.staged.insert(b.key(), b.digest.as_ref().map(|d| Bound::new(d, *entry)));
             if let (Some(kind), Some(o)) = (b.table.order(), b.order) {
@@ -334,13 +357,13 @@ impl StateIndex {
     }
 
     /// The staged group committed (`apply` its bindings first) or failed: drop the stage.
-    pub(crate) fn unstage(&mut self) {
+    pub fn unstage(&mut self) {
         self.staged.clear();
         self.staged_order.clear();
     }
 
     /// Check a row read from the database (`None`: no row) against the log.
-    pub(crate) fn check(&self, key: &RowKey, digest: Option<&RowDigest>) -> Check {
+    pub fn check(&self, key: &RowKey, digest: Option<&RowDigest>) -> Check {
         let accepts = |b: Option<&Bound>| match (b, digest) {
             (None, None) => true,
             (Some(b), Some(d)) => b.matches(d),
@@ -361,7 +384,7 @@ impl StateIndex {
     /// paged read returned (ascending), for rows after `after`, at most `limit` of them. Every
     /// returned value must be committed (or staged), and no committed value may be skipped in
     /// the range the page covers.
-    pub(crate) fn check_page(&self, tenant: &str, kind: OrderKind, after: Option<u64>, limit: usize, returned: &[u64]) -> Result<(), String> {
+    pub fn check_page(&self, tenant: &str, kind: OrderKind, after: Option<u64>, limit: usize, returned: &[u64]) -> Result<(), String> {
         let key = (tenant.to_owned(), kind);
         let empty = BTreeSet::new();
         let committed = self.order.get(&key).unwrap_or(&empty);
@@ -396,22 +419,34 @@ fn i64_to_u64(v: i64) -> u64 {
 }
 
 /// A row type bound to the log: how it is read, keyed and digested.
-pub(crate) trait BoundRow: Sized {
+pub trait BoundRow: Sized {
+    /// Its table.
     const TABLE: Table;
     /// Its columns, in [`BoundRow::read`] order.
     const COLUMNS: &'static str;
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self>;
+    /// Read a row of [`BoundRow::COLUMNS`] from any backend.
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError>;
+    /// Read a row of [`BoundRow::COLUMNS`] from SQLite.
+    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
+        Self::from_cols(r).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Null, Box::new(e)))
+    }
+    /// Its tenant.
     fn tenant(&self) -> &str;
+    /// Its key columns (besides the tenant).
     fn parts(&self) -> Vec<String>;
+    /// Its row digest (every column).
     fn digest(&self) -> RowDigest;
+    /// Its place in its tenant's commit order, if its table has one.
     fn order(&self) -> Option<u64> {
         None
     }
+    /// Its key in the [`StateIndex`].
     fn key(&self) -> RowKey {
         let parts = self.parts();
         let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
         row_key(Self::TABLE, self.tenant(), &parts)
     }
+    /// The binding a log entry lists for this row.
     fn binding(&self) -> Binding {
         Binding { table: Self::TABLE, tenant: self.tenant().to_owned(), parts: self.parts(), digest: Some(self.digest()), order: self.order() }
     }
@@ -419,39 +454,44 @@ pub(crate) trait BoundRow: Sized {
 
 /// An `items` row.
 #[derive(Clone, Debug)]
-pub(crate) struct ItemRow {
-    pub(crate) id: Vec<u8>,
-    pub(crate) tenant: String,
-    pub(crate) namespace: String,
-    pub(crate) record: String,
+pub struct ItemRow {
+    /// The `id` column.
+    pub id: Vec<u8>,
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `namespace` column.
+    pub namespace: String,
+    /// The `record` column.
+    pub record: String,
     /// The item's identity digest.
-    pub(crate) digest: Vec<u8>,
+    pub digest: Vec<u8>,
     /// The log index of its write (its place in the commit order).
-    pub(crate) log_index: i64,
-    pub(crate) created_ms: i64,
+    pub log_index: i64,
+    /// The `created_ms` column.
+    pub created_ms: i64,
     /// The log index of the last change (compare-and-set).
-    pub(crate) version: i64,
+    pub version: i64,
     /// Its vector's key (`vectors.seq`), if it has one.
-    pub(crate) vseq: Option<i64>,
+    pub vseq: Option<i64>,
     /// SHA-256 of its embedding, if it has one.
-    pub(crate) emb_digest: Option<Vec<u8>>,
+    pub emb_digest: Option<Vec<u8>>,
 }
 
 impl BoundRow for ItemRow {
     const TABLE: Table = Table::Items;
     const COLUMNS: &'static str = "id, tenant, namespace, record, digest, log_index, created_ms, version, vseq, emb_digest";
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
         Ok(Self {
-            id: r.get(0)?,
-            tenant: r.get(1)?,
-            namespace: r.get(2)?,
-            record: r.get(3)?,
-            digest: r.get(4)?,
-            log_index: r.get(5)?,
-            created_ms: r.get(6)?,
-            version: r.get(7)?,
-            vseq: r.get(8)?,
-            emb_digest: r.get(9)?,
+            id: r.blob(0)?,
+            tenant: r.text(1)?,
+            namespace: r.text(2)?,
+            record: r.text(3)?,
+            digest: r.blob(4)?,
+            log_index: r.int(5)?,
+            created_ms: r.int(6)?,
+            version: r.int(7)?,
+            vseq: r.opt_int(8)?,
+            emb_digest: r.opt_blob(9)?,
         })
     }
     fn tenant(&self) -> &str {
@@ -481,20 +521,26 @@ impl BoundRow for ItemRow {
 
 /// An `erased` row (a tombstone).
 #[derive(Clone, Debug)]
-pub(crate) struct ErasedRow {
-    pub(crate) id: Vec<u8>,
-    pub(crate) tenant: String,
-    pub(crate) namespace: String,
-    pub(crate) tombstone: String,
-    pub(crate) item_log_index: i64,
-    pub(crate) log_index: i64,
+pub struct ErasedRow {
+    /// The `id` column.
+    pub id: Vec<u8>,
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `namespace` column.
+    pub namespace: String,
+    /// The `tombstone` column.
+    pub tombstone: String,
+    /// The `item_log_index` column.
+    pub item_log_index: i64,
+    /// The `log_index` column.
+    pub log_index: i64,
 }
 
 impl BoundRow for ErasedRow {
     const TABLE: Table = Table::Erased;
     const COLUMNS: &'static str = "id, tenant, namespace, tombstone, item_log_index, log_index";
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { id: r.get(0)?, tenant: r.get(1)?, namespace: r.get(2)?, tombstone: r.get(3)?, item_log_index: r.get(4)?, log_index: r.get(5)? })
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
+        Ok(Self { id: r.blob(0)?, tenant: r.text(1)?, namespace: r.text(2)?, tombstone: r.text(3)?, item_log_index: r.int(4)?, log_index: r.int(5)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -519,18 +565,22 @@ impl BoundRow for ErasedRow {
 
 /// A `principals` row.
 #[derive(Clone, Debug)]
-pub(crate) struct PrincipalRow {
-    pub(crate) tenant: String,
-    pub(crate) id: String,
-    pub(crate) record: String,
-    pub(crate) log_index: i64,
+pub struct PrincipalRow {
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `id` column.
+    pub id: String,
+    /// The `record` column.
+    pub record: String,
+    /// The `log_index` column.
+    pub log_index: i64,
 }
 
 impl BoundRow for PrincipalRow {
     const TABLE: Table = Table::Principals;
     const COLUMNS: &'static str = "tenant, id, record, log_index";
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { tenant: r.get(0)?, id: r.get(1)?, record: r.get(2)?, log_index: r.get(3)? })
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
+        Ok(Self { tenant: r.text(0)?, id: r.text(1)?, record: r.text(2)?, log_index: r.int(3)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -545,18 +595,22 @@ impl BoundRow for PrincipalRow {
 
 /// An `attestations` row (keyed by the log entry that recorded it).
 #[derive(Clone, Debug)]
-pub(crate) struct AttestationRow {
-    pub(crate) tenant: String,
-    pub(crate) key: String,
-    pub(crate) record: String,
-    pub(crate) log_index: i64,
+pub struct AttestationRow {
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `key` column.
+    pub key: String,
+    /// The `record` column.
+    pub record: String,
+    /// The `log_index` column.
+    pub log_index: i64,
 }
 
 impl BoundRow for AttestationRow {
     const TABLE: Table = Table::Attestations;
     const COLUMNS: &'static str = "tenant, key, record, log_index";
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { tenant: r.get(0)?, key: r.get(1)?, record: r.get(2)?, log_index: r.get(3)? })
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
+        Ok(Self { tenant: r.text(0)?, key: r.text(1)?, record: r.text(2)?, log_index: r.int(3)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -571,19 +625,24 @@ impl BoundRow for AttestationRow {
 
 /// An `elevations` row.
 #[derive(Clone, Debug)]
-pub(crate) struct ElevationRow {
-    pub(crate) tenant: String,
-    pub(crate) key: String,
-    pub(crate) value: String,
-    pub(crate) record: String,
-    pub(crate) log_index: i64,
+pub struct ElevationRow {
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `key` column.
+    pub key: String,
+    /// The `value` column.
+    pub value: String,
+    /// The `record` column.
+    pub record: String,
+    /// The `log_index` column.
+    pub log_index: i64,
 }
 
 impl BoundRow for ElevationRow {
     const TABLE: Table = Table::Elevations;
     const COLUMNS: &'static str = "tenant, key, value, record, log_index";
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { tenant: r.get(0)?, key: r.get(1)?, value: r.get(2)?, record: r.get(3)?, log_index: r.get(4)? })
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
+        Ok(Self { tenant: r.text(0)?, key: r.text(1)?, value: r.text(2)?, record: r.text(3)?, log_index: r.int(4)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -598,18 +657,22 @@ impl BoundRow for ElevationRow {
 
 /// A `grants_used` row.
 #[derive(Clone, Debug)]
-pub(crate) struct GrantUsedRow {
-    pub(crate) tenant: String,
-    pub(crate) nonce: Vec<u8>,
-    pub(crate) record: String,
-    pub(crate) log_index: i64,
+pub struct GrantUsedRow {
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `nonce` column.
+    pub nonce: Vec<u8>,
+    /// The `record` column.
+    pub record: String,
+    /// The `log_index` column.
+    pub log_index: i64,
 }
 
 impl BoundRow for GrantUsedRow {
     const TABLE: Table = Table::GrantsUsed;
     const COLUMNS: &'static str = "tenant, nonce, record, log_index";
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { tenant: r.get(0)?, nonce: r.get(1)?, record: r.get(2)?, log_index: r.get(3)? })
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
+        Ok(Self { tenant: r.text(0)?, nonce: r.blob(1)?, record: r.text(2)?, log_index: r.int(3)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -624,19 +687,24 @@ impl BoundRow for GrantUsedRow {
 
 /// A `sessions` row.
 #[derive(Clone, Debug)]
-pub(crate) struct SessionRow {
-    pub(crate) tenant: String,
-    pub(crate) principal: String,
-    pub(crate) session: String,
-    pub(crate) record: String,
-    pub(crate) log_index: i64,
+pub struct SessionRow {
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `principal` column.
+    pub principal: String,
+    /// The `session` column.
+    pub session: String,
+    /// The `record` column.
+    pub record: String,
+    /// The `log_index` column.
+    pub log_index: i64,
 }
 
 impl BoundRow for SessionRow {
     const TABLE: Table = Table::Sessions;
     const COLUMNS: &'static str = "tenant, principal, session, record, log_index";
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { tenant: r.get(0)?, principal: r.get(1)?, session: r.get(2)?, record: r.get(3)?, log_index: r.get(4)? })
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
+        Ok(Self { tenant: r.text(0)?, principal: r.text(1)?, session: r.text(2)?, record: r.text(3)?, log_index: r.int(4)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -651,18 +719,22 @@ impl BoundRow for SessionRow {
 
 /// A `reputation` row.
 #[derive(Clone, Debug)]
-pub(crate) struct ReputationRow {
-    pub(crate) tenant: String,
-    pub(crate) principal: String,
-    pub(crate) value: f64,
-    pub(crate) log_index: i64,
+pub struct ReputationRow {
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `principal` column.
+    pub principal: String,
+    /// The `value` column.
+    pub value: f64,
+    /// The `log_index` column.
+    pub log_index: i64,
 }
 
 impl BoundRow for ReputationRow {
     const TABLE: Table = Table::Reputation;
     const COLUMNS: &'static str = "tenant, principal, value, log_index";
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { tenant: r.get(0)?, principal: r.get(1)?, value: r.get(2)?, log_index: r.get(3)? })
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
+        Ok(Self { tenant: r.text(0)?, principal: r.text(1)?, value: r.real(2)?, log_index: r.int(3)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -677,17 +749,20 @@ impl BoundRow for ReputationRow {
 
 /// A `lineage_events` row (keyed by its log entry).
 #[derive(Clone, Debug)]
-pub(crate) struct LineageRow {
-    pub(crate) tenant: String,
-    pub(crate) event: String,
-    pub(crate) log_index: i64,
+pub struct LineageRow {
+    /// The `tenant` column.
+    pub tenant: String,
+    /// The `event` column.
+    pub event: String,
+    /// The `log_index` column.
+    pub log_index: i64,
 }
 
 impl BoundRow for LineageRow {
     const TABLE: Table = Table::LineageEvents;
     const COLUMNS: &'static str = "tenant, event, log_index";
-    fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self { tenant: r.get(0)?, event: r.get(1)?, log_index: r.get(2)? })
+    fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
+        Ok(Self { tenant: r.text(0)?, event: r.text(1)?, log_index: r.int(2)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -704,7 +779,7 @@ impl BoundRow for LineageRow {
 }
 
 /// SHA-256 of an embedding's stored bytes.
-pub(crate) fn embedding_digest(bytes: &[u8]) -> [u8; 32] {
+pub fn embedding_digest(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 

@@ -125,7 +125,7 @@ fn parse_key(path: &Path, text: &str) -> Result<SigningKey, StoreError> {
 }
 
 /// The key in `dir`, if there is one.
-pub(crate) fn load_key(dir: &Path) -> Result<Option<SigningKey>, StoreError> {
+pub fn load_key(dir: &Path) -> Result<Option<SigningKey>, StoreError> {
     let path = dir.join(LOG_KEY_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => parse_key(&path, &text).map(Some),
@@ -135,7 +135,7 @@ pub(crate) fn load_key(dir: &Path) -> Result<Option<SigningKey>, StoreError> {
 }
 
 /// A fresh key, written to `dir` (0600).
-pub(crate) fn create_key(dir: &Path) -> Result<SigningKey, StoreError> {
+pub fn create_key(dir: &Path) -> Result<SigningKey, StoreError> {
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| StoreError::Corrupt(format!("no randomness for the log key: {e}")))?;
     write_private(&dir.join(LOG_KEY_FILE), hex::encode(seed).as_bytes())?;

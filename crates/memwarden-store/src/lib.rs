@@ -58,6 +58,7 @@
 
 mod audit;
 mod binding;
+mod db;
 pub mod decode;
 mod keys;
 pub mod lexical;
@@ -69,6 +70,26 @@ mod vectors;
 mod write;
 
 pub use keys::KeyLocation;
+
+/// Building blocks for a second backend (`memwarden-store-pg`): the row bindings and their
+/// checks, the shared mutation code over a [`backend::Db`] connection, log verification and
+/// loading, the row audit, and the in-memory guarded vector index. Both backends run these
+/// same functions, so a mutation writes the same rows, bindings and log entries on either.
+/// Not a stable API for callers: use [`Store`].
+pub mod backend {
+    pub use crate::audit::audit;
+    pub use crate::binding::{
+        AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow, OrderKind, PrincipalRow, ReputationRow,
+        RowDigest, RowKey, SessionRow, StateIndex, Table, bindings_of, embedding_digest, row_key,
+    };
+    pub use crate::db::{Arg, AsArg, Cols, Db, DbError, query_all, query_opt};
+    pub use crate::keys::{create_key, load_key};
+    pub use crate::logs::{GLOBAL, GlobalView, Logs, TenantLog};
+    pub use crate::sqlite::{attestation_of, cosine, item_of, principal_of};
+    pub use crate::stored::{StoredLogs, TenantStored, last_time_ms, load, verify};
+    pub use crate::vectors::{AccessChange, Found, NewVector, Vectors, decode_f32};
+    pub use crate::write::{Pending, apply_all, apply_caller, set_heads, tenant_of};
+}
 pub use sqlite::{SqliteStore, StoreConfig};
 pub use vectors::{Progress, SAVE_AFTER_ADDS_COUNT};
 

@@ -524,7 +524,7 @@ impl SqliteStore {
         let all = stored::read_logs(&conn, None)?;
         let mut report = stored::verify(&all, &key.verifying_key(), &witnessed, None);
         if report.problem.is_none() {
-            report.problem = crate::audit::audit(&conn, &all, None)?;
+            report.problem = crate::audit::audit(&crate::db::SqliteDb(&conn), &all, None)?;
         }
         Ok(report)
     }
@@ -659,7 +659,7 @@ impl SqliteStore {
 }
 
 /// The item a verified row holds, checked for the identity its key columns claim.
-pub(crate) fn item_of(row: &ItemRow, tenant: &TenantId, id: &ItemId) -> Result<MemoryItem, String> {
+pub fn item_of(row: &ItemRow, tenant: &TenantId, id: &ItemId) -> Result<MemoryItem, String> {
     let item: MemoryItem = serde_json::from_str(&row.record).map_err(|e| format!("record does not decode: {e}"))?;
     if item.id() != *id || item.tenant() != tenant || item.namespace().as_str() != row.namespace {
         return Err("record names another id, tenant or namespace".into());
@@ -691,7 +691,8 @@ fn remove_old_key(old_dir: &Path) {
     let _ = std::fs::remove_dir(old_dir);
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
+/// Cosine similarity of two vectors (`-inf` for different lengths, 0 for a zero vector).
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() {
         return f32::NEG_INFINITY;
     }
@@ -1099,7 +1100,7 @@ impl SqliteStore {
             }
         }
         if report.problem.is_none() {
-            report.problem = crate::audit::audit(&conn, &all, only)?;
+            report.problem = crate::audit::audit(&crate::db::SqliteDb(&conn), &all, only)?;
         }
         Ok(report)
     }
@@ -1114,7 +1115,8 @@ fn checkpoints_of(conn: &Connection, tenant: &str) -> Result<Vec<SignedCheckpoin
     Ok(out)
 }
 
-pub(crate) fn principal_of(row: &PrincipalRow) -> Result<Principal, StoreError> {
+/// The principal a verified row holds, checked for the tenant and id its key columns claim.
+pub fn principal_of(row: &PrincipalRow) -> Result<Principal, StoreError> {
     let p: Principal = serde_json::from_str(&row.record).map_err(|e| StoreError::Corrupt(format!("principal {}: {e}", row.id)))?;
     if p.tenant.as_str() != row.tenant || p.id.as_str() != row.id {
         return Err(StoreError::RowTampered { table: "principals", key: row.id.clone(), reason: "the record names another principal or tenant".into() });
@@ -1122,7 +1124,8 @@ pub(crate) fn principal_of(row: &PrincipalRow) -> Result<Principal, StoreError> 
     Ok(p)
 }
 
-pub(crate) fn attestation_of(row: &AttestationRow) -> Result<Attestation, StoreError> {
+/// The attestation a verified row holds, checked for the tenant and key its columns claim.
+pub fn attestation_of(row: &AttestationRow) -> Result<Attestation, StoreError> {
     let a: Attestation = serde_json::from_str(&row.record).map_err(|e| StoreError::Corrupt(format!("attestations: {e}")))?;
     if a.tenant.as_str() != row.tenant || a.key != row.key {
         return Err(StoreError::RowTampered { table: "attestations", key: row.log_index.to_string(), reason: "the record names another tenant or key".into() });

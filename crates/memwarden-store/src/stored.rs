@@ -15,23 +15,26 @@ use crate::logs::{GLOBAL, GlobalView, Logs, TenantLog};
 
 /// One tenant's stored log.
 #[derive(Default)]
-pub(crate) struct TenantStored {
+pub struct TenantStored {
     /// Entries in index order (a gap or a duplicate shows up in verification).
-    pub(crate) entries: Vec<Vec<u8>>,
-    pub(crate) checkpoints: Vec<SignedCheckpoint>,
+    pub entries: Vec<Vec<u8>>,
+    /// Its stored checkpoints.
+    pub checkpoints: Vec<SignedCheckpoint>,
     /// The recorded (size, head) from `heads`.
-    pub(crate) expected: Option<(u64, Hash)>,
+    pub expected: Option<(u64, Hash)>,
 }
 
 /// Every stored log.
 #[derive(Default)]
-pub(crate) struct StoredLogs {
-    pub(crate) tenants: BTreeMap<String, TenantStored>,
+pub struct StoredLogs {
+    /// Each tenant's stored log.
+    pub tenants: BTreeMap<String, TenantStored>,
     /// Every leaf in global (`gseq`) order.
-    pub(crate) global: Vec<Hash>,
-    pub(crate) global_checkpoints: Vec<SignedCheckpoint>,
+    pub global: Vec<Hash>,
+    /// The global view's checkpoints.
+    pub global_checkpoints: Vec<SignedCheckpoint>,
     /// The first position whose `gseq` is not its position, if any.
-    pub(crate) gseq_gap: Option<u64>,
+    pub gseq_gap: Option<u64>,
 }
 
 fn hash32(v: &[u8]) -> Option<Hash> {
@@ -39,7 +42,7 @@ fn hash32(v: &[u8]) -> Option<Hash> {
 }
 
 /// Read every log (all tenants, or one).
-pub(crate) fn read_logs(conn: &Connection, only: Option<&str>) -> Result<StoredLogs, StoreError> {
+pub fn read_logs(conn: &Connection, only: Option<&str>) -> Result<StoredLogs, StoreError> {
     let mut out = StoredLogs::default();
     {
         let mut stmt = conn.prepare("SELECT tenant, idx, entry, gseq FROM log ORDER BY gseq")?;
@@ -87,7 +90,7 @@ pub(crate) fn read_logs(conn: &Connection, only: Option<&str>) -> Result<StoredL
 /// The witnessed head of every tenant log, checked against the store it must belong to. The
 /// store's own witness ([`GLOBAL`], written at open before any tenant has a log, so that a store
 /// with entries always has a witness) names no tenant log and is left out.
-pub(crate) fn witnesses(key_dir: &std::path::Path, store_id: &str) -> Result<HashMap<String, SignedCheckpoint>, StoreError> {
+pub fn witnesses(key_dir: &std::path::Path, store_id: &str) -> Result<HashMap<String, SignedCheckpoint>, StoreError> {
     let mut out = HashMap::new();
     for Witness { store_id: sid, tenant, checkpoint } in keys::read_witnesses(key_dir)? {
         if sid != store_id {
@@ -114,7 +117,7 @@ fn genesis_tenant(bytes: &[u8]) -> Option<String> {
 /// checkpoints, recorded head and witness (a witness whose log is missing is a cut log), its
 /// genesis naming it; then the global view's order and checkpoints. The report's figures are the
 /// global view's (one tenant's for `only`).
-pub(crate) fn verify(stored: &StoredLogs, key: &VerifyingKey, witnessed: &HashMap<String, SignedCheckpoint>, only: Option<&str>) -> VerifyReport {
+pub fn verify(stored: &StoredLogs, key: &VerifyingKey, witnessed: &HashMap<String, SignedCheckpoint>, only: Option<&str>) -> VerifyReport {
     let mut names: Vec<&str> = stored.tenants.keys().map(String::as_str).collect();
     for t in witnessed.keys() {
         if only.is_none_or(|o| o == t) && !stored.tenants.contains_key(t) {
@@ -186,7 +189,7 @@ pub(crate) fn verify(stored: &StoredLogs, key: &VerifyingKey, witnessed: &HashMa
 }
 
 /// The verified logs in memory, and the state their bindings commit every row to.
-pub(crate) fn load(stored: &StoredLogs) -> Result<(Logs, StateIndex), StoreError> {
+pub fn load(stored: &StoredLogs) -> Result<(Logs, StateIndex), StoreError> {
     let mut logs = Logs::default();
     let mut state = StateIndex::default();
     for (t, s) in &stored.tenants {
@@ -211,18 +214,18 @@ pub(crate) fn load(stored: &StoredLogs) -> Result<(Logs, StateIndex), StoreError
 }
 
 /// The latest entry time of any log.
-pub(crate) fn last_time_ms(stored: &StoredLogs) -> u64 {
+pub fn last_time_ms(stored: &StoredLogs) -> u64 {
     stored.tenants.values().filter_map(|s| s.entries.last()).filter_map(|e| Entry::decode(e).ok()).map(|e| e.time_ms).max().unwrap_or(0)
 }
 
 /// The single global log of schemas up to 5, read from its (old) tables.
-pub(crate) struct LegacyLog {
-    pub(crate) entries: Vec<Vec<u8>>,
-    pub(crate) checkpoints: Vec<SignedCheckpoint>,
-    pub(crate) expected: Option<(u64, Hash)>,
+pub struct LegacyLog {
+    pub entries: Vec<Vec<u8>>,
+    pub checkpoints: Vec<SignedCheckpoint>,
+    pub expected: Option<(u64, Hash)>,
 }
 
-pub(crate) fn read_legacy(conn: &Connection, table: &str, checkpoints: &str) -> Result<LegacyLog, StoreError> {
+pub fn read_legacy(conn: &Connection, table: &str, checkpoints: &str) -> Result<LegacyLog, StoreError> {
     let mut stmt = conn.prepare(&format!("SELECT entry FROM {table} ORDER BY idx"))?;
     let entries = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))?.collect::<Result<Vec<_>, _>>()?;
     let mut stmt = conn.prepare(&format!("SELECT record FROM {checkpoints} ORDER BY size"))?;
@@ -241,7 +244,7 @@ pub(crate) fn read_legacy(conn: &Connection, table: &str, checkpoints: &str) -> 
 }
 
 /// Whether the `log` table has the per-tenant shape.
-pub(crate) fn per_tenant(conn: &Connection) -> Result<bool, StoreError> {
+pub fn per_tenant(conn: &Connection) -> Result<bool, StoreError> {
     let n: i64 = conn.query_row("SELECT count(*) FROM pragma_table_info('log') WHERE name = 'tenant'", params![], |r| r.get(0))?;
     Ok(n > 0)
 }

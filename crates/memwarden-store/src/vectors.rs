@@ -63,26 +63,38 @@ type PartitionKey = (TenantId, Namespace);
 
 /// A vector committed in the current group, to be indexed once the transaction commits.
 #[derive(Debug)]
-pub(crate) struct NewVector {
-    pub(crate) seq: u64,
-    pub(crate) id: ItemId,
-    pub(crate) tenant: TenantId,
-    pub(crate) namespace: Namespace,
-    pub(crate) embedding: Vec<f32>,
-    pub(crate) scope: Scope,
-    pub(crate) status: Status,
+pub struct NewVector {
+    /// Its vector key.
+    pub seq: u64,
+    /// The item.
+    pub id: ItemId,
+    /// Its tenant.
+    pub tenant: TenantId,
+    /// Its namespace.
+    pub namespace: Namespace,
+    /// The vector.
+    pub embedding: Vec<f32>,
+    /// The item's scope.
+    pub scope: Scope,
+    /// The item's status.
+    pub status: Status,
 }
 
 /// A committed change of an indexed item's status or scope, to apply to the catalog.
 #[derive(Debug)]
-pub(crate) struct AccessChange {
-    pub(crate) seq: u64,
-    pub(crate) tenant: TenantId,
-    pub(crate) namespace: Namespace,
-    pub(crate) scope: Scope,
-    pub(crate) status: Status,
+pub struct AccessChange {
+    /// Its vector key.
+    pub seq: u64,
+    /// Its tenant.
+    pub tenant: TenantId,
+    /// Its namespace.
+    pub namespace: Namespace,
+    /// The item's scope.
+    pub scope: Scope,
+    /// The item's status.
+    pub status: Status,
     /// The item was erased: its key leaves the catalog and the index altogether.
-    pub(crate) erased: bool,
+    pub erased: bool,
 }
 
 /// Who may read an item: nobody (not retrievable, or revoked), everyone in the namespace, or
@@ -255,8 +267,9 @@ struct AccessView {
 }
 
 /// What a partition search found: (key's item, similarity), best first.
-pub(crate) struct Found {
-    pub(crate) hits: Vec<(ItemId, f32)>,
+pub struct Found {
+    /// (item, similarity), best first.
+    pub hits: Vec<(ItemId, f32)>,
 }
 
 /// Every [`SearchPath`] a partition search can report, in counter order.
@@ -272,7 +285,7 @@ const PATHS: [SearchPath; 7] = [
 
 /// Every partition of one store.
 #[derive(Debug)]
-pub(crate) struct Vectors {
+pub struct Vectors {
     /// Searches answered per [`SearchPath`] (in [`PATHS`] order).
     paths: [AtomicU64; PATHS.len()],
     dir: PathBuf,
@@ -330,7 +343,8 @@ fn checked_class(catalog: &mut Catalog, seq: u64, emb: &[u8], digest: Option<Vec
     PARKED_CLASS
 }
 
-pub(crate) fn decode_f32(b: &[u8]) -> Vec<f32> {
+/// A stored embedding's values (little-endian `f32`s; a trailing partial value is ignored).
+pub fn decode_f32(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
@@ -347,6 +361,22 @@ fn remove_legacy_files(dir: &Path) {
 }
 
 impl Vectors {
+    /// An empty set of partitions that lives in memory only (never saved to a file): for a
+    /// backend that rebuilds its indexes from the database ([`Vectors::insert`] and
+    /// [`Vectors::update_access`] as rows are read), such as the PostgreSQL one. An access class
+    /// gets its own graph once it holds `graph_min_count` vectors (`None`:
+    /// [`CLASS_GRAPH_MIN_COUNT`]).
+    pub fn in_memory(graph_min_count: Option<usize>, dims: Option<usize>) -> Self {
+        Self {
+            paths: Default::default(),
+            dir: PathBuf::new(),
+            graph_min_count: graph_min_count.unwrap_or(CLASS_GRAPH_MIN_COUNT),
+            mac_key: [0; 32],
+            dims: RwLock::new(dims),
+            parts: RwLock::new(HashMap::new()),
+        }
+    }
+
     /// Loads every partition for the store whose database `conn` is open: the catalog from the
     /// tables, each index from its file (brought in step with the catalog) or rebuilt. An
     /// access class gets its own graph once it holds `graph_min_count` vectors (`None`:
@@ -549,13 +579,13 @@ impl Vectors {
     }
 
     /// The dimension every stored vector has (fixed by the first one).
-    pub(crate) fn dims(&self) -> Option<usize> {
+    pub fn dims(&self) -> Option<usize> {
         *read(&self.dims)
     }
 
     /// Records the dimension of the first vector (the caller persists it in the same
     /// transaction as that vector).
-    pub(crate) fn set_dims(&self, dims: usize) {
+    pub fn set_dims(&self, dims: usize) {
         let mut d = write(&self.dims);
         if d.is_none() {
             *d = Some(dims);
@@ -568,7 +598,7 @@ impl Vectors {
 
     /// Indexes a committed vector in its access class (writer thread only). Index and catalog
     /// change together under the catalog lock, so no search sees one without the other.
-    pub(crate) fn insert(&self, v: NewVector) -> Result<(), StoreError> {
+    pub fn insert(&self, v: NewVector) -> Result<(), StoreError> {
         let dims = self.dims().ok_or_else(|| StoreError::Corrupt("vector dimension unknown".into()))?;
         let part = match self.partition(&v.tenant, &v.namespace) {
             Some(p) => p,
@@ -603,7 +633,7 @@ impl Vectors {
     /// any widening — or, when erased, leaves the index altogether. If the index refuses, the
     /// catalog has already dropped the key from every reader, and the partition searches the
     /// table exactly until the next open rebuilds it.
-    pub(crate) fn update_access(&self, a: AccessChange) {
+    pub fn update_access(&self, a: AccessChange) {
         let Some(part) = self.partition(&a.tenant, &a.namespace) else {
             return;
         };
@@ -650,7 +680,7 @@ impl Vectors {
     /// (the caller falls back to an exact scan of the table). Only the access classes `reader`
     /// may read are searched — each walked (or scanned) on its own, unfiltered — and every
     /// candidate is checked against the catalog once more (`excluded`) before it is ranked.
-    pub(crate) fn search(
+    pub fn search(
         &self,
         tenant: &TenantId,
         namespace: &Namespace,
@@ -680,12 +710,17 @@ impl Vectors {
     }
 
     /// Searches answered so far by each path.
-    pub(crate) fn path_counts(&self) -> Vec<(SearchPath, u64)> {
+    pub fn path_counts(&self) -> Vec<(SearchPath, u64)> {
         PATHS.iter().map(|&p| (p, self.paths[path_slot(p)].load(Ordering::Relaxed))).collect()
     }
 
+    /// Whether no vector is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Number of indexed vectors over all partitions.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         read(&self.parts).values().map(|p| p.index.len()).sum()
     }
 }

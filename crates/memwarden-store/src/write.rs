@@ -7,7 +7,7 @@ use std::sync::mpsc;
 
 use memwarden_core::prelude::*;
 use memwarden_log::{Entry, EntryKind, Hash, SignedCheckpoint, leaf_hash};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::Connection;
 use serde_json::{Value, json};
 
 use crate::binding::{
@@ -15,6 +15,7 @@ use crate::binding::{
     RowKey, SessionRow, StateIndex, Table, embedding_digest, row_key,
 };
 use crate::logs::{GLOBAL, Logs};
+use crate::db::{Db, DbError, SqliteDb, query_opt};
 use crate::sqlite::{Durability, Shared, read_guard, write_guard};
 use crate::vectors::{AccessChange, NewVector};
 use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Mutation, Receipt, StoreError, StoredSession};
@@ -36,21 +37,21 @@ pub(crate) enum Job {
 
 /// The chain state while a group is being applied: entries are linked locally, per tenant, and
 /// appended to the shared logs only after the transaction commits.
-pub(crate) struct Pending {
+pub struct Pending {
     /// The next index and head of every tenant log this group touched.
-    pub(crate) chains: HashMap<String, (u64, Hash)>,
+    pub chains: HashMap<String, (u64, Hash)>,
     /// The next global sequence number.
-    pub(crate) gseq: u64,
+    pub gseq: u64,
     /// (tenant, entry, global sequence number), in commit order.
-    pub(crate) entries: Vec<(String, Entry, u64)>,
+    pub entries: Vec<(String, Entry, u64)>,
     /// Vectors to index once the transaction commits.
-    pub(crate) vectors: Vec<NewVector>,
+    pub vectors: Vec<NewVector>,
     /// Catalog changes (status or scope) to apply once the transaction commits.
-    pub(crate) access: Vec<AccessChange>,
+    pub access: Vec<AccessChange>,
     /// The store's vector dimension (set by the first vector ever, possibly in this group).
-    pub(crate) dims: Option<usize>,
+    pub dims: Option<usize>,
     /// Row bindings of this group, with the (tenant-log) index of the entry that carries each.
-    pub(crate) bindings: Vec<(RowKey, Binding, u64)>,
+    pub bindings: Vec<(RowKey, Binding, u64)>,
     /// What a new tenant's genesis entry names.
     store_id: String,
     log_key: String,
@@ -68,7 +69,8 @@ struct Mark {
 }
 
 impl Pending {
-    pub(crate) fn new(gseq: u64, dims: Option<usize>, store_id: &str, log_key: &[u8; 32]) -> Self {
+    /// A group's chain state: `gseq` the next global sequence number, `dims` the store's vector dimension, and what a new tenant's genesis entry names.
+    pub fn new(gseq: u64, dims: Option<usize>, store_id: &str, log_key: &[u8; 32]) -> Self {
         Self {
             chains: HashMap::new(),
             gseq,
@@ -106,7 +108,7 @@ impl Pending {
 
     /// Make `tenant`'s log ready for this group (opening it with its genesis entry when the
     /// tenant has none yet) and return the index its next entry takes.
-    fn begin(&mut self, conn: &Connection, logs: &Logs, now_ms: u64, tenant: &str) -> Result<u64, CommitError> {
+    fn begin(&mut self, db: &dyn Db, logs: &Logs, now_ms: u64, tenant: &str) -> Result<u64, CommitError> {
         if let Some((len, _)) = self.chains.get(tenant) {
             return Ok(*len);
         }
@@ -117,19 +119,19 @@ impl Pending {
             None => {
                 self.chains.insert(tenant.to_owned(), (0, [0; 32]));
                 let body = json!({"store": "memwarden", "store_id": self.store_id, "tenant": tenant, "schema": crate::sqlite::SCHEMA_VERSION, "log_key": self.log_key});
-                self.push_entry(conn, tenant, now_ms, EntryKind::Genesis, &body)?;
+                self.push_entry(db, tenant, now_ms, EntryKind::Genesis, &body)?;
             }
         }
         Ok(self.next(tenant))
     }
 
     /// The index `tenant`'s next entry takes (after [`Pending::begin`]).
-    pub(crate) fn next(&self, tenant: &str) -> u64 {
+    pub fn next(&self, tenant: &str) -> u64 {
         self.chains.get(tenant).map_or(0, |c| c.0)
     }
 
     /// Append one entry (no bindings) to `tenant`'s log (begun).
-    fn push_entry(&mut self, conn: &Connection, tenant: &str, now_ms: u64, kind: EntryKind, body: &Value) -> Result<(u64, Hash), CommitError> {
+    fn push_entry(&mut self, db: &dyn Db, tenant: &str, now_ms: u64, kind: EntryKind, body: &Value) -> Result<(u64, Hash), CommitError> {
         let body = serde_json::to_vec(body).map_err(|e| CommitError::Storage(e.to_string()))?;
         if body.len() > Entry::BODY_BYTES_MAX {
             return Err(CommitError::Storage(format!("a log entry of {} bytes exceeds the limit of {}", body.len(), Entry::BODY_BYTES_MAX)));
@@ -138,9 +140,7 @@ impl Pending {
         let entry = Entry { index: len, prev: head, time_ms: now_ms, kind, body };
         let bytes = entry.encode();
         let leaf = leaf_hash(&bytes);
-        conn.prepare_cached("INSERT INTO log(tenant, idx, entry, gseq) VALUES(?1, ?2, ?3, ?4)")
-            .and_then(|mut s| s.execute(params![tenant, i64_of(len), bytes, i64_of(self.gseq)]))
-            .map_err(sql)?;
+        db.append_entry(tenant, len, &bytes, self.gseq).map_err(sql)?;
         self.chains.insert(tenant.to_owned(), (len + 1, leaf));
         self.entries.push((tenant.to_owned(), entry, self.gseq));
         self.gseq += 1;
@@ -149,7 +149,7 @@ impl Pending {
 
     /// Append an entry that binds `rows` (listed in its body under `"rows"`; a long list
     /// continues in further entries of the same kind). Returns the last entry's index and leaf.
-    pub(crate) fn push(&mut self, conn: &Connection, tenant: &str, now_ms: u64, kind: EntryKind, body: &Value, rows: Vec<Binding>) -> Result<(u64, Hash), CommitError> {
+    pub(crate) fn push(&mut self, db: &dyn Db, tenant: &str, now_ms: u64, kind: EntryKind, body: &Value, rows: Vec<Binding>) -> Result<(u64, Hash), CommitError> {
         if let Some(b) = rows.iter().find(|b| b.tenant != tenant) {
             return Err(CommitError::Storage(format!("a row of tenant {} cannot be bound in the log of {tenant}", b.tenant)));
         }
@@ -179,9 +179,9 @@ impl Pending {
                 {
                     o.insert("rows".into(), Value::Array(chunk));
                 }
-                self.push_entry(conn, tenant, now_ms, kind, &body)?
+                self.push_entry(db, tenant, now_ms, kind, &body)?
             } else {
-                self.push_entry(conn, tenant, now_ms, kind, &json!({"tenant": tenant, "continues": first, "rows": chunk}))?
+                self.push_entry(db, tenant, now_ms, kind, &json!({"tenant": tenant, "continues": first, "rows": chunk}))?
             };
             for b in rows.by_ref().take(n) {
                 self.bindings.push((b.key(), b, carried.0));
@@ -215,9 +215,9 @@ impl Pending {
     /// Read a bound row the change depends on and check it against the log; a row that does
     /// not match is never built upon (so a tampered row cannot be laundered into a new
     /// binding).
-    fn read_verified<R: BoundRow>(&self, conn: &Connection, state: &StateIndex, sql_where: &str, args: &[&dyn rusqlite::ToSql], key: &RowKey) -> Result<Option<R>, CommitError> {
-        let sql = format!("SELECT {} FROM {} WHERE {sql_where}", R::COLUMNS, R::TABLE.name());
-        let row: Option<R> = conn.prepare_cached(&sql).and_then(|mut s| s.query_row(args, |r| R::read(r)).optional()).map_err(sql_err)?;
+    fn read_verified<R: BoundRow>(&self, db: &dyn Db, state: &StateIndex, sql_where: &str, args: &[crate::db::Arg<'_>], key: &RowKey) -> Result<Option<R>, CommitError> {
+        let query = format!("SELECT {} FROM {} WHERE {sql_where}", R::COLUMNS, R::TABLE.name());
+        let row: Option<R> = query_opt(db, &query, args, R::from_cols).map_err(sql)?;
         match self.check(state, key, row.as_ref().map(BoundRow::digest).as_ref()) {
             Check::Ok => Ok(row),
             bad => Err(CommitError::Tampered(format!("{} row {key:?}: {}", R::TABLE.name(), bad.reason()))),
@@ -225,16 +225,8 @@ impl Pending {
     }
 }
 
-pub(crate) fn sql(e: rusqlite::Error) -> CommitError {
-    CommitError::Storage(e.to_string())
-}
-
-fn sql_err(e: rusqlite::Error) -> CommitError {
-    sql(e)
-}
-
-fn is_constraint(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
+pub(crate) fn sql(e: DbError) -> CommitError {
+    CommitError::Storage(e.message)
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String, CommitError> {
@@ -265,7 +257,7 @@ fn item_key(tenant: &str, id: &ItemId) -> RowKey {
 }
 
 /// Insert an admitted item (its row, vector, edges) and log its write entry.
-fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &AdmittedWrite, embedding: &Option<Vec<f32>>, p: &mut Pending) -> Result<(u64, Hash), CommitError> {
+fn insert_item(db: &dyn Db, state: &StateIndex, now_ms: u64, write: &AdmittedWrite, embedding: &Option<Vec<f32>>, p: &mut Pending) -> Result<(u64, Hash), CommitError> {
     let item = write.item();
     let tenant = item.tenant().as_str();
     debug_assert!(p.chains.contains_key(tenant), "the tenant's log is begun");
@@ -275,10 +267,7 @@ fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &Admit
     if p.exists(state, &item_key(tenant, &item.id())) || p.exists(state, &row_key(Table::Erased, tenant, &[&item.id().to_string()])) {
         return Err(exists());
     }
-    let erased: Option<i64> = conn
-        .prepare_cached("SELECT 1 FROM erased WHERE id = ?1")
-        .and_then(|mut s| s.query_row(params![item.id().as_bytes().as_slice()], |r| r.get(0)).optional())
-        .map_err(sql)?;
+    let erased: Option<i64> = query_opt(db, "SELECT 1 FROM erased WHERE id = ?1", crate::args![item.id().as_bytes().as_slice()], |r| r.int(0)).map_err(sql)?;
     if erased.is_some() {
         return Err(exists());
     }
@@ -286,19 +275,13 @@ fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &Admit
     let next = p.next(tenant);
     let vseq = match (&emb, embedding) {
         (Some(_), Some(e)) => {
-            let r = conn
-                .prepare_cached("INSERT INTO vectors(id, tenant, namespace) VALUES(?1, ?2, ?3)")
-                .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), tenant, item.namespace().as_str()]));
-            match r {
-                Err(e) if is_constraint(&e) => return Err(exists()),
+            let seq = match db.insert_vector(item.id().as_bytes().as_slice(), tenant, item.namespace().as_str(), next) {
+                Err(e) if e.constraint => return Err(exists()),
                 Err(e) => return Err(sql(e)),
-                Ok(_) => {}
-            }
-            let seq = u64::try_from(conn.last_insert_rowid()).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+                Ok(seq) => seq,
+            };
             if p.dims.is_none() {
-                conn.prepare_cached("INSERT INTO meta(key, value) VALUES('vector_dims', ?1)")
-                    .and_then(|mut s| s.execute(params![e.len() as i64]))
-                    .map_err(sql)?;
+                db.record_dims(e.len()).map_err(sql)?;
                 p.dims = Some(e.len());
             }
             p.vectors.push(NewVector {
@@ -326,23 +309,19 @@ fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &Admit
         vseq,
         emb_digest: emb.as_deref().map(|b| embedding_digest(b).to_vec()),
     };
-    let r = conn
-        .prepare_cached(
-            "INSERT INTO items(id, tenant, namespace, record, digest, log_index, embedding, created_ms, version, vseq, emb_digest)
-             VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![row.id, row.tenant, row.namespace, row.record, row.digest, row.log_index, emb, row.created_ms, row.version, row.vseq, row.emb_digest])
-        });
+    let r = db.execute(
+        "INSERT INTO items(id, tenant, namespace, record, digest, log_index, embedding, created_ms, version, vseq, emb_digest)
+         VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        crate::args![row.id, row.tenant, row.namespace, row.record, row.digest, row.log_index, emb, row.created_ms, row.version, row.vseq, row.emb_digest],
+    );
     match r {
-        Err(e) if is_constraint(&e) => return Err(exists()),
+        Err(e) if e.constraint => return Err(exists()),
         Err(e) => return Err(sql(e)),
         Ok(_) => {}
     }
-    crate::lexical::index(conn, &row.id, item.content()).map_err(sql)?;
+    db.index_text(&row.id, item.content()).map_err(sql)?;
     for parent in item.parents() {
-        conn.prepare_cached("INSERT OR IGNORE INTO edges(child, parent, kind) VALUES(?1, ?2, ?3)")
-            .and_then(|mut s| s.execute(params![item.id().as_bytes().as_slice(), parent.id.as_bytes().as_slice(), parent.kind.as_str()]))
+        db.execute("INSERT INTO edges(child, parent, kind) VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING", crate::args![item.id().as_bytes().as_slice(), parent.id.as_bytes().as_slice(), parent.kind.as_str()])
             .map_err(sql)?;
     }
     let kind = match item.route() {
@@ -351,7 +330,7 @@ fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &Admit
         _ => EntryKind::Write,
     };
     p.push(
-        conn,
+        db,
         tenant,
         now_ms,
         kind,
@@ -368,7 +347,7 @@ fn insert_item(conn: &Connection, state: &StateIndex, now_ms: u64, write: &Admit
 /// at `expected` (the version the gate read), replace its record with `change(old record)`
 /// and move its version to the index of the entry about to be logged. Returns the new row.
 fn cas_item(
-    conn: &Connection,
+    db: &dyn Db,
     state: &StateIndex,
     p: &Pending,
     tenant: &TenantId,
@@ -377,15 +356,14 @@ fn cas_item(
     change: impl FnOnce(&str) -> Result<String, CommitError>,
 ) -> Result<ItemRow, CommitError> {
     let key = item_key(tenant.as_str(), id);
-    let row: Option<ItemRow> = p.read_verified(conn, state, "id = ?1 AND tenant = ?2", &[&id.as_bytes().as_slice(), &tenant.as_str()], &key)?;
+    let row: Option<ItemRow> = p.read_verified(db, state, "id = ?1 AND tenant = ?2", crate::args![id.as_bytes().as_slice(), tenant.as_str()], &key)?;
     let Some(mut row) = row else { return Err(CommitError::ItemMissing(id.to_string())) };
     if u64::try_from(row.version).ok() != Some(expected) {
         return Err(CommitError::Conflict { id: id.to_string() });
     }
     row.record = change(&row.record)?;
     row.version = i64_of(p.next(tenant.as_str()));
-    conn.prepare_cached("UPDATE items SET record = ?1, version = ?2 WHERE id = ?3 AND tenant = ?4")
-        .and_then(|mut s| s.execute(params![row.record, row.version, row.id, row.tenant]))
+    db.execute("UPDATE items SET record = ?1, version = ?2 WHERE id = ?3 AND tenant = ?4", crate::args![row.record, row.version, row.id, row.tenant])
         .map_err(sql)?;
     Ok(row)
 }
@@ -394,9 +372,9 @@ fn cas_item(
 /// version the gate read, queue the index catalog's matching change (applied once the
 /// transaction commits), and log the change: `fields` plus the item's tenant, id, status and
 /// identity digest.
-fn access_changed(conn: &Connection, state: &StateIndex, p: &mut Pending, now_ms: u64, kind: EntryKind, item: &MemoryItem, fields: Value) -> Result<(u64, Hash), CommitError> {
+fn access_changed(db: &dyn Db, state: &StateIndex, p: &mut Pending, now_ms: u64, kind: EntryKind, item: &MemoryItem, fields: Value) -> Result<(u64, Hash), CommitError> {
     let record = to_json(item)?;
-    let row = cas_item(conn, state, p, item.tenant(), &item.id(), item.version(), |_| Ok(record))?;
+    let row = cas_item(db, state, p, item.tenant(), &item.id(), item.version(), |_| Ok(record))?;
     if let Some(seq) = row.vseq {
         let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
         p.access.push(AccessChange {
@@ -415,11 +393,11 @@ fn access_changed(conn: &Connection, state: &StateIndex, p: &mut Pending, now_ms
         o.insert("status".into(), json!(item.status()));
         o.insert("digest".into(), json!(hex::encode(item.identity_digest())));
     }
-    p.push(conn, item.tenant().as_str(), now_ms, kind, &body, vec![row.binding()])
+    p.push(db, item.tenant().as_str(), now_ms, kind, &body, vec![row.binding()])
 }
 
 /// The tenant whose log records a mutation.
-fn tenant_of(m: &Mutation) -> &TenantId {
+pub fn tenant_of(m: &Mutation) -> &TenantId {
     match m {
         Mutation::Principal(p) => &p.tenant,
         Mutation::Item { write, .. } => write.item().tenant(),
@@ -438,9 +416,9 @@ fn tenant_of(m: &Mutation) -> &TenantId {
     }
 }
 
-fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation, p: &mut Pending) -> Result<Receipt, CommitError> {
+fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation, p: &mut Pending) -> Result<Receipt, CommitError> {
     let t = tenant_of(m).as_str();
-    let next = p.begin(conn, logs, now_ms, t)?;
+    let next = p.begin(db, logs, now_ms, t)?;
     let (log_index, leaf) = match m {
         Mutation::Principal(pr) => {
             let key = row_key(Table::Principals, pr.tenant.as_str(), &[pr.id.as_str()]);
@@ -448,38 +426,35 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                 return Err(CommitError::PrincipalExists(pr.id.to_string()));
             }
             let row = PrincipalRow { tenant: pr.tenant.as_str().to_owned(), id: pr.id.as_str().to_owned(), record: to_json(pr)?, log_index: i64_of(next) };
-            let r = conn
-                .prepare_cached("INSERT INTO principals(tenant, id, record, log_index) VALUES(?1, ?2, ?3, ?4)")
-                .and_then(|mut s| s.execute(params![row.tenant, row.id, row.record, row.log_index]));
+            let r = db.execute("INSERT INTO principals(tenant, id, record, log_index) VALUES(?1, ?2, ?3, ?4)", crate::args![row.tenant, row.id, row.record, row.log_index]);
             match r {
-                Err(e) if is_constraint(&e) => return Err(CommitError::PrincipalExists(pr.id.to_string())),
+                Err(e) if e.constraint => return Err(CommitError::PrincipalExists(pr.id.to_string())),
                 Err(e) => return Err(sql(e)),
                 Ok(_) => {}
             }
-            p.push(conn, t, now_ms, EntryKind::Principal, &json!({"tenant": pr.tenant, "principal": pr}), vec![row.binding()])?
+            p.push(db, t, now_ms, EntryKind::Principal, &json!({"tenant": pr.tenant, "principal": pr}), vec![row.binding()])?
         }
-        Mutation::Item { write, embedding } => insert_item(conn, state, now_ms, write, embedding, p)?,
+        Mutation::Item { write, embedding } => insert_item(db, state, now_ms, write, embedding, p)?,
         Mutation::Update { update, embedding } => {
             let old = update.superseded();
             if old.tenant().as_str() != t {
                 return Err(CommitError::Storage("an update spans two tenants".into()));
             }
-            let r = insert_item(conn, state, now_ms, update.write(), embedding, p)?;
-            access_changed(conn, state, p, now_ms, EntryKind::Revocation, old, json!({"superseded_by": old.superseded_by()}))?;
+            let r = insert_item(db, state, now_ms, update.write(), embedding, p)?;
+            access_changed(db, state, p, now_ms, EntryKind::Revocation, old, json!({"superseded_by": old.superseded_by()}))?;
             r
         }
         Mutation::Attestation(a) => {
             let a = a.attestation();
             let row = AttestationRow { tenant: a.tenant.as_str().to_owned(), key: a.key.clone(), record: to_json(a)?, log_index: i64_of(next) };
-            conn.prepare_cached("INSERT INTO attestations(tenant, key, record, log_index) VALUES(?1, ?2, ?3, ?4)")
-                .and_then(|mut s| s.execute(params![row.tenant, row.key, row.record, row.log_index]))
+            db.execute("INSERT INTO attestations(tenant, key, record, log_index) VALUES(?1, ?2, ?3, ?4)", crate::args![row.tenant, row.key, row.record, row.log_index])
                 .map_err(sql)?;
-            p.push(conn, t, now_ms, EntryKind::Attestation, &json!(a), vec![row.binding()])?
+            p.push(db, t, now_ms, EntryKind::Attestation, &json!(a), vec![row.binding()])?
         }
         Mutation::GrantIssued(g) => {
             let gr = &g.grant;
             p.push(
-                conn,
+                db,
                 t,
                 now_ms,
                 EntryKind::GrantIssued,
@@ -491,10 +466,10 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
         Mutation::SessionTaint { tenant, principal, session, observed } => {
             let key = row_key(Table::Sessions, tenant.as_str(), &[principal.as_str(), session.as_str()]);
             let existing: Option<SessionRow> = p.read_verified(
-                conn,
+                db,
                 state,
                 "tenant = ?1 AND principal = ?2 AND session = ?3",
-                &[&tenant.as_str(), &principal.as_str(), &session.as_str()],
+                crate::args![tenant.as_str(), principal.as_str(), session.as_str()],
                 &key,
             )?;
             // The row only falls: meet of the stored floor and the new one, witnesses merged.
@@ -518,14 +493,11 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                 record: to_json(&merged)?,
                 log_index: i64_of(next),
             };
-            conn.prepare_cached(
-                "INSERT INTO sessions(tenant, principal, session, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT(tenant, principal, session) DO UPDATE SET record = excluded.record, log_index = excluded.log_index",
-            )
-            .and_then(|mut s| s.execute(params![row.tenant, row.principal, row.session, row.record, row.log_index]))
+            db.execute("INSERT INTO sessions(tenant, principal, session, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(tenant, principal, session) DO UPDATE SET record = excluded.record, log_index = excluded.log_index", crate::args![row.tenant, row.principal, row.session, row.record, row.log_index])
             .map_err(sql)?;
             p.push(
-                conn,
+                db,
                 t,
                 now_ms,
                 EntryKind::SessionTaint,
@@ -533,9 +505,9 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                 vec![row.binding()],
             )?
         }
-        Mutation::Revocation(r) => access_changed(conn, state, p, now_ms, EntryKind::Revocation, r.item(), json!({"by": r.by(), "reason": r.reason()}))?,
+        Mutation::Revocation(r) => access_changed(db, state, p, now_ms, EntryKind::Revocation, r.item(), json!({"by": r.by(), "reason": r.reason()}))?,
         Mutation::Promotion(pr) => access_changed(
-            conn,
+            db,
             state,
             p,
             now_ms,
@@ -543,7 +515,7 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
             pr.item(),
             json!({"by": pr.by(), "from": pr.from(), "readers": pr.item().scope().readers}),
         )?,
-        Mutation::Hold(h) => access_changed(conn, state, p, now_ms, EntryKind::Decision, h.item(), json!({"hold": {"by": h.by(), "reason": h.reason()}}))?,
+        Mutation::Hold(h) => access_changed(db, state, p, now_ms, EntryKind::Decision, h.item(), json!({"hold": {"by": h.by(), "reason": h.reason()}}))?,
         Mutation::Erasure { tenant, ids, event } => {
             if ids.is_empty() || ids.len() > crate::ERASE_IDS_MAX {
                 return Err(CommitError::Storage(format!("an erasure names 1..={} memories", crate::ERASE_IDS_MAX)));
@@ -555,7 +527,7 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
             let mut rows = Vec::with_capacity(ids.len() * 2 + 1);
             for id in ids {
                 let key = item_key(tenant.as_str(), id);
-                let row: Option<ItemRow> = p.read_verified(conn, state, "id = ?1 AND tenant = ?2", &[&id.as_bytes().as_slice(), &tenant.as_str()], &key)?;
+                let row: Option<ItemRow> = p.read_verified(db, state, "id = ?1 AND tenant = ?2", crate::args![id.as_bytes().as_slice(), tenant.as_str()], &key)?;
                 let Some(row) = row else {
                     return Err(CommitError::ItemMissing(id.to_string()));
                 };
@@ -573,12 +545,11 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                     item_log_index: row.log_index,
                     log_index: i64_of(next),
                 };
-                conn.prepare_cached("INSERT INTO erased(id, tenant, namespace, tombstone, item_log_index, log_index) VALUES(?1, ?2, ?3, ?4, ?5, ?6)")
-                    .and_then(|mut s| s.execute(params![erased.id, erased.tenant, erased.namespace, erased.tombstone, erased.item_log_index, erased.log_index]))
+                db.execute("INSERT INTO erased(id, tenant, namespace, tombstone, item_log_index, log_index) VALUES(?1, ?2, ?3, ?4, ?5, ?6)", crate::args![erased.id, erased.tenant, erased.namespace, erased.tombstone, erased.item_log_index, erased.log_index])
                     .map_err(sql)?;
-                conn.prepare_cached("DELETE FROM vectors WHERE id = ?1").and_then(|mut s| s.execute(params![row.id])).map_err(sql)?;
-                crate::lexical::unindex(conn, &row.id).map_err(sql)?;
-                conn.prepare_cached("DELETE FROM items WHERE id = ?1").and_then(|mut s| s.execute(params![row.id])).map_err(sql)?;
+                db.execute("DELETE FROM vectors WHERE id = ?1", crate::args![row.id]).map_err(sql)?;
+                db.unindex_text(&row.id).map_err(sql)?;
+                db.execute("DELETE FROM items WHERE id = ?1", crate::args![row.id]).map_err(sql)?;
                 if let Some(seq) = row.vseq {
                     let namespace = Namespace::new(&row.namespace).map_err(|e| CommitError::Storage(e.to_string()))?;
                     let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
@@ -589,16 +560,15 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                 rows.push(erased.binding());
             }
             let lineage = LineageRow { tenant: tenant.as_str().to_owned(), event: text, log_index: i64_of(next) };
-            conn.prepare_cached("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)")
-                .and_then(|mut s| s.execute(params![lineage.tenant, lineage.event, lineage.log_index]))
+            db.execute("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)", crate::args![lineage.tenant, lineage.event, lineage.log_index])
                 .map_err(sql)?;
             rows.push(lineage.binding());
-            p.push(conn, t, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}), rows)?
+            p.push(db, t, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}), rows)?
         }
         Mutation::Feedback { tenant, actor, guards, reputations, record } => {
             let mut rows = Vec::with_capacity(guards.len() + reputations.len());
             for (id, expected, guard) in guards {
-                let row = cas_item(conn, state, p, tenant, id, *expected, |rec| {
+                let row = cas_item(db, state, p, tenant, id, *expected, |rec| {
                     // The guard state is not part of the identity digest: the record still verifies.
                     let mut v: Value = serde_json::from_str(rec).map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
                     if let Some(o) = v.as_object_mut() {
@@ -616,22 +586,19 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                     return Err(CommitError::Storage(format!("reputation {value} of {who} is outside [0, 1]")));
                 }
                 let row = ReputationRow { tenant: tenant.as_str().to_owned(), principal: who.as_str().to_owned(), value: *value, log_index: i64_of(next) };
-                conn.prepare_cached(
-                    "INSERT INTO reputation(tenant, principal, value, log_index) VALUES(?1, ?2, ?3, ?4)
-                     ON CONFLICT(tenant, principal) DO UPDATE SET value = excluded.value, log_index = excluded.log_index",
-                )
-                .and_then(|mut s| s.execute(params![row.tenant, row.principal, row.value, row.log_index]))
+                db.execute("INSERT INTO reputation(tenant, principal, value, log_index) VALUES(?1, ?2, ?3, ?4)
+                     ON CONFLICT(tenant, principal) DO UPDATE SET value = excluded.value, log_index = excluded.log_index", crate::args![row.tenant, row.principal, row.value, row.log_index])
                 .map_err(sql)?;
                 rows.push(row.binding());
             }
-            p.push(conn, t, now_ms, EntryKind::Feedback, &json!({"tenant": tenant, "actor": actor, "feedback": record}), rows)?
+            p.push(db, t, now_ms, EntryKind::Feedback, &json!({"tenant": tenant, "actor": actor, "feedback": record}), rows)?
         }
         Mutation::GateDecision { tenant, actor, decision } => {
             let text = to_json(decision)?;
             if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
                 return Err(CommitError::LineageEventTooLarge(text.len()));
             }
-            p.push(conn, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "gate": decision}), Vec::new())?
+            p.push(db, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "gate": decision}), Vec::new())?
         }
         Mutation::Lineage { tenant, event } => {
             let text = to_json(event)?;
@@ -639,10 +606,9 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                 return Err(CommitError::LineageEventTooLarge(text.len()));
             }
             let row = LineageRow { tenant: tenant.as_str().to_owned(), event: text, log_index: i64_of(next) };
-            conn.prepare_cached("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)")
-                .and_then(|mut s| s.execute(params![row.tenant, row.event, row.log_index]))
+            db.execute("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)", crate::args![row.tenant, row.event, row.log_index])
                 .map_err(sql)?;
-            p.push(conn, t, now_ms, EntryKind::Lineage, &json!({"tenant": tenant, "event": event}), vec![row.binding()])?
+            p.push(db, t, now_ms, EntryKind::Lineage, &json!({"tenant": tenant, "event": event}), vec![row.binding()])?
         }
         Mutation::Decision { actor, tenant, action, outcome } => {
             for u in outcome.grant_uses() {
@@ -657,16 +623,14 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                     return Err(CommitError::GrantAlreadyUsed(g.nonce_hex()));
                 }
                 let row = GrantUsedRow { tenant: g.tenant.as_str().to_owned(), nonce: g.nonce.to_vec(), record: to_json(u)?, log_index: i64_of(p.next(t)) };
-                let r = conn
-                    .prepare_cached("INSERT INTO grants_used(tenant, nonce, record, log_index) VALUES(?1, ?2, ?3, ?4)")
-                    .and_then(|mut s| s.execute(params![row.tenant, row.nonce, row.record, row.log_index]));
+                let r = db.execute("INSERT INTO grants_used(tenant, nonce, record, log_index) VALUES(?1, ?2, ?3, ?4)", crate::args![row.tenant, row.nonce, row.record, row.log_index]);
                 match r {
-                    Err(e) if is_constraint(&e) => return Err(CommitError::GrantAlreadyUsed(g.nonce_hex())),
+                    Err(e) if e.constraint => return Err(CommitError::GrantAlreadyUsed(g.nonce_hex())),
                     Err(e) => return Err(sql(e)),
                     Ok(_) => {}
                 }
                 p.push(
-                    conn,
+                    db,
                     t,
                     now_ms,
                     EntryKind::GrantUsed,
@@ -688,17 +652,15 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
                         record: to_json(e)?,
                         log_index: i64_of(p.next(t)),
                     };
-                    let n = conn
-                        .prepare_cached("INSERT OR IGNORE INTO elevations(tenant, key, value, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5)")
-                        .and_then(|mut s| s.execute(params![row.tenant, row.key, row.value, row.record, row.log_index]))
+                    let n = db.execute("INSERT INTO elevations(tenant, key, value, record, log_index) VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING", crate::args![row.tenant, row.key, row.value, row.record, row.log_index])
                         .map_err(sql)?;
                     if n == 1 {
                         rows.push(row.binding());
                     }
                 }
-                p.push(conn, t, now_ms, EntryKind::Elevation, &json!(e), rows)?;
+                p.push(db, t, now_ms, EntryKind::Elevation, &json!(e), rows)?;
             }
-            p.push(conn, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "action": action, "verdict": outcome.verdict()}), Vec::new())?
+            p.push(db, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "action": action, "verdict": outcome.verdict()}), Vec::new())?
         }
     };
     Ok(Receipt { log_index, leaf })
@@ -706,21 +668,21 @@ fn apply(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mu
 
 /// Apply `mutations` inside one savepoint, all or nothing: the first error rolls back every
 /// one of them (rows, bindings, log entries, vectors, catalog changes) and is returned.
-fn apply_all(conn: &Connection, logs: &Logs, state: &StateIndex, now_ms: u64, mutations: &[Mutation], p: &mut Pending) -> Result<Result<Vec<Receipt>, CommitError>, rusqlite::Error> {
-    conn.execute_batch("SAVEPOINT op")?;
+pub fn apply_all(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, mutations: &[Mutation], p: &mut Pending) -> Result<Result<Vec<Receipt>, CommitError>, DbError> {
+    db.execute("SAVEPOINT op", &[])?;
     let mark = p.mark();
     let mut receipts = Vec::with_capacity(mutations.len());
     for m in mutations {
-        match apply(conn, logs, state, now_ms, m, p) {
+        match apply(db, logs, state, now_ms, m, p) {
             Ok(r) => receipts.push(r),
             Err(e) => {
-                conn.execute_batch("ROLLBACK TO op; RELEASE op")?;
+                db.execute("ROLLBACK TO op; RELEASE op", &[])?;
                 p.rollback(mark);
                 return Ok(Err(e));
             }
         }
     }
-    conn.execute_batch("RELEASE op")?;
+    db.execute("RELEASE op", &[])?;
     Ok(Ok(receipts))
 }
 
@@ -830,7 +792,7 @@ pub(crate) fn write_checkpoint(conn: &Connection, shared: &Shared, tenant: &str,
     let record = serde_json::to_string(&cp).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     conn.execute(
         "INSERT INTO checkpoints(tenant, size, record) VALUES(?1, ?2, ?3) ON CONFLICT(tenant, size) DO UPDATE SET record = excluded.record",
-        params![tenant, i64::try_from(cp.checkpoint.size).unwrap_or(i64::MAX), record],
+        rusqlite::params![tenant, i64::try_from(cp.checkpoint.size).unwrap_or(i64::MAX), record],
     )?;
     {
         let mut logs = write_guard(&shared.logs);
@@ -847,12 +809,45 @@ pub(crate) fn write_checkpoint(conn: &Connection, shared: &Shared, tenant: &str,
 }
 
 /// Record each touched tenant log's new (length, head), in the transaction.
-fn set_heads(conn: &Connection, chains: &HashMap<String, (u64, Hash)>) -> Result<(), rusqlite::Error> {
-    let mut stmt = conn.prepare_cached("INSERT INTO heads(tenant, size, head) VALUES(?1, ?2, ?3) ON CONFLICT(tenant) DO UPDATE SET size = excluded.size, head = excluded.head")?;
+pub fn set_heads(db: &dyn Db, chains: &HashMap<String, (u64, Hash)>) -> Result<(), DbError> {
     for (tenant, (len, head)) in chains {
-        stmt.execute(params![tenant, i64_of(*len), head.as_slice()])?;
+        db.execute(
+            "INSERT INTO heads(tenant, size, head) VALUES(?1, ?2, ?3) ON CONFLICT(tenant) DO UPDATE SET size = excluded.size, head = excluded.head",
+            crate::args![tenant, i64_of(*len), head.as_slice()],
+        )?;
     }
     Ok(())
+}
+
+/// Apply one caller's mutations: all in one savepoint (`atomic`: every receipt, or the one
+/// error), or each in its own (each succeeds or fails alone). An `Err` is a database failure
+/// that aborts the whole transaction.
+pub fn apply_caller(
+    db: &dyn Db,
+    logs: &Logs,
+    state: &StateIndex,
+    now_ms: u64,
+    mutations: &[Mutation],
+    atomic: bool,
+    pending: &mut Pending,
+) -> Result<Vec<Result<Receipt, CommitError>>, DbError> {
+    if mutations.len() > BATCH_MUTATIONS_MAX {
+        return Ok(vec![Err(CommitError::BatchTooLarge(mutations.len()))]);
+    }
+    if atomic {
+        return Ok(match apply_all(db, logs, state, now_ms, mutations, pending)? {
+            Ok(rs) => rs.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        });
+    }
+    let mut rs = Vec::with_capacity(mutations.len());
+    for m in mutations {
+        rs.push(match apply_all(db, logs, state, now_ms, std::slice::from_ref(m), pending)? {
+            Ok(mut r) => r.pop().ok_or_else(|| CommitError::Storage("a mutation left no receipt".into())),
+            Err(e) => Err(e),
+        });
+    }
+    Ok(rs)
 }
 
 fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now_ms: u64) {
@@ -860,38 +855,21 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
     let mut pending = Pending::new(gseq, shared.vectors.dims(), &shared.store_id, &shared.key.verifying_key().to_bytes());
     // Per caller: its receipts in mutation order (for an atomic caller that failed, one error).
     let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
-    let outcome = (|| -> Result<(), rusqlite::Error> {
+    let outcome = (|| -> Result<(), DbError> {
         conn.execute_batch("BEGIN IMMEDIATE")?;
+        let db = SqliteDb(conn);
         {
             let logs = read_guard(&shared.logs);
             let state = read_guard(&shared.state);
             for g in &commits {
-                if g.mutations.len() > BATCH_MUTATIONS_MAX {
-                    results.push(vec![Err(CommitError::BatchTooLarge(g.mutations.len()))]);
-                    continue;
-                }
-                if g.atomic {
-                    results.push(match apply_all(conn, &logs, &state, g.now_ms, &g.mutations, &mut pending)? {
-                        Ok(rs) => rs.into_iter().map(Ok).collect(),
-                        Err(e) => vec![Err(e)],
-                    });
-                    continue;
-                }
-                let mut rs = Vec::with_capacity(g.mutations.len());
-                for m in &g.mutations {
-                    rs.push(match apply_all(conn, &logs, &state, g.now_ms, std::slice::from_ref(m), &mut pending)? {
-                        Ok(mut r) => r.pop().ok_or_else(|| CommitError::Storage("a mutation left no receipt".into())),
-                        Err(e) => Err(e),
-                    });
-                }
-                results.push(rs);
+                results.push(apply_caller(&db, &logs, &state, g.now_ms, &g.mutations, g.atomic, &mut pending)?);
             }
         }
-        set_heads(conn, &pending.chains)?;
+        set_heads(&db, &pending.chains)?;
         // While the transaction commits, readers accept a changed row in its old or new state.
         let staged: Vec<(Binding, u64)> = pending.bindings.iter().map(|(_, b, e)| (b.clone(), *e)).collect();
         write_guard(&shared.state).stage(&staged);
-        conn.execute_batch("COMMIT")
+        Ok(conn.execute_batch("COMMIT")?)
     })();
     match outcome {
         Ok(()) => {
