@@ -11,6 +11,8 @@ bash scripts/fetch-model.sh
 python3 -m pip install --quiet --disable-pip-version-check -r crates/memwarden-server/tests/requirements.txt \
     -r crates/memwarden-lineage/tests/requirements.txt
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The PostgreSQL backend's tests need the local server (issue 17): start it if it is not up.
+pg_isready -h 127.0.0.1 >/dev/null 2>&1 || pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
 MEMWARDEN_REQUIRE_PYTHON=1 cargo test --workspace --locked
 # The Python package against the real mem0ai and langgraph packages (issue 18), and its examples.
 bash scripts/test-python.sh

@@ -44,7 +44,7 @@ fn bad(table: &str, key: String, entry: Option<u64>, reason: String) -> Option<P
 }
 
 fn scan<R: BoundRow>(db: &dyn Db, only: Option<&str>, bound: &Bindings, seen: &mut HashSet<RowKey>) -> Result<Option<Problem>, StoreError> {
-    let sql = format!("SELECT {} FROM {} WHERE ?1 IS NULL OR tenant = ?1 ORDER BY {}", R::COLUMNS, R::TABLE.name(), db.row_order());
+    let sql = format!("SELECT {} FROM {} WHERE tenant = coalesce(?1, tenant) ORDER BY {}", R::COLUMNS, R::TABLE.name(), db.row_order());
     for row in query_all(db, &sql, crate::args![only], R::from_cols).map_err(db_err)? {
         let key = row.key();
         match bound.get(&key) {

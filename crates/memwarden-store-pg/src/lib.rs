@@ -1,0 +1,72 @@
+//! memwarden storage on PostgreSQL: [`PostgresStore`] implements [`memwarden_store::Store`] on
+//! one PostgreSQL schema that any number of processes (servers) may share.
+//!
+//! # What is shared with the embedded store
+//!
+//! Every mutation runs the *same* code as on SQLite ([`memwarden_store::backend::apply_caller`]
+//! over the [`memwarden_store::backend::Db`] seam): the same rows, the same row digests bound to
+//! the verdict log, the same log entries, the same compare-and-set and uniqueness checks. Reads
+//! check each row against the state the verified log commits to with the same
+//! [`memwarden_store::backend::StateIndex`], the same record decoders and the same paged-order
+//! checks; `verify_log` runs the same log verifier and the same row audit. Only the SQL of the
+//! reads, the lexical index and the vector keys are this crate's.
+//!
+//! # One chain per tenant, several processes
+//!
+//! A commit is one PostgreSQL transaction (READ COMMITTED) holding
+//! `pg_advisory_xact_lock(hashtextextended('memwarden/log/<schema>/<tenant>', 0))` for every
+//! tenant it touches (taken in tenant order, so two commits cannot deadlock). Under the lock the
+//! process first *catches up*: it reads the tenant's recorded head (`heads`) and every entry
+//! after the ones it has verified, checks that they continue its verified chain (index, previous
+//! hash, canonical encoding, a genesis entry naming the tenant), and replays their row bindings.
+//! Only then are the mutation's rows written and its entries linked to that head, and the head
+//! row updated, in the same transaction. So two processes can never append to the same head: the
+//! chain does not fork. There is no global sequence: the log is keyed by `(tenant, idx)`, and a
+//! vector's key is the tenant-log index of its item's write. That makes the tenant the natural
+//! shard key (a Citus-style distribution by `tenant` would co-locate every table's rows with the
+//! tenant's log; the only cross-tenant constraints left are the global uniqueness of item ids in
+//! `items`, `erased` and `vectors`, which a distributed deployment would scope by tenant).
+//!
+//! # Refresh rule (how another process's writes become visible)
+//!
+//! This process's cached views — the verified logs, the row-binding state, and the vector
+//! index's catalog — are never trusted across processes: **every read and every commit first
+//! catches up on the tenant's log** as above (one `SELECT` of the tenant's head when nothing is
+//! new). A read runs in a REPEATABLE READ snapshot: the catch-up and the rows it reads see the
+//! same database state, so a row is checked against exactly the log of its snapshot (if this
+//! process had already moved past the snapshot and a row does not match, the read is retried on
+//! a fresh snapshot). The delay before a write acknowledged by one process is visible through
+//! another is therefore zero: the next read or search sees it. The vector index learns the items
+//! that new entries bind (inserted, re-classed on a status or scope change, removed on erasure)
+//! from their rows, each checked against the replayed state; search still re-reads and
+//! re-verifies every hit and falls back to an exact scan when the index is out of step, so a
+//! stale catalog can cost time, never return an ineligible item.
+//!
+//! # Vectors and lexical search
+//!
+//! The local server has no pgvector, so embeddings are stored as `BYTEA` (little-endian `f32`,
+//! as on SQLite) and searched with the in-process guarded index ([`memwarden_store::backend::Vectors`],
+//! built from the verified rows at open and kept in step by the catch-up): eligibility before
+//! ranking, `min(k, eligible)`, never an ineligible hit. Lexical search uses PostgreSQL full text
+//! (`to_tsvector('simple', content)` in a `tsvector` column with a GIN index, ranked with
+//! `ts_rank`, not BM25): the same query words as SQLite ([`memwarden_store::lexical::match_query`]),
+//! any of which may match; every candidate is read back, verified and permission-filtered.
+//!
+//! # Not (yet) done
+//!
+//! - No witness: the signed tree heads are stored in the database (checkpoints) only, so a
+//!   consistent rollback of the whole database is not detected unless a signed head was exported
+//!   (`checkpoint_of`) and compared.
+//! - The global view (`log_len`, `log_root`, ...) is every tenant's log in tenant order; since
+//!   there is no global sequence its positions move when an earlier tenant grows, so its
+//!   checkpoints are signed but not stored (`checkpoints()` is empty). Use the per-tenant API.
+//! - One connection for commits and one for reads per process (commits of one process are
+//!   serialised; processes commit in parallel except on the same tenant).
+//! - No reconnect after a dropped connection yet.
+
+mod conn;
+mod schema;
+mod store;
+
+pub use schema::SCHEMA_VERSION;
+pub use store::{PgConfig, PostgresStore, drop_schema, tamper_sql};

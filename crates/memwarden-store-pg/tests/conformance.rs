@@ -1,0 +1,578 @@
+//! One conformance suite, both backends (issue 17): every case runs through [`check`] against
+//! the embedded `SqliteStore` and against `PostgresStore` on a real PostgreSQL server (each test
+//! in a fresh schema, dropped at the end). Nothing is mocked. A PostgreSQL server that cannot be
+//! reached fails the tests (`MEMWARDEN_PG_URL`, default
+//! `host=127.0.0.1 port=5432 user=postgres dbname=test`); they never skip.
+//!
+//! Each backend gives the case two handles on one store: for PostgreSQL two `PostgresStore`s
+//! on the same schema (two "servers"), for SQLite the one store twice (a data directory has one
+//! writer process). Cases that are about several processes run on PostgreSQL only.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+#[path = "../../memwarden-store/tests/common/mod.rs"]
+mod common;
+
+use common::*;
+use ed25519_dalek::SigningKey;
+use memwarden_core::prelude::*;
+use memwarden_log::Problem;
+use memwarden_store::{CommitError, Mutation, SqliteStore, Store, StoreError, TOMBSTONE_CONTENT};
+use memwarden_store_pg::{PgConfig, PostgresStore, drop_schema};
+use std::sync::Arc;
+
+fn pg_url() -> String {
+    std::env::var("MEMWARDEN_PG_URL").unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into())
+}
+
+/// How a case reaches the database behind the store, as an attacker with write access would.
+trait Raw {
+    fn exec(&self, sql: &str);
+    fn count(&self, sql: &str) -> i64;
+    /// Flip the last byte of entry `idx` of the test tenant's log.
+    fn flip_entry(&self, idx: u64);
+}
+
+struct SqliteRaw(std::path::PathBuf);
+
+impl Raw for SqliteRaw {
+    fn exec(&self, sql: &str) {
+        let c = rusqlite::Connection::open(&self.0).unwrap();
+        c.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+        c.execute_batch(sql).unwrap();
+    }
+    fn count(&self, sql: &str) -> i64 {
+        let c = rusqlite::Connection::open(&self.0).unwrap();
+        c.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+    fn flip_entry(&self, idx: u64) {
+        SqliteStore::tamper_log_entry_of(self.0.parent().unwrap(), &tenant(), idx).unwrap();
+    }
+}
+
+struct PgRaw {
+    url: String,
+    schema: String,
+}
+
+impl PgRaw {
+    fn client(&self) -> postgres::Client {
+        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("SET search_path TO \"{}\"", self.schema)).unwrap();
+        c
+    }
+}
+
+impl Raw for PgRaw {
+    fn exec(&self, sql: &str) {
+        self.client().batch_execute(sql).unwrap();
+    }
+    fn count(&self, sql: &str) -> i64 {
+        self.client().query_one(sql, &[]).unwrap().get(0)
+    }
+    fn flip_entry(&self, idx: u64) {
+        self.exec(&format!(
+            "UPDATE log SET entry = set_byte(entry, length(entry) - 1, get_byte(entry, length(entry) - 1) # 1) WHERE tenant = '{}' AND idx = {idx}",
+            tenant()
+        ));
+    }
+}
+
+/// One backend's store for one case.
+struct Harness {
+    name: &'static str,
+    /// Two handles on one store (two processes on PostgreSQL).
+    a: Arc<dyn Store>,
+    b: Arc<dyn Store>,
+    raw: Box<dyn Raw>,
+    pg: Option<PgConfig>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(c) = &self.pg {
+            let _ = drop_schema(&c.url, &c.schema);
+        }
+    }
+}
+
+fn sqlite() -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(open(dir.path()));
+    Harness { name: "sqlite", a: Arc::clone(&store), b: store, raw: Box::new(SqliteRaw(db(dir.path()))), pg: None, _dir: dir }
+}
+
+fn pg_config(dir: &std::path::Path) -> PgConfig {
+    let mut r = [0u8; 6];
+    getrandom::fill(&mut r).unwrap();
+    let schema = format!("mw_test_{}", hex::encode(r));
+    PgConfig::new(pg_url(), schema, dir.join("keys"))
+}
+
+/// Drops the test's schema when the test ends (also when it fails).
+struct DropSchema(PgConfig);
+
+impl Drop for DropSchema {
+    fn drop(&mut self) {
+        let _ = drop_schema(&self.0.url, &self.0.schema);
+    }
+}
+
+fn open_pg(config: &PgConfig) -> PostgresStore {
+    match PostgresStore::open(config.clone()) {
+        Ok(s) => s,
+        Err(e) => panic!(
+            "cannot open a PostgresStore on {:?} (is PostgreSQL running? start it with `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, \
+             or set MEMWARDEN_PG_URL): {e}",
+            config.url
+        ),
+    }
+}
+
+fn postgres() -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pg_config(dir.path());
+    let a: Arc<dyn Store> = Arc::new(open_pg(&config));
+    let b: Arc<dyn Store> = Arc::new(open_pg(&config));
+    let raw = Box::new(PgRaw { url: config.url.clone(), schema: config.schema.clone() });
+    Harness { name: "postgres", a, b, raw, pg: Some(config), _dir: dir }
+}
+
+/// Run `case` against both backends.
+fn check(case: impl Fn(&Harness)) {
+    for make in [sqlite as fn() -> Harness, postgres] {
+        let h = make();
+        eprintln!("-- backend {}", h.name);
+        case(&h);
+    }
+}
+
+fn one(store: &dyn Store, now: u64, m: Mutation) -> memwarden_store::Receipt {
+    store.commit(now, vec![m]).unwrap().pop().unwrap().unwrap()
+}
+
+fn user_key() -> SigningKey {
+    SigningKey::from_bytes(&[3; 32])
+}
+
+fn uma() -> Principal {
+    serde_json::from_value(serde_json::json!({
+        "id": "uma", "tenant": tenant(), "kind": "user", "domain": null, "allow_listed": false,
+        "public_key": hex::encode(user_key().verifying_key().to_bytes())
+    }))
+    .unwrap()
+}
+
+fn inbox() -> Principal {
+    serde_json::from_value(serde_json::json!({"id": "inbox", "tenant": tenant(), "kind": "source", "domain": null, "allow_listed": false, "public_key": null})).unwrap()
+}
+
+fn setup(store: &dyn Store) {
+    for p in [principal("ana", PrincipalKind::Agent), principal("ben", PrincipalKind::Agent), uma(), inbox()] {
+        one(store, 0, Mutation::Principal(p));
+    }
+}
+
+fn write_as(store: &dyn Store, writer: &Principal, n: u64, text: &str, route: Route, private: bool) {
+    let mut req = WriteRequest::new(ns(), text, route);
+    if private {
+        req.readers = Some(Default::default());
+    }
+    let w = Authority::default().admit_write(writer, &tenant(), req, &[], id(n), n).unwrap();
+    one(store, n, Mutation::Item { write: w, embedding: Some(vector(n)) });
+}
+
+/// The decision consuming the grant `nonce` to pay ACCT-7 (pushed by the untrusted email `email`),
+/// decided with what `store` says about used grants.
+fn grant_decision(store: &dyn Store, email: u64, nonce: [u8; 16]) -> Mutation {
+    let email = store.item(&tenant(), &id(email)).unwrap().unwrap();
+    let value = NormValue::new(ValueKind::Account, "ACCT-7").unwrap();
+    let grant =
+        Grant { tenant: tenant(), user: pid("uma"), tool: "pay".into(), key: "payee".into(), value, amount: None, nonce, issued_ms: 10, expires_ms: 1_000_000 }
+            .sign(&user_key());
+    let action = ActionRequest {
+        tool: "pay".into(),
+        kind: ActionKind::Act,
+        risk: Risk::High,
+        values: vec![ActionValue { key: "payee".into(), value: "ACCT-7".into(), kind: ValueKind::Account, sources: vec![] }],
+        amount: None,
+        context: vec![email.id()],
+        grants: vec![grant],
+    };
+    let class = ActionClass::of("pay", None);
+    let items = [&email];
+    let lookup = |p: &PrincipalId| store.principal(&tenant(), p).unwrap();
+    // The gate is asked as if the grant were unused, so the store's own check is what refuses
+    // a second use.
+    let used = |_: &[u8; 16]| false;
+    let session = Observed::default();
+    let ana = principal("ana", PrincipalKind::Agent);
+    let ctx = DecisionContext {
+        tenant: &tenant(),
+        now_ms: 100,
+        actor: &ana,
+        class: &class,
+        items: &items,
+        attestations: &[],
+        elevations: &[],
+        principal: &lookup,
+        grant_used: &used,
+        session: &session,
+        session_witnesses: &[],
+    };
+    let outcome = Authority::default().decide(&action, &ctx);
+    assert_eq!(outcome.grant_uses().len(), 1, "the decision consumes the grant: {:?}", outcome.verdict());
+    Mutation::Decision { actor: pid("ana"), tenant: tenant(), action: serde_json::json!({"tool": "pay"}), outcome }
+}
+
+#[test]
+fn a_commit_reads_back_verified_through_either_handle() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        let mut req = WriteRequest::new(ns(), "the offsite is on friday", Route::Direct);
+        req.readers = None;
+        let w = Authority::default().admit_write(&ana, &tenant(), req, &[], id(1), 1).unwrap();
+        let digest = w.item().identity_digest();
+        let r = one(&*h.a, 1, Mutation::Item { write: w, embedding: Some(vector(1)) });
+        for s in [&h.a, &h.b] {
+            let item = s.item(&tenant(), &id(1)).unwrap().expect("the item");
+            assert_eq!(item.identity_digest(), digest, "{}: the identity digest the log committed", h.name);
+            assert_eq!(item.content(), "the offsite is on friday");
+            assert_eq!(s.count(&tenant()).unwrap(), 1);
+            assert_eq!(s.list(&tenant(), &ns(), 10).unwrap().len(), 1);
+            let ordered = s.items_in_order(&tenant(), None, 10).unwrap();
+            assert_eq!(ordered.len(), 1);
+            assert_eq!(ordered[0].log_index, r.log_index);
+            assert_eq!(s.principals(&tenant()).unwrap().len(), 4);
+            assert_eq!(s.principal(&tenant(), &pid("ben")).unwrap().unwrap().id, pid("ben"));
+            assert_eq!(s.log_len_of(&tenant()), r.log_index + 1);
+            let (len, _, head) = s.log_root_of(&tenant());
+            assert_eq!((len, head), (r.log_index + 1, r.leaf), "{}: the receipt is the head", h.name);
+            let hits = s.search(&tenant(), &ns(), &vector(1), 5, &pid("ben")).unwrap();
+            assert_eq!(hits.len(), 1, "{}: searchable through either handle", h.name);
+            let lexical = s.search_lexical(&tenant(), &ns(), "when is the offsite?", &vector(1), 5, &pid("ben")).unwrap();
+            assert_eq!(lexical.len(), 1, "{}: lexical hit", h.name);
+            assert!(lexical[0].lexical.is_some_and(|x| x > 0.0));
+            assert!(s.verify_log_of(&tenant()).unwrap().is_ok());
+            assert!(s.verify_log().unwrap().is_ok());
+        }
+        // An id is never reused.
+        let again = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), "dup", Route::Direct), &[], id(1), 2).unwrap();
+        let r = h.b.commit(2, vec![Mutation::Item { write: again, embedding: None }]).unwrap().pop().unwrap();
+        assert!(matches!(r, Err(CommitError::ItemExists(_))), "{}: {r:?}", h.name);
+    });
+}
+
+#[test]
+fn an_atomic_commit_is_all_or_nothing() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        let ok = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), "first", Route::Direct), &[], id(1), 1).unwrap();
+        let dup = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), "second", Route::Direct), &[], id(1), 1).unwrap();
+        let before = h.a.log_len_of(&tenant());
+        let r = h.a.commit_atomic(1, vec![Mutation::Item { write: ok, embedding: Some(vector(1)) }, Mutation::Item { write: dup, embedding: None }]).unwrap();
+        assert!(matches!(r, Err(CommitError::ItemExists(_))), "{}: {r:?}", h.name);
+        assert_eq!(h.b.log_len_of(&tenant()), before, "{}: no entry of the failed operation", h.name);
+        assert!(h.b.item(&tenant(), &id(1)).unwrap().is_none(), "{}: no row of the failed operation", h.name);
+        assert!(h.b.search(&tenant(), &ns(), &vector(1), 5, &pid("ana")).unwrap().is_empty(), "{}: no vector of the failed operation", h.name);
+        assert!(h.b.verify_log().unwrap().is_ok());
+    });
+}
+
+#[test]
+fn a_row_edited_outside_the_log_is_refused_on_read_and_named_by_verify() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        write_as(&*h.a, &ana, 1, "ana's private note", Route::Direct, true);
+        assert!(h.b.item(&tenant(), &id(1)).unwrap().is_some());
+        // Widen the private memory to everyone by editing its record.
+        h.raw.exec(r#"UPDATE items SET record = replace(record, '"readers":{"kind":"only","principals":["ana"]}', '"readers":{"kind":"all"}')"#);
+        for s in [&h.a, &h.b] {
+            let r = s.item(&tenant(), &id(1));
+            assert!(matches!(r, Err(StoreError::ItemTampered { .. })), "{}: {r:?}", h.name);
+            let hits = s.search(&tenant(), &ns(), &vector(1), 5, &pid("ben"));
+            assert!(hits.as_ref().map_or(true, |h| h.is_empty()), "{}: a tampered row is never served: {hits:?}", h.name);
+            let report = s.verify_log().unwrap();
+            assert!(matches!(&report.problem, Some(Problem::BadRow { table, .. }) if table == "items"), "{}: {:?}", h.name, report.problem);
+        }
+        // A principal turned into a user by editing its row.
+        h.raw.exec("UPDATE principals SET record = replace(record, '\"agent\"', '\"user\"') WHERE id = 'ben'");
+        let r = h.b.principal(&tenant(), &pid("ben"));
+        assert!(matches!(r, Err(StoreError::RowTampered { table: "principals", .. })), "{}: {r:?}", h.name);
+    });
+}
+
+#[test]
+fn a_grant_used_once_is_refused_the_second_time_through_the_other_handle() {
+    check(|h| {
+        setup(&*h.a);
+        write_as(&*h.a, &inbox(), 9, "pay ACCT-7 now", Route::ExternalObservation, false);
+        let nonce = [7u8; 16];
+        let first = grant_decision(&*h.a, 9, nonce);
+        h.a.commit(20, vec![first]).unwrap().pop().unwrap().unwrap();
+        assert!(h.b.grant_used(&tenant(), &nonce).unwrap(), "{}: the other handle sees the use", h.name);
+        let second = grant_decision(&*h.b, 9, nonce);
+        let r = h.b.commit(21, vec![second]).unwrap().pop().unwrap();
+        assert!(matches!(r, Err(CommitError::GrantAlreadyUsed(_))), "{}: {r:?}", h.name);
+        // A deleted grants_used row does not make the grant usable again.
+        h.raw.exec("DELETE FROM grants_used");
+        assert!(h.b.grant_used(&tenant(), &nonce).unwrap(), "{}: the log says it was used", h.name);
+        let third = grant_decision(&*h.a, 9, nonce);
+        let r = h.a.commit(22, vec![third]).unwrap().pop().unwrap();
+        assert!(matches!(r, Err(CommitError::GrantAlreadyUsed(_))), "{}: {r:?}", h.name);
+    });
+}
+
+#[test]
+fn guarded_search_never_returns_an_ineligible_item() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        // 20 memories; every third private to ana, memory 5 revoked through the other handle.
+        for n in 1..=20 {
+            write_as(&*h.a, &ana, n, &format!("note number {n} about the launch"), Route::Direct, n % 3 == 0);
+        }
+        let item = h.b.item(&tenant(), &id(5)).unwrap().unwrap();
+        let rev = Authority::default().admit_revocation(&ana, &item, "wrong").unwrap();
+        one(&*h.b, 30, Mutation::Revocation(rev));
+        let private: Vec<ItemId> = (1..=20).filter(|n| n % 3 == 0).map(id).collect();
+        let eligible_ben = 20 - private.len() - 1;
+        for s in [&h.a, &h.b] {
+            for q in 1..=20 {
+                for k in [1, 5, 50] {
+                    let hits = s.search(&tenant(), &ns(), &vector(q), k, &pid("ben")).unwrap();
+                    assert_eq!(hits.len(), k.min(eligible_ben), "{}: min(k, eligible)", h.name);
+                    for hit in &hits {
+                        assert!(hit.item.readable_by(&pid("ben")), "{}: ineligible hit {}", h.name, hit.item.id());
+                        assert!(!private.contains(&hit.item.id()) && hit.item.id() != id(5), "{}: {}", h.name, hit.item.id());
+                    }
+                }
+                let lexical = s.search_lexical(&tenant(), &ns(), "launch note", &vector(q), 50, &pid("ben")).unwrap();
+                assert_eq!(lexical.len(), eligible_ben, "{}: lexical min(k, eligible)", h.name);
+                assert!(lexical.iter().all(|x| x.item.readable_by(&pid("ben")) && x.item.id() != id(5)));
+            }
+            let ana_hits = s.search(&tenant(), &ns(), &vector(3), 50, &pid("ana")).unwrap();
+            assert_eq!(ana_hits.len(), 19, "{}: ana reads her private notes, not the revoked one", h.name);
+        }
+    });
+}
+
+#[test]
+fn erasure_removes_the_text_everywhere() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        write_as(&*h.a, &ana, 1, "the door code is 4417 zebra", Route::Direct, false);
+        write_as(&*h.a, &ana, 2, "lunch is at noon", Route::Direct, false);
+        assert_eq!(h.b.search_lexical(&tenant(), &ns(), "zebra", &vector(1), 5, &pid("ben")).unwrap().len(), 1);
+        one(&*h.b, 10, Mutation::Erasure { tenant: tenant(), ids: vec![id(1)], event: serde_json::json!({"erase": 1}) });
+        for s in [&h.a, &h.b] {
+            assert!(s.item(&tenant(), &id(1)).unwrap().is_none(), "{}", h.name);
+            let hits = s.search(&tenant(), &ns(), &vector(1), 5, &pid("ben")).unwrap();
+            assert!(hits.iter().all(|x| x.item.id() != id(1)), "{}: erased memory searched", h.name);
+            assert_eq!(hits.len(), 1);
+            assert!(s.search_lexical(&tenant(), &ns(), "zebra", &vector(1), 5, &pid("ben")).unwrap().is_empty(), "{}", h.name);
+            let ordered = s.items_in_order(&tenant(), None, 10).unwrap();
+            let tomb = ordered.iter().find(|o| o.item.id() == id(1)).expect("a tombstone");
+            assert!(tomb.erased && tomb.item.content() == TOMBSTONE_CONTENT, "{}", h.name);
+            assert!(s.verify_log().unwrap().is_ok(), "{}: {:?}", h.name, s.verify_log().unwrap().problem);
+        }
+        // No row of any table holds the text.
+        for sql in [
+            "SELECT count(*) FROM items WHERE record LIKE '%zebra%'",
+            "SELECT count(*) FROM erased WHERE tombstone LIKE '%zebra%'",
+            "SELECT count(*) FROM lineage_events WHERE event LIKE '%zebra%'",
+        ] {
+            assert_eq!(h.raw.count(sql), 0, "{}: {sql}", h.name);
+        }
+        // The id is never reused.
+        let again = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), "reuse", Route::Direct), &[], id(1), 11).unwrap();
+        let r = h.a.commit(11, vec![Mutation::Item { write: again, embedding: None }]).unwrap().pop().unwrap();
+        assert!(matches!(r, Err(CommitError::ItemExists(_))), "{}: {r:?}", h.name);
+    });
+}
+
+#[test]
+fn session_taint_and_reputation_persist_and_are_bound() {
+    check(|h| {
+        setup(&*h.a);
+        write_as(&*h.a, &inbox(), 1, "external text", Route::ExternalObservation, false);
+        let email = h.a.item(&tenant(), &id(1)).unwrap().unwrap();
+        let mut observed = Observed::default();
+        observed.observe(&email);
+        let s1 = SessionId::new("s1").unwrap();
+        one(&*h.a, 2, Mutation::SessionTaint { tenant: tenant(), principal: pid("ana"), session: s1.clone(), observed });
+        one(&*h.a, 3, Mutation::Feedback { tenant: tenant(), actor: pid("uma"), guards: vec![], reputations: vec![(pid("ana"), 0.25)], record: serde_json::json!({}) });
+        one(&*h.a, 4, Mutation::Lineage { tenant: tenant(), event: serde_json::json!({"read_by": [1]}) });
+        let stored = h.b.session(&tenant(), &pid("ana"), &s1).unwrap().expect("the taint persists");
+        assert!(stored.floor < Integrity::Trusted, "{}: {:?}", h.name, stored.floor);
+        assert_eq!(h.b.reputation(&tenant(), &pid("ana")).unwrap(), Some(0.25));
+        assert_eq!(h.b.lineage_events(&tenant(), None, 10).unwrap().len(), 1);
+        // A deleted session row does not forget the taint; a raised reputation is refused.
+        h.raw.exec("DELETE FROM sessions");
+        assert!(h.b.session(&tenant(), &pid("ana"), &s1).is_err(), "{}", h.name);
+        h.raw.exec("UPDATE reputation SET value = 1.0");
+        assert!(h.b.reputation(&tenant(), &pid("ana")).is_err(), "{}", h.name);
+        h.raw.exec("DELETE FROM lineage_events");
+        assert!(h.b.lineage_events(&tenant(), None, 10).is_err(), "{}", h.name);
+        assert!(h.b.verify_log().unwrap().problem.is_some());
+    });
+}
+
+#[test]
+fn a_changed_log_entry_is_refused() {
+    check(|h| {
+        setup(&*h.a);
+        assert!(h.a.verify_log_of(&tenant()).unwrap().is_ok());
+        // Flip one byte of a principal entry (index 1).
+        h.raw.flip_entry(1);
+        let report = h.b.verify_log_of(&tenant()).unwrap();
+        assert!(report.problem.is_some(), "{}: a changed entry verifies", h.name);
+    });
+}
+
+// ---- Several processes on one schema (PostgreSQL only) ----
+
+#[test]
+fn two_processes_appending_concurrently_keep_one_unforked_chain_per_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pg_config(dir.path());
+    let _drop = DropSchema(config.clone());
+    let stores: Vec<Arc<PostgresStore>> = (0..2).map(|_| Arc::new(open_pg(&config))).collect();
+    let tenants = ["acme", "globex"];
+    for t in tenants {
+        let p: Principal = serde_json::from_value(serde_json::json!({"id": "ana", "tenant": t, "kind": "agent", "domain": null, "allow_listed": false, "public_key": null})).unwrap();
+        one(&*stores[0], 0, Mutation::Principal(p));
+    }
+    const PER_THREAD: u64 = 24;
+    let threads: Vec<_> = (0..4u64)
+        .map(|th| {
+            let store = Arc::clone(&stores[(th % 2) as usize]);
+            std::thread::spawn(move || {
+                for i in 0..PER_THREAD {
+                    let t = TenantId::new(["acme", "globex"][(i % 2) as usize]).unwrap();
+                    let ana: Principal = serde_json::from_value(serde_json::json!({"id": "ana", "tenant": t, "kind": "agent", "domain": null, "allow_listed": false, "public_key": null})).unwrap();
+                    let n = 1000 * (th + 1) + i;
+                    let w = Authority::default().admit_write(&ana, &t, WriteRequest::new(ns(), format!("note {n}"), Route::Direct), &[], id(n), n).unwrap();
+                    store.commit(n, vec![Mutation::Item { write: w, embedding: Some(vector(n)) }]).unwrap().pop().unwrap().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for t in tenants {
+        let t = TenantId::new(t).unwrap();
+        // genesis + principal + half of every thread's writes
+        let expected = 2 + 4 * PER_THREAD / 2;
+        for s in &stores {
+            assert_eq!(s.log_len_of(&t), expected, "every write is in {t}'s log exactly once");
+            let report = s.verify_log_of(&t).unwrap();
+            assert!(report.is_ok(), "{t}: {:?}", report.problem);
+            assert_eq!(s.count(&t).unwrap(), expected - 2);
+            assert_eq!(s.log_root_of(&t), stores[0].log_root_of(&t), "both processes see one chain");
+        }
+        // Each entry's index is its position and links to the one before (verified above);
+        // no index is taken twice.
+        let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
+        assert_eq!(raw.count(&format!("SELECT count(DISTINCT idx) FROM log WHERE tenant = '{t}'")), i64::try_from(expected).unwrap());
+        assert_eq!(raw.count(&format!("SELECT max(idx) FROM log WHERE tenant = '{t}'")), i64::try_from(expected - 1).unwrap());
+    }
+    for s in &stores {
+        assert!(s.verify_log().unwrap().is_ok());
+        // Each process's index holds every vector, including the other's.
+        assert_eq!(s.indexed_count(), 4 * PER_THREAD as usize);
+        let hits = s.search(&TenantId::new("acme").unwrap(), &ns(), &vector(1000), 10, &pid("ben")).unwrap();
+        assert_eq!(hits.len(), 10);
+    }
+    // A third process opening now verifies both logs and sees everything.
+    let third = open_pg(&config);
+    assert!(third.verify_log().unwrap().is_ok());
+    assert_eq!(third.log_len(), stores[0].log_len());
+}
+
+#[test]
+fn a_second_process_sees_the_firsts_writes_revocations_and_erasures_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pg_config(dir.path());
+    let _drop = DropSchema(config.clone());
+    let a = open_pg(&config);
+    let b = open_pg(&config);
+    setup(&a);
+    let ana = principal("ana", PrincipalKind::Agent);
+    write_as(&a, &ana, 1, "the vendor is ACME corp", Route::Direct, false);
+    // Written through A, read and searched through B with no wait.
+    assert_eq!(b.item(&tenant(), &id(1)).unwrap().unwrap().content(), "the vendor is ACME corp");
+    assert_eq!(b.search(&tenant(), &ns(), &vector(1), 3, &pid("ben")).unwrap().len(), 1);
+    assert_eq!(b.search_lexical(&tenant(), &ns(), "vendor", &vector(1), 3, &pid("ben")).unwrap().len(), 1);
+    // Revoked through A: B's index re-classes it before its next search.
+    let item = a.item(&tenant(), &id(1)).unwrap().unwrap();
+    one(&a, 2, Mutation::Revocation(Authority::default().admit_revocation(&ana, &item, "wrong").unwrap()));
+    assert!(b.search(&tenant(), &ns(), &vector(1), 3, &pid("ben")).unwrap().is_empty());
+    assert!(b.search(&tenant(), &ns(), &vector(1), 3, &pid("ana")).unwrap().is_empty());
+    // B writes, A sees it; B's write is chained after A's revocation.
+    write_as(&b, &ana, 3, "second note", Route::Direct, false);
+    assert_eq!(a.search(&tenant(), &ns(), &vector(3), 3, &pid("ben")).unwrap().len(), 1);
+    one(&a, 4, Mutation::Erasure { tenant: tenant(), ids: vec![id(3)], event: serde_json::json!({"erase": 3}) });
+    assert!(b.item(&tenant(), &id(3)).unwrap().is_none());
+    assert!(b.search(&tenant(), &ns(), &vector(3), 3, &pid("ben")).unwrap().is_empty());
+    assert_eq!(b.indexed_count(), 1, "the erased vector left B's index too");
+    assert_eq!(a.log_root_of(&tenant()), b.log_root_of(&tenant()));
+    assert!(a.verify_log().unwrap().is_ok() && b.verify_log().unwrap().is_ok());
+    // Checkpoints signed through one process verify through the other.
+    let cp = a.checkpoint_of(&tenant(), 5).unwrap();
+    assert_eq!(b.checkpoints_of(&tenant()).unwrap().last().map(|c| c.checkpoint.size), Some(cp.checkpoint.size));
+    assert!(b.verify_log_of(&tenant()).unwrap().checkpoints_checked >= 1);
+}
+
+#[test]
+fn a_cut_or_rewritten_log_is_refused_by_the_running_process_and_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pg_config(dir.path());
+    let _drop = DropSchema(config.clone());
+    let a = open_pg(&config);
+    setup(&a);
+    let ana = principal("ana", PrincipalKind::Agent);
+    write_as(&a, &ana, 1, "one", Route::Direct, false);
+    // The signed head is what a cut is detected against at open (there is no witness yet).
+    a.checkpoint_of(&tenant(), 2).unwrap();
+    let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
+    let n = raw.count("SELECT max(idx) FROM log");
+    raw.exec(&format!("DELETE FROM log WHERE idx = {n}; UPDATE heads SET size = {n}, head = (SELECT sha256(entry) FROM log WHERE idx = {})", n - 1));
+    let report = a.verify_log().unwrap();
+    assert!(matches!(&report.problem, Some(Problem::InLog { .. })), "{:?}", report.problem);
+    let r = a.commit(9, vec![item_mutation("ana", 2, "two")]);
+    assert!(matches!(r, Err(StoreError::LogTampered(_))), "the writer refuses to build on a cut log: {r:?}");
+    assert!(matches!(PostgresStore::open(config.clone()), Err(StoreError::LogTampered(_))));
+}
+
+#[test]
+fn another_key_is_refused_and_a_newer_schema_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pg_config(dir.path());
+    let _drop = DropSchema(config.clone());
+    let a = open_pg(&config);
+    drop(a);
+    let other = PgConfig { key_dir: dir.path().join("other-keys"), ..config.clone() };
+    assert!(matches!(PostgresStore::open(other), Err(StoreError::KeyDir(_))));
+    PgRaw { url: config.url.clone(), schema: config.schema.clone() }.exec("INSERT INTO schema_version(version, applied_ms) VALUES (99, 0)");
+    assert!(matches!(PostgresStore::open(config.clone()), Err(StoreError::Schema(99))));
+}
+
+#[test]
+fn the_sqlite_backend_still_opens_and_verifies_a_reopened_store() {
+    // The shared write path changed under SQLite: reopening replays the same bindings.
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = open(dir.path());
+        register(&s);
+        write(&s, 1, "persisted");
+    }
+    let s = SqliteStore::open(&dir.path().join("data"), config(dir.path())).unwrap();
+    assert!(s.verify_log().unwrap().is_ok());
+    assert_eq!(s.item(&tenant(), &id(1)).unwrap().unwrap().content(), "persisted");
+}
