@@ -11,10 +11,19 @@ use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, NoTls, Row, Statement};
 
-/// A connection, its schema (`search_path`) and its prepared statements.
+/// A connection, its schema (`search_path`) and its prepared statements; reconnects when the
+/// server dropped it (see [`Conn::begin`]).
 pub(crate) struct Conn {
     client: Client,
     cache: HashMap<String, Statement>,
+    url: String,
+    schema: String,
+}
+
+/// The `application_name` of a store's connections (so an operator can find them in
+/// `pg_stat_activity`).
+pub(crate) fn application_name(schema: &str) -> String {
+    format!("memwarden/{schema}")
 }
 
 /// A driver error as the shared code sees it.
@@ -81,9 +90,44 @@ fn bind<'a>(arg: &Arg<'a>, ty: &Type) -> Result<Box<dyn ToSql + Sync + 'a>, DbEr
 impl Conn {
     /// Connect and use `schema` (which must exist, or be created by the caller right after).
     pub(crate) fn connect(url: &str, schema: &str) -> Result<Self, StoreError> {
-        let mut client = Client::connect(url, NoTls).map_err(|e| StoreError::Corrupt(format!("cannot connect to PostgreSQL at {url:?}: {}", pg_message(&e))))?;
+        Ok(Self { client: Self::client(url, schema)?, cache: HashMap::new(), url: url.to_owned(), schema: schema.to_owned() })
+    }
+
+    fn client(url: &str, schema: &str) -> Result<Client, StoreError> {
+        let cannot = |e: &postgres::Error| StoreError::Corrupt(format!("cannot connect to PostgreSQL at {url:?}: {}", pg_message(e)));
+        let mut config: postgres::Config = url.parse().map_err(|e| cannot(&e))?;
+        config.application_name(&application_name(schema));
+        let mut client = config.connect(NoTls).map_err(|e| cannot(&e))?;
         client.batch_execute(&format!("SET search_path TO {}", quote_ident(schema))).map_err(|e| store_err(&e))?;
-        Ok(Self { client, cache: HashMap::new() })
+        Ok(client)
+    }
+
+    /// Reconnect if the connection is known to be closed (a call on it failed because the
+    /// server dropped it).
+    pub(crate) fn ready(&mut self) -> Result<(), StoreError> {
+        if self.client.is_closed() {
+            self.client = Self::client(&self.url, &self.schema)?;
+            self.cache.clear();
+        }
+        Ok(())
+    }
+
+    /// Start a transaction with `sql` (`BEGIN ...`). If the server dropped the connection (a
+    /// restart, an idle timeout, an operator's `pg_terminate_backend`), reconnect once and
+    /// start again: nothing was sent on the dropped connection since its last transaction
+    /// ended, so nothing is lost or applied twice. A connection that drops later, inside the
+    /// transaction, fails that call (the caller hears an error, nothing was acknowledged) and
+    /// the next call reconnects here.
+    pub(crate) fn begin(&mut self, sql: &str) -> Result<(), StoreError> {
+        match self.client.batch_execute(sql) {
+            Ok(()) => Ok(()),
+            Err(e) if self.client.is_closed() || e.is_closed() || e.code() == Some(&SqlState::ADMIN_SHUTDOWN) => {
+                self.client = Self::client(&self.url, &self.schema)?;
+                self.cache.clear();
+                self.client.batch_execute(sql).map_err(|e| store_err(&e))
+            }
+            Err(e) => Err(store_err(&e)),
+        }
     }
 
     fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {

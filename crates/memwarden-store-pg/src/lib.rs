@@ -62,7 +62,19 @@
 //!   checkpoints are signed but not stored (`checkpoints()` is empty). Use the per-tenant API.
 //! - One connection for commits and one for reads per process (commits of one process are
 //!   serialised; processes commit in parallel except on the same tenant).
-//! - No reconnect after a dropped connection yet.
+//! - Erasure deletes the rows in the erasing transaction, so no read, search or table holds the
+//!   text afterwards; PostgreSQL keeps the dead tuples until (auto)vacuum reclaims them and
+//!   the WAL (and any WAL archive or replica) holds the text as written. Physical erasure on
+//!   PostgreSQL is an operational matter (vacuum, WAL retention) this crate does not control.
+//!
+//! # Dropped connections
+//!
+//! A connection the server dropped (restart, idle timeout, `pg_terminate_backend`) is reopened
+//! by the next call: a transaction's `BEGIN` that finds its connection gone reconnects and
+//! starts again (nothing had been sent since the last transaction ended). A connection that
+//! drops inside a transaction fails that call without acknowledging anything; PostgreSQL rolls
+//! the transaction back, so nothing is half-applied. A store's connections carry
+//! `application_name = memwarden/<schema>`.
 
 mod conn;
 mod schema;

@@ -69,6 +69,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A connection, reconnected first if the server dropped it.
+fn ready(m: &Mutex<Conn>) -> Result<MutexGuard<'_, Conn>, StoreError> {
+    let mut c = lock(m);
+    c.ready()?;
+    Ok(c)
+}
+
 fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -421,8 +428,8 @@ impl PostgresStore {
 
     fn commit_inner(&self, now_ms: u64, mutations: &[Mutation], atomic: bool) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
         let tenants: BTreeSet<String> = mutations.iter().map(|m| tenant_of(m).as_str().to_owned()).collect();
-        let mut conn = lock(&self.writer);
-        conn.batch("BEGIN").map_err(store_db_err)?;
+        let mut conn = ready(&self.writer)?;
+        conn.begin("BEGIN")?;
         let out = self.commit_in(&mut conn, now_ms, mutations, atomic, &tenants);
         let (results, pending) = match out {
             Ok(v) => v,
@@ -492,10 +499,10 @@ impl PostgresStore {
     /// snapshot. If this process's view had moved past the snapshot and a row does not match,
     /// the read is retried on a fresh snapshot.
     fn read_tenant<T>(&self, tenant: &str, f: impl Fn(&mut Conn, &View) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let mut conn = lock(&self.reader);
+        let mut conn = ready(&self.reader)?;
         let mut last = None;
         for _ in 0..READ_ATTEMPTS {
-            conn.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(store_db_err)?;
+            conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
             let attempt = (|| -> Result<(Result<T, StoreError>, bool), StoreError> {
                 let size = self.catch_up(&mut conn, tenant, false)?;
                 let view = read(&self.view);
@@ -516,7 +523,7 @@ impl PostgresStore {
 
     /// Catch up on every tenant the database has a log for (outside a snapshot); returns them.
     fn refresh_all(&self) -> Result<Vec<String>, StoreError> {
-        let mut conn = lock(&self.reader);
+        let mut conn = ready(&self.reader)?;
         let rows = conn.query("SELECT tenant FROM heads ORDER BY tenant COLLATE \"C\"", &[]).map_err(store_db_err)?;
         let tenants: Vec<String> = rows.iter().map(|r| PgRow(r).text(0)).collect::<Result<_, _>>().map_err(store_db_err)?;
         for t in &tenants {
@@ -526,8 +533,8 @@ impl PostgresStore {
     }
 
     fn refresh(&self, tenant: &str) {
-        let mut conn = lock(&self.reader);
-        if let Err(e) = self.catch_up(&mut conn, tenant, true) {
+        let caught_up = ready(&self.reader).and_then(|mut conn| self.catch_up(&mut conn, tenant, true));
+        if let Err(e) = caught_up {
             eprintln!("memwarden-store-pg: catching up on the log of {tenant} failed: {e}");
         }
     }
@@ -556,8 +563,8 @@ impl PostgresStore {
     fn verify_live(&self, only: Option<&str>) -> Result<VerifyReport, StoreError> {
         // What this process verified before the snapshot must all be in it.
         let before: HashMap<String, Vec<Hash>> = read(&self.view).logs.tenants.iter().filter(|(t, _)| only.is_none_or(|o| o == t.as_str())).map(|(t, l)| (t.clone(), l.log.leaves().to_vec())).collect();
-        let mut conn = lock(&self.reader);
-        conn.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(store_db_err)?;
+        let mut conn = ready(&self.reader)?;
+        conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
         let out = (|| -> Result<VerifyReport, StoreError> {
             let all = read_logs(&mut conn, only)?;
             let mut report = verify(&all, &self.key.verifying_key(), &HashMap::new(), only);
@@ -750,7 +757,7 @@ impl Store for PostgresStore {
     }
 
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
-        let mut conn = lock(&self.reader);
+        let mut conn = ready(&self.reader)?;
         let rows = conn.query("SELECT COUNT(*) FROM items WHERE tenant = ?1", &[Arg::Text(tenant.as_str())]).map_err(store_db_err)?;
         Ok(rows.first().map(|r| PgRow(r).int(0)).transpose().map_err(store_db_err)?.map_or(0, u64_of))
     }
@@ -860,7 +867,7 @@ impl Store for PostgresStore {
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
         // The log says whether a grant was used (caught up with every process's commits first).
         {
-            let mut conn = lock(&self.reader);
+            let mut conn = ready(&self.reader)?;
             self.catch_up(&mut conn, tenant.as_str(), true)?;
         }
         let key = row_key(Table::GrantsUsed, tenant.as_str(), &[&hex::encode(nonce)]);
@@ -960,7 +967,7 @@ impl Store for PostgresStore {
     }
 
     fn log_entries(&self, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
-        let mut conn = lock(&self.reader);
+        let mut conn = ready(&self.reader)?;
         let n = to.saturating_sub(from);
         let rows = conn
             .query("SELECT entry FROM log ORDER BY tenant COLLATE \"C\", idx LIMIT ?2 OFFSET ?1", &[Arg::Int(i64_of(from)), Arg::Int(i64_of(n))])
@@ -980,7 +987,7 @@ impl Store for PostgresStore {
         for t in self.refresh_all()? {
             let stale = read(&self.view).logs.tenants.get(&t).is_some_and(|l| l.log.len() > l.last_checkpoint);
             if stale {
-                let mut conn = lock(&self.writer);
+                let mut conn = ready(&self.writer)?;
                 self.write_checkpoint(&mut conn, &t, now_ms)?;
             }
         }
@@ -1027,7 +1034,7 @@ impl Store for PostgresStore {
     }
 
     fn log_entries_of(&self, tenant: &TenantId, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
-        let mut conn = lock(&self.reader);
+        let mut conn = ready(&self.reader)?;
         let rows = conn
             .query("SELECT entry FROM log WHERE tenant = ?1 AND idx >= ?2 AND idx < ?3 ORDER BY idx", &[Arg::Text(tenant.as_str()), Arg::Int(i64_of(from)), Arg::Int(i64_of(to))])
             .map_err(store_db_err)?;
@@ -1050,12 +1057,12 @@ impl Store for PostgresStore {
 
     fn checkpoint_of(&self, tenant: &TenantId, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
         self.refresh(tenant.as_str());
-        let mut conn = lock(&self.writer);
+        let mut conn = ready(&self.writer)?;
         self.write_checkpoint(&mut conn, tenant.as_str(), now_ms)
     }
 
     fn checkpoints_of(&self, tenant: &TenantId) -> Result<Vec<SignedCheckpoint>, StoreError> {
-        let mut conn = lock(&self.reader);
+        let mut conn = ready(&self.reader)?;
         let rows = conn.query("SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size", &[Arg::Text(tenant.as_str())]).map_err(store_db_err)?;
         rows.iter()
             .map(|r| {

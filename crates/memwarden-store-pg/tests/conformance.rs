@@ -576,3 +576,28 @@ fn the_sqlite_backend_still_opens_and_verifies_a_reopened_store() {
     assert!(s.verify_log().unwrap().is_ok());
     assert_eq!(s.item(&tenant(), &id(1)).unwrap().unwrap().content(), "persisted");
 }
+
+#[test]
+fn dropped_connections_are_reopened_without_losing_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pg_config(dir.path());
+    let _drop = DropSchema(config.clone());
+    let a = open_pg(&config);
+    setup(&a);
+    let ana = principal("ana", PrincipalKind::Agent);
+    write_as(&a, &ana, 1, "before the drop", Route::Direct, false);
+    // An operator (or a server restart) drops every connection of this store.
+    let mut admin = postgres::Client::connect(&config.url, postgres::NoTls).unwrap();
+    let killed: i64 = admin
+        .query_one("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", &[&format!("memwarden/{}", config.schema)])
+        .unwrap()
+        .get(0);
+    assert_eq!(killed, 2, "the store's writer and reader connections");
+    // The next commit and the next read reconnect on their own.
+    write_as(&a, &ana, 2, "after the drop", Route::Direct, false);
+    assert_eq!(a.item(&tenant(), &id(1)).unwrap().unwrap().content(), "before the drop");
+    assert_eq!(a.item(&tenant(), &id(2)).unwrap().unwrap().content(), "after the drop");
+    assert_eq!(a.search(&tenant(), &ns(), &vector(2), 5, &pid("ben")).unwrap().len(), 2);
+    assert!(a.verify_log().unwrap().is_ok());
+    assert_eq!(open_pg(&config).log_len_of(&tenant()), a.log_len_of(&tenant()));
+}
