@@ -57,7 +57,7 @@ fn check_add(body: &[u8]) {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, body)) = data.split_first() else { return };
-    match which % 21 {
+    match which % 22 {
         0 => check_add(body),
         1 => check::<AddMemory>(body),
         2 => check::<AddMany>(body),
@@ -78,6 +78,7 @@ fuzz_target!(|data: &[u8]| {
         17 => check::<MintKeyIn>(body),
         18 => check::<ExportQuery>(body),
         19 => check::<GetMemoryArgs>(body),
+        20 => check::<SessionIn>(body),
         _ => check::<UpdateMemoryArgs>(body),
     }
 });

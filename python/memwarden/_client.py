@@ -136,6 +136,7 @@ _ROUTES: Dict[str, Tuple[str, str, Tuple[str, ...], Tuple[str, ...]]] = {
     "checkpoint": ("POST", "/v1/audit/checkpoint", (), ()),
     "proof": ("GET", "/v1/audit/proof/{index}", ("index",), ()),
     "me": ("GET", "/v1/principals/me", (), ()),
+    "open_session": ("POST", "/v1/sessions", (), ()),
 }
 
 
@@ -244,6 +245,16 @@ class Client:
         search hits, tool outputs) taints that session's later writes and proposals; a fresh
         session is the runtime's statement that the agent's context was cleared."""
         return Client(self._t.with_session(name), self._me)
+
+    def open_session(self, kind: str = "fork") -> "Client":
+        """Open a session and return the same principal acting in it. The handle is issued by
+        memwarden (a server accepts no session name it did not issue), so a new session is
+        never a free reset: ``"fork"`` carries on from this client's session (what it was
+        handed still taints it), ``"planning"`` starts clean and is never handed a memory
+        labelled below ``agent`` (the planner of the dual-LLM pattern), and ``"quarantine"``
+        starts untrusted (the reader of untrusted content)."""
+        out = self._t.call("open_session", {"kind": kind})
+        return Client(self._t.with_session(cast(str, out["session"])), self._me)
 
     def close(self) -> None:
         """Close the HTTP connections of a remote client (the embedded engine stays open)."""
@@ -453,6 +464,10 @@ class AsyncClient:
     def session(self, name: str) -> "AsyncClient":
         """The same principal in another session."""
         return AsyncClient(self.sync.session(name))
+
+    def open_session(self, kind: str = "fork") -> "AsyncClient":
+        """Open a session (see `Client.open_session`)."""
+        return AsyncClient(self.sync.open_session(kind))
 
     def close(self) -> None:
         """Close the HTTP connections of a remote client."""

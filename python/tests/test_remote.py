@@ -44,8 +44,12 @@ def test_search_and_memory_over_http(server: Any) -> None:
 
 
 def test_langgraph_store_over_http(server: Any) -> None:
-    # A fresh session: the payment test handed this key's default session untrusted mail.
-    store = MemwardenStore(memwarden.connect(server.url, server.keys["assistant"], session="langgraph"), prefix="lg.")
+    # A fresh session: the payment test handed this key's default session untrusted mail. The
+    # server issues it (a made-up name is refused); a planning session starts clean.
+    with pytest.raises(memwarden.MemwardenError) as e:
+        memwarden.connect(server.url, server.keys["assistant"], session="langgraph").list("notes")
+    assert e.value.code == "unknown_session"
+    store = MemwardenStore(memwarden.connect(server.url, server.keys["assistant"]).open_session("planning"), prefix="lg.")
     store.put(("notes",), "n1", {"text": "the deploy is on Thursday"})
     assert store.get(("notes",), "n1").value == {"text": "the deploy is on Thursday"}
     assert store.search(("notes",), query="when do we ship?")[0].key == "n1"

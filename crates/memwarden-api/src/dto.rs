@@ -228,6 +228,14 @@ pub struct MemoryOut {
     pub task: Option<String>,
     /// Free metadata.
     pub metadata: BTreeMap<String, String>,
+    /// On a read by id or a list, with the lifecycle layer on: the scorer's write-time risk `r`
+    /// in `[0, 1]` (no query). Absent on writes and with the layer off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<f64>,
+    /// On a read by id or a list: the evidence the scorer saw in it (the same names as a search
+    /// hit's, or `unscored`). Returned with the memory, never a reason to hide it by itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub risk_flags: Vec<String>,
 }
 
 /// A write's result.
@@ -529,6 +537,43 @@ pub struct MemoryMarkedOut {
     /// `poisoned` or `verified`.
     pub mark: String,
     /// Log index of the entry that records it.
+    pub log_index: u64,
+}
+
+/// What kind of session to open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionKindName {
+    /// Carries on from the caller's current session (its floor, witnesses and readers
+    /// ceiling); a fork of a planning session is a planning session.
+    #[default]
+    Fork,
+    /// Starts clean; never handed a memory labelled below `agent` (the planner).
+    Planning,
+    /// Starts untrusted: reads everything, writes untrusted (the quarantined reader).
+    Quarantine,
+}
+
+/// Body of `POST /v1/sessions`.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionIn {
+    /// The kind (default `fork`).
+    #[serde(default)]
+    pub kind: SessionKindName,
+}
+
+/// An issued session handle: send it as `X-Memwarden-Session`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SessionOut {
+    /// The handle (`fork-`, `plan-` or `quar-` and 32 hex digits).
+    pub session: String,
+    /// Its kind (`fork`, `planning`, `quarantine`).
+    pub kind: String,
+    /// The label its writes start at: `trusted` (nothing handed yet: writes take the writer's
+    /// own label), `agent` or `untrusted`.
+    pub floor: String,
+    /// Index of its verdict-log entry.
     pub log_index: u64,
 }
 

@@ -164,6 +164,9 @@ pub enum EngineError {
     /// The operation needs a layer this engine's preset switched off.
     #[error("the {0} layer is switched off in this configuration")]
     LayerOff(&'static str),
+    /// A session name the engine never issued to this principal (open one first).
+    #[error("unknown session: open one with POST /v1/sessions (a session is a handle the server issues, not a name the caller picks)")]
+    UnknownSession,
 }
 
 /// A principal the engine authenticated (looked up from its own records). Only the engine makes
@@ -416,6 +419,72 @@ impl SearchHit {
     }
 }
 
+/// What kind of session [`Engine::open_session`] issues (the handle's prefix says which).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionKind {
+    /// Carries on from the caller's session: the same floor, witnesses and readers ceiling.
+    Fork,
+    /// Starts clean and is never handed memory labelled below `agent` (the planner of the
+    /// dual-LLM pattern).
+    Planning,
+    /// Starts untrusted: reads everything, writes untrusted (the quarantined reader).
+    Quarantine,
+}
+
+impl SessionKind {
+    fn prefix(self) -> &'static str {
+        match self {
+            SessionKind::Fork => "fork",
+            SessionKind::Planning => "plan",
+            SessionKind::Quarantine => "quar",
+        }
+    }
+
+    /// The stable name (`fork`, `planning`, `quarantine`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionKind::Fork => "fork",
+            SessionKind::Planning => "planning",
+            SessionKind::Quarantine => "quarantine",
+        }
+    }
+}
+
+/// The kind of an issued session handle, read off its prefix (`None` for any other name).
+pub fn session_kind_of(s: &SessionId) -> Option<SessionKind> {
+    let (prefix, rest) = s.as_str().split_once('-')?;
+    if rest.len() != 32 || !rest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    [SessionKind::Fork, SessionKind::Planning, SessionKind::Quarantine].into_iter().find(|k| k.prefix() == prefix)
+}
+
+/// A memory read by id or listed, with what the lifecycle scorer saw in it: the write-time
+/// risk `r(m, ∅)` (no query) and the evidence that fired. Returned, never withheld, for the
+/// route alone: the flags tell the reader where it came from.
+#[derive(Debug, Clone)]
+pub struct ReadMemory {
+    /// The memory.
+    pub item: MemoryItem,
+    /// The lifecycle scorer's risk `r` in `[0, 1]` (`None` with the layer off).
+    pub risk: Option<f64>,
+    /// The evidence that fired for it ([`memwarden_lifecycle::RiskBreakdown::flags`], or
+    /// `unscored`).
+    pub risk_flags: Vec<&'static str>,
+}
+
+impl ReadMemory {
+    fn of(item: MemoryItem, risk: Option<(f64, Vec<&'static str>)>) -> Self {
+        let (risk, risk_flags) = match risk {
+            Some((r, f)) => (Some(r), f),
+            None => (None, Vec::new()),
+        };
+        debug_assert!(risk.is_none_or(|r| (0.0..=1.0).contains(&r)));
+        Self { item, risk, risk_flags }
+    }
+}
+
 /// What the lineage layer knows about one memory, as its reader may see it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LineageView {
@@ -649,6 +718,56 @@ impl Engine {
             Some(principal) => Ok(Actor { principal, session }),
             None => Err(EngineError::UnknownPrincipal { tenant: tenant.to_string(), principal: id.to_string() }),
         }
+    }
+
+    /// Issue a new session handle to `actor`'s principal (the server's `POST /v1/sessions`).
+    /// The handle is random (`fork-…`, `plan-…`, `quar-…` and 32 hex digits) and recorded in
+    /// the store (a session row and its `session_taint` log entry) before it is returned, so a
+    /// door that accepts only issued handles ([`Engine::authenticate_issued`]) can tell it from
+    /// a name the caller made up. No kind is a free reset of what the caller's session saw:
+    /// - [`SessionKind::Fork`] starts where `actor`'s session is (its floor, witnesses and
+    ///   readers ceiling; a fork of a planning session is a planning session);
+    /// - [`SessionKind::Planning`] starts clean, and the engine never hands it a memory
+    ///   labelled below `agent` (get, list and search leave them out, as `min_label` does);
+    /// - [`SessionKind::Quarantine`] starts at `untrusted`: it may read everything, and every
+    ///   write of it is untrusted from the start.
+    pub fn open_session(&self, actor: &Actor, kind: SessionKind) -> Result<(SessionId, Receipt), EngineError> {
+        let kind = match kind {
+            SessionKind::Fork if session_kind_of(&actor.session) == Some(SessionKind::Planning) => SessionKind::Planning,
+            k => k,
+        };
+        let observed = match kind {
+            SessionKind::Fork => self.observed(actor)?,
+            SessionKind::Planning => Observed::clean(),
+            SessionKind::Quarantine => Observed::restore(Integrity::Untrusted, &[], &[], false, Readers::All),
+        };
+        let mut r = [0u8; 16];
+        getrandom::fill(&mut r).map_err(|e| EngineError::Invalid(format!("no randomness: {e}")))?;
+        let handle = SessionId::new(&format!("{}-{}", kind.prefix(), hex::encode(r))).map_err(|e| EngineError::Invalid(e.to_string()))?;
+        debug_assert_eq!(session_kind_of(&handle), Some(kind));
+        let m = Mutation::SessionTaint { tenant: actor.tenant().clone(), principal: actor.id().clone(), session: handle.clone(), observed: observed.clone() };
+        let receipt = one(self.store.commit(self.now_ms(), vec![m])?)?;
+        let key = (actor.tenant().clone(), actor.id().clone(), handle.clone());
+        self.lock_sessions().insert(key, observed);
+        Ok((handle, receipt))
+    }
+
+    /// Authenticate into a session the engine issued to this principal
+    /// ([`Engine::open_session`]) or one it has a record of, or the [`DEFAULT_SESSION`]; any
+    /// other name is [`EngineError::UnknownSession`] (a fresh made-up name would be a clean
+    /// slate). The doors a remote caller uses (HTTP, MCP over HTTP) authenticate this way.
+    pub fn authenticate_issued(&self, tenant: &TenantId, id: &PrincipalId, session: SessionId) -> Result<Actor, EngineError> {
+        let actor = self.authenticate_session(tenant, id, session)?;
+        if actor.session.as_str() != DEFAULT_SESSION && self.store.session(tenant, id, &actor.session)?.is_none() {
+            return Err(EngineError::UnknownSession);
+        }
+        Ok(actor)
+    }
+
+    /// The lowest label the engine hands `actor`'s session: `agent` in a planning session
+    /// ([`SessionKind::Planning`]), else `untrusted` (everything, labelled).
+    fn session_min_label(actor: &Actor) -> Integrity {
+        if session_kind_of(&actor.session) == Some(SessionKind::Planning) { Integrity::Agent } else { Integrity::Untrusted }
     }
 
     /// What `actor`'s session has been handed so far (cached; rebuilt from the store, with the
@@ -1225,8 +1344,26 @@ impl Engine {
 
     /// Read one memory by id; the scope check is the same for every door.
     pub fn get(&self, actor: &Actor, id: &ItemId) -> Result<MemoryItem, EngineError> {
+        self.get_scored(actor, id).map(|r| r.item)
+    }
+
+    /// [`Engine::get`] with the lifecycle scorer's risk and the evidence that fired
+    /// ([`ReadMemory`]): the same checks, the same hand-over to the actor's session.
+    pub fn get_scored(&self, actor: &Actor, id: &ItemId) -> Result<ReadMemory, EngineError> {
+        let item = self.get_checked(actor, id)?;
+        let risk = self.read_risk(actor.tenant(), &[&item]).pop().flatten();
+        Ok(ReadMemory::of(item, risk))
+    }
+
+    fn get_checked(&self, actor: &Actor, id: &ItemId) -> Result<MemoryItem, EngineError> {
         match self.store.item(actor.tenant(), id)? {
             Some(i) if i.readable_by(actor.id()) => {
+                if i.label().integrity() < Self::session_min_label(actor) {
+                    return Err(EngineError::Forbidden(format!(
+                        "memory {id} is labelled {}; a planning session is never handed memory below agent (read it in a quarantine session)",
+                        i.label().integrity().as_str()
+                    )));
+                }
                 if let Some(l) = &self.lineage
                     && !l.with(self.store.as_ref(), actor.tenant(), |g| Ok(lineage::readable(g, actor.id(), *id)))?
                 {
@@ -1400,8 +1537,22 @@ impl Engine {
     /// Memories of a namespace the actor may read, oldest first. Everything returned counts as
     /// handed to the actor's session.
     pub fn list(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {
+        self.list_checked(actor, namespace, limit)
+    }
+
+    /// [`Engine::list`] with the lifecycle scorer's risk and the evidence that fired for each
+    /// memory ([`ReadMemory`]).
+    pub fn list_scored(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<ReadMemory>, EngineError> {
+        let items = self.list_checked(actor, namespace, limit)?;
+        let risks = self.read_risk(actor.tenant(), &items.iter().collect::<Vec<_>>());
+        debug_assert_eq!(risks.len(), items.len());
+        Ok(items.into_iter().zip(risks).map(|(i, r)| ReadMemory::of(i, r)).collect())
+    }
+
+    fn list_checked(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {
         let items = self.store.list(actor.tenant(), namespace, limit.min(10_000))?;
-        let mut items: Vec<MemoryItem> = items.into_iter().filter(|i| i.readable_by(actor.id())).collect();
+        let floor = Self::session_min_label(actor);
+        let mut items: Vec<MemoryItem> = items.into_iter().filter(|i| i.readable_by(actor.id()) && i.label().integrity() >= floor).collect();
         if let Some(l) = &self.lineage {
             l.with(self.store.as_ref(), actor.tenant(), |g| {
                 items.retain(|i| lineage::readable(g, actor.id(), i.id()));
@@ -1425,6 +1576,7 @@ impl Engine {
     /// floor are not withheld from the caller for good — a search without the floor (best in
     /// another session) returns them, labelled.
     pub fn search_labelled(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize, min_label: Integrity) -> Result<Vec<SearchHit>, EngineError> {
+        let min_label = min_label.max(Self::session_min_label(actor));
         if query.trim().is_empty() || query.len() > QUERY_BYTES_MAX {
             return Err(EngineError::Invalid(format!("query must be 1..={QUERY_BYTES_MAX} bytes of text")));
         }
@@ -1743,6 +1895,21 @@ impl Engine {
                 Err(e)
             }
         }
+    }
+
+    /// The lifecycle scorer's write-time risk `r(m, ∅)` of memories handed over by id or list
+    /// (no query, so no query-dependent signals) and the evidence that fired; `None` per item
+    /// with the layer off. A memory the scorer cannot score (over its input limits) reads as
+    /// risk 1 with the flag `unscored`: an error never lowers the risk shown.
+    fn read_risk(&self, tenant: &TenantId, items: &[&MemoryItem]) -> Vec<Option<(f64, Vec<&'static str>)>> {
+        let Some(scorer) = &self.lifecycle else { return vec![None; items.len()] };
+        items
+            .iter()
+            .map(|i| match scorer.score(&self.lifecycle_memory(tenant, i)) {
+                Ok(b) => Some((b.total, b.flags())),
+                Err(_) => Some((1.0, vec!["unscored"])),
+            })
+            .collect()
     }
 
     /// [`Engine::lifecycle_broker`] over search candidates: those it blocks are removed.

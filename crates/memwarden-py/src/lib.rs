@@ -79,9 +79,9 @@ fn to_json<T: serde::Serialize>(t: &T) -> Result<Value, ApiError> {
 /// Every operation the Python package calls, by the name it uses. The body of each is the body of
 /// the matching HTTP route, with the route's path parameters (`id`, `index`) and query
 /// parameters (`namespace`, `limit`, `format`) as fields.
-pub const OPERATIONS: [&str; 22] = [
+pub const OPERATIONS: [&str; 23] = [
     "add", "add_many", "list", "get", "update", "history", "erase", "revoke", "promote", "lineage", "export_lineage", "search", "feedback",
-    "derive", "tool_call", "attest", "grant", "decide", "verify", "checkpoint", "proof", "me",
+    "derive", "tool_call", "attest", "grant", "decide", "verify", "checkpoint", "proof", "me", "open_session",
 ];
 
 /// Run one operation as `actor`: the body is the HTTP body (path and query parameters as fields).
@@ -131,6 +131,7 @@ fn dispatch(engine: &Engine, actor: &Actor, op: &str, mut body: Value) -> Result
             to_json(&ops::proof(engine, Some(actor.tenant()), index)?)
         }
         "me" => to_json(&MeOut { principal: ops::principal_out(actor.principal()), key_id: None }),
+        "open_session" => to_json(&ops::open_session(engine, actor, de::<SessionIn>(body, "open_session")?)?),
         other => Err(ApiError::invalid(format!("unknown operation {other:?}; one of {}", OPERATIONS.join(", ")))),
     }
 }

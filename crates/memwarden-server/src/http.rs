@@ -224,7 +224,9 @@ async fn auth_mw(State(st): State<AppState>, mut req: Request, next: Next) -> Re
         return ApiError::unauthorized("missing `Authorization: Bearer <key>`").into_response();
     };
     // The caller's session (`X-Memwarden-Session`, default: the principal's never-resetting
-    // `default` session). What the engine hands a session taints its later writes.
+    // `default` session): a handle `POST /v1/sessions` issued to this key's principal, never a
+    // name the caller makes up (that would be a clean slate). What the engine hands a session
+    // taints its later writes.
     let session = match req.headers().get(SESSION_HEADER) {
         None => memwarden_engine::DEFAULT_SESSION.to_owned(),
         Some(v) => match v.to_str() {
@@ -242,7 +244,7 @@ async fn auth_mw(State(st): State<AppState>, mut req: Request, next: Next) -> Re
         let s = Arc::clone(&st.0);
         let looked_up = tokio::task::spawn_blocking(move || -> Result<Option<Auth>, ApiError> {
             let Some(info) = s.keys.authenticate(&token)? else { return Ok(None) };
-            match s.engine.authenticate_session(&info.tenant, &info.principal, session) {
+            match s.engine.authenticate_issued(&info.tenant, &info.principal, session) {
                 Ok(actor) => Ok(Some(Auth::Key { actor, key_id: info.key_id })),
                 Err(memwarden_engine::EngineError::UnknownPrincipal { .. }) => Ok(None),
                 Err(e) => Err(e.into()),
@@ -502,6 +504,22 @@ async fn erase_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPat
     ))]
 async fn alias_delete(st: State<AppState>, c: Caller, id: ApiPath) -> Result<Json<MemoryErasedOut>, ApiError> {
     erase_memory(st, c, id).await
+}
+
+/// Open a session: a handle the server issues to the key's principal, to send as
+/// `X-Memwarden-Session`. A name the server did not issue is refused (400 `unknown_session`), so
+/// a new session id is never a free reset: a `fork` carries on from the caller's current session
+/// (the one this request is sent in), a `planning` session starts clean but is never handed a
+/// memory labelled below `agent`, and a `quarantine` session starts untrusted. Opening is
+/// logged.
+#[utoipa::path(post, path = "/v1/sessions", tag = "principals", request_body = SessionIn,
+    responses(
+        (status = 201, description = "Issued", body = SessionOut),
+        (status = 400, description = "Malformed body, or the request's own session header names an unknown session", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn open_session(State(st): State<AppState>, c: Caller, ApiJson(s): ApiJson<SessionIn>) -> Result<Response, ApiError> {
+    Ok(created(st.run(move |e| ops::open_session(e, &c.actor, s)).await?))
 }
 
 /// Report a task outcome for the memories it used: their utility, trust and hazard move, and so
@@ -1007,7 +1025,7 @@ impl utoipa::Modify for SecurityAddon {
         memory_lineage, lineage_export,
         attestations, grants, prepare_grant, decide,
         audit_verify, audit_checkpoint, audit_proof,
-        me, admin_register, admin_list_principals, admin_mint_key, admin_list_keys, admin_revoke_key,
+        me, open_session, admin_register, admin_list_principals, admin_mint_key, admin_list_keys, admin_revoke_key,
         alias_add, alias_list, alias_get, alias_update, alias_delete, alias_history, alias_search,
         healthz, readyz, metrics_text, openapi_json,
     ),
@@ -1068,6 +1086,7 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/v1/audit/checkpoint", post(audit_checkpoint))
         .route("/v1/audit/proof/{index}", get(audit_proof))
         .route("/v1/principals/me", get(me))
+        .route("/v1/sessions", post(open_session))
         .route("/v1/admin/principals", post(admin_register).get(admin_list_principals))
         .route("/v1/admin/keys", post(admin_mint_key).get(admin_list_keys))
         .route("/v1/admin/keys/{key_id}", axum::routing::delete(admin_revoke_key))

@@ -6,7 +6,7 @@ use crate::dto::*;
 use crate::problem::ApiError;
 use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::prelude::*;
-use memwarden_engine::{Actor, Engine};
+use memwarden_engine::{Actor, Engine, ReadMemory, SessionKind};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -62,7 +62,14 @@ pub fn memory_out(i: &MemoryItem) -> MemoryOut {
         task: i.task().map(str::to_owned),
         metadata: i.metadata().clone(),
         superseded_by: i.superseded_by().map(|s| s.to_string()),
+        risk: None,
+        risk_flags: Vec::new(),
     }
+}
+
+/// Render a memory read by id or listed, with the risk the lifecycle scorer saw in it.
+pub fn read_out(r: &ReadMemory) -> MemoryOut {
+    MemoryOut { risk: r.risk, risk_flags: r.risk_flags.iter().map(|f| (*f).to_owned()).collect(), ..memory_out(&r.item) }
 }
 
 /// Render a principal.
@@ -141,7 +148,7 @@ pub fn add_many(engine: &Engine, actor: &Actor, ms: Vec<AddMemory>, batch_max: u
 
 /// Read one memory by id.
 pub fn get(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryOut, ApiError> {
-    Ok(memory_out(&engine.get(actor, &parse_id(id)?)?))
+    Ok(read_out(&engine.get_scored(actor, &parse_id(id)?)?))
 }
 
 /// Revoke a memory (its owner or a user).
@@ -222,13 +229,27 @@ pub fn erase(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryErasedOut
     })
 }
 
+/// Issue a session handle to the caller's principal.
+pub fn open_session(engine: &Engine, actor: &Actor, s: SessionIn) -> Result<SessionOut, ApiError> {
+    let kind = match s.kind {
+        SessionKindName::Fork => SessionKind::Fork,
+        SessionKindName::Planning => SessionKind::Planning,
+        SessionKindName::Quarantine => SessionKind::Quarantine,
+    };
+    let (handle, receipt) = engine.open_session(actor, kind)?;
+    let opened = engine.authenticate_issued(actor.tenant(), actor.id(), handle.clone())?;
+    let floor = engine.observed(&opened)?.floor();
+    let kind = memwarden_engine::session_kind_of(&handle).unwrap_or(kind);
+    Ok(SessionOut { session: handle.to_string(), kind: kind.as_str().to_owned(), floor: floor.as_str().to_owned(), log_index: receipt.log_index })
+}
+
 /// Memories of a namespace the actor may read.
 pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize) -> Result<ListOut, ApiError> {
     if limit == 0 || limit > 10_000 {
         return Err(ApiError::invalid("limit must be 1..=10000"));
     }
-    let items = engine.list(actor, &namespace(ns)?, limit)?;
-    Ok(ListOut { results: items.iter().map(memory_out).collect() })
+    let items = engine.list_scored(actor, &namespace(ns)?, limit)?;
+    Ok(ListOut { results: items.iter().map(read_out).collect() })
 }
 
 /// Semantic search.

@@ -104,6 +104,8 @@ impl From<EngineError> for ApiError {
             EngineError::Refused { .. } => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", e.to_string()),
             // A configuration choice, not a server fault (and not a 5xx).
             EngineError::LayerOff(_) => Self::new(StatusCode::CONFLICT, "layer_off", e.to_string()),
+            // The caller named a session it was never issued (never echoed: it is caller text).
+            EngineError::UnknownSession => Self::new(StatusCode::BAD_REQUEST, "unknown_session", e.to_string()),
             EngineError::Commit(_) | EngineError::Store(_) | EngineError::Lineage(_) => Self::internal(&e),
         }
     }

@@ -159,6 +159,18 @@ enum Cmd {
         #[arg(long = "as")]
         actor: String,
     },
+    /// Open a session: a handle issued to the principal, printed as JSON; pass it as
+    /// `--session`. A server accepts only handles it issued. `fork` carries on from the
+    /// current `--session`; `planning` starts clean and is never handed memory labelled below
+    /// agent; `quarantine` starts untrusted.
+    OpenSession {
+        /// The principal (local data directory; with --server the key decides).
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// fork, planning or quarantine.
+        #[arg(long, default_value = "fork")]
+        kind: String,
+    },
     /// Read a memory by id.
     Get {
         /// Reading principal.
@@ -691,6 +703,21 @@ fn item_json(i: &MemoryItem) -> serde_json::Value {
     serde_json::to_value(i).unwrap_or_default()
 }
 
+/// `--kind` of `open-session`, as the server's request type.
+fn session_kind(kind: &str) -> Result<memwarden_server::dto::SessionKindName, EngineError> {
+    serde_json::from_value(json!(kind)).map_err(|_| fail(format!("--kind must be fork, planning or quarantine, not {kind:?}")))
+}
+
+/// A memory read by id or listed, with the lifecycle scorer's risk and flags when the layer is on.
+fn read_json(r: &memwarden_engine::ReadMemory) -> serde_json::Value {
+    let mut v = item_json(&r.item);
+    if let (Some(risk), Some(map)) = (r.risk, v.as_object_mut()) {
+        map.insert("risk".into(), json!(risk));
+        map.insert("risk_flags".into(), json!(r.risk_flags));
+    }
+    v
+}
+
 /// A command's `--as`: optional on the commands that also run against a server (where the API
 /// key decides who acts), required in local mode.
 trait AsArg {
@@ -953,7 +980,12 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let o = engine.observed(&who)?;
             print_json(&json!({"principal": who.id(), "session": who.session(), "floor": o.floor(), "witnesses": o.witnesses()}));
         }
-        Cmd::Get { actor: a, id } => print_json(&item_json(&engine.get(&actor(&a)?, &parse("id", &id)?)?)),
+        Cmd::OpenSession { actor: a, kind } => {
+            let body = memwarden_server::dto::SessionIn { kind: session_kind(&kind)? };
+            let out = memwarden_server::ops::open_session(&engine, &actor(&a)?, body).map_err(|e| fail(e.to_string()))?;
+            print_json(&json!(out));
+        }
+        Cmd::Get { actor: a, id } => print_json(&read_json(&engine.get_scored(&actor(&a)?, &parse("id", &id)?)?)),
         Cmd::Erase { actor: a, id } => {
             let (record, receipt) = engine.erase(&actor(&a)?, &parse("id", &id)?)?;
             print_json(&json!({"erasure": record, "log_index": receipt.log_index}));
@@ -1005,8 +1037,8 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             print_json(&json!({"updated": updated, "log_index": receipt.log_index}));
         }
         Cmd::List { actor: a, ns, limit } => {
-            let items = engine.list(&actor(&a)?, &parse("namespace", &ns)?, limit)?;
-            print_json(&json!(items.iter().map(item_json).collect::<Vec<_>>()));
+            let items = engine.list_scored(&actor(&a)?, &parse("namespace", &ns)?, limit)?;
+            print_json(&json!(items.iter().map(read_json).collect::<Vec<_>>()));
         }
         Cmd::CrashWriter { actor: a, batch } => {
             use std::io::Write;

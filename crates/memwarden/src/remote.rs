@@ -217,6 +217,7 @@ fn local_only(cmd: &Cmd) -> Option<&'static str> {
         | Cmd::Attest { .. }
         | Cmd::Decide(_)
         | Cmd::Get { .. }
+        | Cmd::OpenSession { .. }
         | Cmd::Revoke { .. }
         | Cmd::Poison { .. }
         | Cmd::Verify { .. }
@@ -243,6 +244,7 @@ fn claimed_actor(cmd: &Cmd) -> Option<&str> {
         | Cmd::ToolCall { actor, .. }
         | Cmd::Attest { actor, .. }
         | Cmd::Get { actor, .. }
+        | Cmd::OpenSession { actor, .. }
         | Cmd::Revoke { actor, .. }
         | Cmd::Poison { actor, .. }
         | Cmd::Verify { actor, .. }
@@ -379,6 +381,7 @@ fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
             r.post(&memory(id, "/promote"), &json!({"readers": readers}))?
         }
         Cmd::Update { id, text, .. } => r.put(&memory(id, ""), &json!({"content": text}))?,
+        Cmd::OpenSession { kind, .. } => r.post("/v1/sessions", &json!({"kind": kind}))?,
         Cmd::History { id, .. } => r.get(&memory(id, "/history"))?,
         Cmd::Erase { id, .. } => r.delete(&memory(id, ""))?,
         Cmd::Lineage { id, .. } => r.get(&memory(id, "/lineage"))?,

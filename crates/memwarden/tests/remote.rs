@@ -160,8 +160,13 @@ fn the_remote_cli_drives_the_memory_operations_as_the_keys_principal() {
 
     // Update and history. The default session has been handed the private child above (by the
     // search), which would keep the new version from ever being promoted past assistant; a fresh
-    // session (`--session`, sent as X-Memwarden-Session) has been handed nothing.
-    let updated = s.ok(&assistant, &["--session", "offsite-2", "update", &first, "The team offsite is in Porto in May"]);
+    // session (`open-session`: a handle the server issues; `--session` sends it as
+    // X-Memwarden-Session) has been handed nothing. A made-up session name is refused.
+    assert_one_line_error(&s.cli(&assistant, &["--session", "offsite-2", "get", &first]), "unknown_session: ", "");
+    let opened = s.ok(&assistant, &["open-session", "--kind", "planning"]);
+    assert_eq!(opened["kind"], "planning", "{opened}");
+    let fresh = opened["session"].as_str().unwrap().to_owned();
+    let updated = s.ok(&assistant, &["--session", &fresh, "update", &first, "The team offsite is in Porto in May"]);
     let second = id_of(&updated, "memory");
     assert_eq!(updated["previous_id"], first.as_str());
     let history = s.ok(&assistant, &["history", &second]);

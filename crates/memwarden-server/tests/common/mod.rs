@@ -146,6 +146,14 @@ impl TestServer {
         self.post_raw(path, key, body.to_string().as_bytes())
     }
 
+    /// Open a session (`POST /v1/sessions`, sent in the key's default session) of `kind`
+    /// (`fork`, `planning`, `quarantine`) and return its handle.
+    pub fn open_session(&self, key: &str, kind: &str) -> String {
+        let r = self.post("/v1/sessions", Some(key), &serde_json::json!({"kind": kind}));
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.json()["session"].as_str().unwrap_or_default().to_owned()
+    }
+
     /// POST in a named session (`X-Memwarden-Session`).
     pub fn post_in(&self, session: &str, path: &str, key: &str, body: &Value) -> Resp {
         let rq = self.agent.post(format!("{}{path}", self.base)).content_type("application/json").header("Authorization", format!("Bearer {key}")).header("X-Memwarden-Session", session);
