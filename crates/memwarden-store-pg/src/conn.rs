@@ -41,11 +41,11 @@ pub(crate) fn pg_message(e: &postgres::Error) -> String {
 }
 
 pub(crate) fn store_err(e: &postgres::Error) -> StoreError {
-    StoreError::Corrupt(pg_message(e))
+    StoreError::Database(pg_message(e))
 }
 
 pub(crate) fn store_db_err(e: DbError) -> StoreError {
-    StoreError::Corrupt(e.message)
+    StoreError::Database(e.message)
 }
 
 /// `"name"`, quoted as a PostgreSQL identifier.
@@ -94,7 +94,7 @@ impl Conn {
     }
 
     fn client(url: &str, schema: &str) -> Result<Client, StoreError> {
-        let cannot = |e: &postgres::Error| StoreError::Corrupt(format!("cannot connect to PostgreSQL at {url:?}: {}", pg_message(e)));
+        let cannot = |e: &postgres::Error| StoreError::Database(format!("cannot connect to PostgreSQL at {url:?}: {}", pg_message(e)));
         let mut config: postgres::Config = url.parse().map_err(|e| cannot(&e))?;
         config.application_name(&application_name(schema));
         let mut client = config.connect(NoTls).map_err(|e| cannot(&e))?;

@@ -81,4 +81,4 @@ mod schema;
 mod store;
 
 pub use schema::SCHEMA_VERSION;
-pub use store::{PgConfig, PostgresStore, drop_schema, tamper_sql};
+pub use store::{DEFAULT_SCHEMA, PgConfig, PostgresStore, drop_schema, tamper_sql};

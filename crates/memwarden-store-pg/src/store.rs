@@ -37,10 +37,53 @@ pub struct PgConfig {
     pub vector_exact_below: Option<usize>,
 }
 
+/// The schema a store spec without `schema=` uses.
+pub const DEFAULT_SCHEMA: &str = "memwarden";
+
 impl PgConfig {
     /// A config with the defaults (checkpoint every 1024 entries).
     pub fn new(url: impl Into<String>, schema: impl Into<String>, key_dir: impl Into<PathBuf>) -> Self {
         Self { url: url.into(), schema: schema.into(), key_dir: key_dir.into(), checkpoint_every: 1024, vector_exact_below: None }
+    }
+
+    /// A config from a store spec as a command line or config file gives it: a
+    /// `postgres://` / `postgresql://` URL whose query may carry `schema=NAME`
+    /// (`postgres://u@h:5432/db?schema=prod`), or a libpq key-value string with a
+    /// `schema=NAME` pair (`host=h dbname=db schema=prod`). The `schema` parameter is taken
+    /// out before the rest goes to the driver; without it the schema is [`DEFAULT_SCHEMA`].
+    pub fn from_spec(spec: &str, key_dir: impl Into<PathBuf>) -> Self {
+        let mut schema = None;
+        let url = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+            match spec.split_once('?') {
+                Some((base, query)) => {
+                    let rest: Vec<&str> = query
+                        .split('&')
+                        .filter(|kv| match kv.strip_prefix("schema=") {
+                            Some(v) => {
+                                schema = Some(v.to_owned());
+                                false
+                            }
+                            None => !kv.is_empty(),
+                        })
+                        .collect();
+                    if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) }
+                }
+                None => spec.to_owned(),
+            }
+        } else {
+            let rest: Vec<&str> = spec
+                .split_whitespace()
+                .filter(|kv| match kv.strip_prefix("schema=") {
+                    Some(v) => {
+                        schema = Some(v.to_owned());
+                        false
+                    }
+                    None => true,
+                })
+                .collect();
+            rest.join(" ")
+        };
+        Self::new(url, schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned()), key_dir)
     }
 }
 
@@ -440,7 +483,7 @@ impl PostgresStore {
         };
         if let Err(e) = conn.batch("COMMIT") {
             let _ = conn.batch("ROLLBACK");
-            return Err(StoreError::Corrupt(format!("commit failed: {e}")));
+            return Err(StoreError::Database(format!("commit failed: {e}")));
         }
         let applied = self.absorb_own(pending);
         let every = self.config.checkpoint_every;
@@ -1088,4 +1131,21 @@ pub fn tamper_sql(config: &PgConfig, sql: &str) -> Result<(), StoreError> {
 pub fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {
     let mut conn = Conn::connect(url, "public")?;
     conn.batch(&format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(schema))).map_err(store_db_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PgConfig;
+
+    #[test]
+    fn a_store_spec_names_its_schema() {
+        let c = PgConfig::from_spec("postgres://u@h:5432/db?schema=prod&sslmode=disable", "/k");
+        assert_eq!((c.url.as_str(), c.schema.as_str()), ("postgres://u@h:5432/db?sslmode=disable", "prod"));
+        let c = PgConfig::from_spec("postgresql://u@h/db?schema=x", "/k");
+        assert_eq!((c.url.as_str(), c.schema.as_str()), ("postgresql://u@h/db", "x"));
+        let c = PgConfig::from_spec("postgres://u@h/db", "/k");
+        assert_eq!((c.url.as_str(), c.schema.as_str()), ("postgres://u@h/db", "memwarden"));
+        let c = PgConfig::from_spec("host=127.0.0.1 schema=s1 dbname=test", "/k");
+        assert_eq!((c.url.as_str(), c.schema.as_str()), ("host=127.0.0.1 dbname=test", "s1"));
+    }
 }

@@ -344,6 +344,10 @@ pub enum StoreError {
     /// The tenant has no verdict log (nothing of it was ever committed).
     #[error("tenant {0} has no verdict log")]
     UnknownLog(String),
+    /// A database server (a backend other than the embedded SQLite) failed or could not be
+    /// reached.
+    #[error("database error: {0}")]
+    Database(String),
 }
 
 /// A session row as stored: raw material for [`Observed::restore`], never an `Observed` itself.
@@ -472,6 +476,15 @@ pub trait Store: Send + Sync {
 
     // One verdict log per tenant. Receipts' `log_index` and the log indexes of
     // `items_in_order` / `lineage_events` are indexes in the tenant's log.
+
+    /// How many times this handle has seen `tenant`'s log grow by entries another process
+    /// appended (always 0 for a store only this process writes, as SQLite under its flock). A
+    /// view cached above the store — the engine's lineage graph, its session floors — that was
+    /// built at one value is stale once this moves, and must be rebuilt from the store.
+    fn foreign_version(&self, tenant: &TenantId) -> u64 {
+        let _ = tenant;
+        0
+    }
 
     /// The tenants that have a verdict log.
     fn tenants(&self) -> Vec<TenantId>;
