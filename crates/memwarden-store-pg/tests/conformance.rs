@@ -601,3 +601,45 @@ fn dropped_connections_are_reopened_without_losing_a_write() {
     assert!(a.verify_log().unwrap().is_ok());
     assert_eq!(open_pg(&config).log_len_of(&tenant()), a.log_len_of(&tenant()));
 }
+
+#[test]
+fn read_modify_writes_raced_through_both_handles_have_one_winner() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        for round in 0..8u64 {
+            let n = 100 + round;
+            write_as(&*h.a, &ana, n, &format!("raced memory {round}"), Route::Direct, false);
+            let read = h.b.item(&tenant(), &id(n)).unwrap().unwrap();
+            // Built from the same read: a revocation and a hold (or a guard update).
+            let revoke = Mutation::Revocation(Authority::default().admit_revocation(&ana, &read, "race").unwrap());
+            let other = if round % 2 == 0 {
+                Mutation::Hold(Authority::default().admit_hold(&read, &pid("ana"), "race"))
+            } else {
+                let mut guard = read.guard().clone();
+                guard.successes += 1;
+                Mutation::Feedback { tenant: tenant(), actor: pid("uma"), guards: vec![(read.id(), read.version(), guard)], reputations: vec![], record: serde_json::json!({"round": round}) }
+            };
+            let barrier = Arc::new(std::sync::Barrier::new(2));
+            let racers: Vec<_> = [(Arc::clone(&h.a), revoke), (Arc::clone(&h.b), other)]
+                .into_iter()
+                .map(|(s, m)| {
+                    let barrier = Arc::clone(&barrier);
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        s.commit(n, vec![m]).unwrap().pop().unwrap()
+                    })
+                })
+                .collect();
+            let results: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
+            let wins = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(wins, 1, "{} round {round}: {results:?}", h.name);
+            assert!(results.iter().any(|r| matches!(r, Err(CommitError::Conflict { .. }))), "{}: the loser conflicts: {results:?}", h.name);
+            // The stale read cannot be replayed either.
+            let stale = Mutation::Revocation(Authority::default().admit_revocation(&ana, &read, "late").unwrap());
+            let r = h.a.commit(n, vec![stale]).unwrap().pop().unwrap();
+            assert!(matches!(r, Err(CommitError::Conflict { .. })), "{}: {r:?}", h.name);
+        }
+        assert!(h.a.verify_log().unwrap().is_ok() && h.b.verify_log().unwrap().is_ok());
+    });
+}
