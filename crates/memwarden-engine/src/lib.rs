@@ -526,8 +526,10 @@ pub struct Engine {
     authority: Authority,
     embedder: Option<Arc<dyn Embedder>>,
     clock: Arc<dyn Fn() -> u64 + Send + Sync>,
-    /// Cache of session observations (the store holds the truth; evicting is always safe).
-    sessions: Mutex<HashMap<SessionKey, Observed>>,
+    /// Cache of session observations, each with the store's foreign version it was read at
+    /// (the store holds the truth; evicting is always safe; an entry from before another
+    /// process wrote the tenant is re-read).
+    sessions: Mutex<HashMap<SessionKey, (Observed, u64)>>,
     /// The lineage layer, if on.
     lineage: Option<lineage::Lineage>,
     /// The lifecycle write gate, if on.
@@ -746,9 +748,10 @@ impl Engine {
         let handle = SessionId::new(&format!("{}-{}", kind.prefix(), hex::encode(r))).map_err(|e| EngineError::Invalid(e.to_string()))?;
         debug_assert_eq!(session_kind_of(&handle), Some(kind));
         let m = Mutation::SessionTaint { tenant: actor.tenant().clone(), principal: actor.id().clone(), session: handle.clone(), observed: observed.clone() };
+        let version = self.store.foreign_version(actor.tenant());
         let receipt = one(self.store.commit(self.now_ms(), vec![m])?)?;
         let key = (actor.tenant().clone(), actor.id().clone(), handle.clone());
-        self.lock_sessions().insert(key, observed);
+        self.lock_sessions().insert(key, (observed, version));
         Ok((handle, receipt))
     }
 
@@ -774,7 +777,12 @@ impl Engine {
     /// floor re-derived from the witness items, after a restart).
     pub fn observed(&self, actor: &Actor) -> Result<Observed, EngineError> {
         let key = session_key(actor);
-        if let Some(o) = self.lock_sessions().get(&key) {
+        // The cache is trusted only while no other process has written the tenant (a floor
+        // another server lowered must be seen here before this session writes again).
+        let version = self.store.foreign_version(actor.tenant());
+        if let Some((o, at)) = self.lock_sessions().get(&key)
+            && *at == version
+        {
             return Ok(o.clone());
         }
         let restored = match self.store.session(actor.tenant(), actor.id(), &actor.session)? {
@@ -794,16 +802,17 @@ impl Engine {
         if cache.len() >= SESSIONS_CACHED_MAX {
             cache.clear();
         }
-        // A concurrent observation may have landed meanwhile: keep the meet of both.
+        // A concurrent observation may have landed meanwhile: keep the meet of both (a stale
+        // entry is still a lower bound: floors only fall).
         let merged = match cache.get(&key) {
-            Some(o) => o.clone().meet(&restored),
+            Some((o, _)) => o.clone().meet(&restored),
             None => restored,
         };
-        cache.insert(key, merged.clone());
+        cache.insert(key, (merged.clone(), version));
         Ok(merged)
     }
 
-    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Observed>> {
+    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, (Observed, u64)>> {
         // A poisoned cache is still a valid cache: entries only ever fall.
         self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -812,6 +821,9 @@ impl Engine {
     /// floor (or adds a witness), the change is committed (and logged) before this returns; if
     /// the commit fails, the caller must not hand the items over.
     fn hand_over<'a>(&self, actor: &Actor, items: impl IntoIterator<Item = &'a MemoryItem>) -> Result<(), EngineError> {
+        // Read before the session is: if another process writes after this, the cache entry
+        // below is older than the store's version and the next read goes back to the store.
+        let version = self.store.foreign_version(actor.tenant());
         let mut observed = self.observed(actor)?;
         if !observed.observe_all(items) {
             return Ok(());
@@ -825,10 +837,10 @@ impl Engine {
         one(self.store.commit(self.now_ms(), vec![m])?)?;
         let mut cache = self.lock_sessions();
         let merged = match cache.get(&session_key(actor)) {
-            Some(o) => o.clone().meet(&observed),
+            Some((o, _)) => o.clone().meet(&observed),
             None => observed,
         };
-        cache.insert(session_key(actor), merged);
+        cache.insert(session_key(actor), (merged, version));
         Ok(())
     }
 

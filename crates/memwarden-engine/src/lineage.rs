@@ -79,10 +79,11 @@ pub(crate) fn record_kind(item: &MemoryItem) -> RecordKind {
 /// One tenant's graph.
 pub(crate) type TenantGraph = Arc<Mutex<LineageGraph>>;
 
-/// The per-tenant graphs.
+/// The per-tenant graphs, each with the store's [`Store::foreign_version`] it was built at: a
+/// graph is a view of the store, never trusted once another process has written the tenant.
 pub(crate) struct Lineage {
     config: LineageConfig,
-    graphs: Mutex<HashMap<TenantId, TenantGraph>>,
+    graphs: Mutex<HashMap<TenantId, (TenantGraph, u64)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -104,17 +105,22 @@ impl Lineage {
 
     /// The tenant's graph, rebuilt from the store if not loaded (or dropped after an error).
     pub(crate) fn graph(&self, store: &dyn Store, tenant: &TenantId) -> Result<TenantGraph, EngineError> {
-        if let Some(g) = lock(&self.graphs).get(tenant)
+        // Read before the rebuild: a foreign write landing during it moves the version again,
+        // so the next use rebuilds once more (never a graph newer than its version claims).
+        let version = store.foreign_version(tenant);
+        if let Some((g, at)) = lock(&self.graphs).get(tenant)
             && !g.is_poisoned()
+            && *at == version
         {
             return Ok(Arc::clone(g));
         }
         let rebuilt = Arc::new(Mutex::new(rebuild(store, tenant, self.config.clone())?));
         let mut graphs = lock(&self.graphs);
-        // Another thread may have rebuilt it meanwhile: keep the one already shared.
-        let g = graphs.entry(tenant.clone()).or_insert_with(|| Arc::clone(&rebuilt));
-        if g.is_poisoned() {
+        // Another thread may have rebuilt it meanwhile at this version: keep the one shared.
+        let (g, at) = graphs.entry(tenant.clone()).or_insert_with(|| (Arc::clone(&rebuilt), version));
+        if g.is_poisoned() || *at != version {
             *g = rebuilt;
+            *at = version;
         }
         Ok(Arc::clone(g))
     }
