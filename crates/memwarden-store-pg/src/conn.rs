@@ -14,7 +14,8 @@ use postgres::{Client, NoTls, Row, Statement};
 /// A connection, its schema (`search_path`) and its prepared statements; reconnects when the
 /// server dropped it (see [`Conn::begin`]).
 pub(crate) struct Conn {
-    client: Client,
+    /// `None` until first used, and after the server dropped it.
+    client: Option<Client>,
     cache: HashMap<String, Statement>,
     url: String,
     schema: String,
@@ -90,7 +91,21 @@ fn bind<'a>(arg: &Arg<'a>, ty: &Type) -> Result<Box<dyn ToSql + Sync + 'a>, DbEr
 impl Conn {
     /// Connect and use `schema` (which must exist, or be created by the caller right after).
     pub(crate) fn connect(url: &str, schema: &str) -> Result<Self, StoreError> {
-        Ok(Self { client: Self::client(url, schema)?, cache: HashMap::new(), url: url.to_owned(), schema: schema.to_owned() })
+        Ok(Self { client: Some(Self::client(url, schema)?), cache: HashMap::new(), url: url.to_owned(), schema: schema.to_owned() })
+    }
+
+    /// A connection opened on first use.
+    pub(crate) fn lazy(url: &str, schema: &str) -> Self {
+        Self { client: None, cache: HashMap::new(), url: url.to_owned(), schema: schema.to_owned() }
+    }
+
+    /// The client, connecting first if there is none.
+    fn cl(&mut self) -> Result<&mut Client, DbError> {
+        if self.client.is_none() {
+            self.client = Some(Self::client(&self.url, &self.schema).map_err(|e| DbError::other(e.to_string()))?);
+            self.cache.clear();
+        }
+        self.client.as_mut().ok_or_else(|| DbError::other("no connection"))
     }
 
     fn client(url: &str, schema: &str) -> Result<Client, StoreError> {
@@ -105,11 +120,10 @@ impl Conn {
     /// Reconnect if the connection is known to be closed (a call on it failed because the
     /// server dropped it).
     pub(crate) fn ready(&mut self) -> Result<(), StoreError> {
-        if self.client.is_closed() {
-            self.client = Self::client(&self.url, &self.schema)?;
-            self.cache.clear();
+        if self.client.as_ref().is_some_and(Client::is_closed) {
+            self.client = None;
         }
-        Ok(())
+        self.cl().map(|_| ()).map_err(store_db_err)
     }
 
     /// Start a transaction with `sql` (`BEGIN ...`). If the server dropped the connection (a
@@ -119,45 +133,45 @@ impl Conn {
     /// transaction, fails that call (the caller hears an error, nothing was acknowledged) and
     /// the next call reconnects here.
     pub(crate) fn begin(&mut self, sql: &str) -> Result<(), StoreError> {
-        match self.client.batch_execute(sql) {
+        let client = self.cl().map_err(store_db_err)?;
+        match client.batch_execute(sql) {
             Ok(()) => Ok(()),
-            Err(e) if self.client.is_closed() || e.is_closed() || e.code() == Some(&SqlState::ADMIN_SHUTDOWN) => {
-                self.client = Self::client(&self.url, &self.schema)?;
-                self.cache.clear();
-                self.client.batch_execute(sql).map_err(|e| store_err(&e))
+            Err(e) if client.is_closed() || e.is_closed() || e.code() == Some(&SqlState::ADMIN_SHUTDOWN) => {
+                self.client = None;
+                self.cl().map_err(store_db_err)?.batch_execute(sql).map_err(|e| store_err(&e))
             }
             Err(e) => Err(store_err(&e)),
         }
     }
 
-    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+    fn statement(&mut self, sql: &str) -> Result<Statement, DbError> {
         if let Some(s) = self.cache.get(sql) {
             return Ok(s.clone());
         }
-        let s = self.client.prepare(&placeholders(sql))?;
+        let s = self.cl()?.prepare(&placeholders(sql)).map_err(|e| db_err(&e))?;
         self.cache.insert(sql.to_owned(), s.clone());
         Ok(s)
     }
 
     /// Run statements without arguments (a transaction's `BEGIN`, `COMMIT`, a savepoint).
     pub(crate) fn batch(&mut self, sql: &str) -> Result<(), DbError> {
-        self.client.batch_execute(sql).map_err(|e| db_err(&e))
+        self.cl()?.batch_execute(sql).map_err(|e| db_err(&e))
     }
 
     /// Run one statement.
     pub(crate) fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<u64, DbError> {
-        let stmt = self.statement(sql).map_err(|e| db_err(&e))?;
+        let stmt = self.statement(sql)?;
         let boxed = Self::args(&stmt, args)?;
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b as &(dyn ToSql + Sync)).collect();
-        self.client.execute(&stmt, &refs).map_err(|e| db_err(&e))
+        self.cl()?.execute(&stmt, &refs).map_err(|e| db_err(&e))
     }
 
     /// Run one query.
     pub(crate) fn query(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Row>, DbError> {
-        let stmt = self.statement(sql).map_err(|e| db_err(&e))?;
+        let stmt = self.statement(sql)?;
         let boxed = Self::args(&stmt, args)?;
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b as &(dyn ToSql + Sync)).collect();
-        self.client.query(&stmt, &refs).map_err(|e| db_err(&e))
+        self.cl()?.query(&stmt, &refs).map_err(|e| db_err(&e))
     }
 
     fn args<'a>(stmt: &Statement, args: &[Arg<'a>]) -> Result<Vec<Box<dyn ToSql + Sync + 'a>>, DbError> {

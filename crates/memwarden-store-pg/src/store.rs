@@ -35,6 +35,9 @@ pub struct PgConfig {
     pub checkpoint_every: u64,
     /// As [`memwarden_store::StoreConfig::vector_exact_below`].
     pub vector_exact_below: Option<usize>,
+    /// Most connections reads use at once (opened as needed; at least 1). Commits use one
+    /// more.
+    pub read_connections: usize,
 }
 
 /// The schema a store spec without `schema=` uses.
@@ -43,7 +46,7 @@ pub const DEFAULT_SCHEMA: &str = "memwarden";
 impl PgConfig {
     /// A config with the defaults (checkpoint every 1024 entries).
     pub fn new(url: impl Into<String>, schema: impl Into<String>, key_dir: impl Into<PathBuf>) -> Self {
-        Self { url: url.into(), schema: schema.into(), key_dir: key_dir.into(), checkpoint_every: 1024, vector_exact_below: None }
+        Self { url: url.into(), schema: schema.into(), key_dir: key_dir.into(), checkpoint_every: 1024, vector_exact_below: None, read_connections: 4 }
     }
 
     /// A config from a store spec as a command line or config file gives it: a
@@ -96,14 +99,15 @@ struct View {
     indexed: Mutex<HashMap<ItemId, (TenantId, Namespace, u64)>>,
 }
 
-/// The PostgreSQL store. Cheap to share (`Arc`); its connections are behind mutexes (one for
-/// commits, one for reads).
+/// The PostgreSQL store. Share it (`Arc`) between threads: commits go through one connection,
+/// reads through a small pool ([`PgConfig::read_connections`]).
 pub struct PostgresStore {
     config: PgConfig,
     key: SigningKey,
     store_id: String,
     writer: Mutex<Conn>,
-    reader: Mutex<Conn>,
+    readers: Vec<Mutex<Conn>>,
+    next_reader: std::sync::atomic::AtomicUsize,
     view: RwLock<View>,
     vectors: Vectors,
 }
@@ -228,11 +232,13 @@ impl PostgresStore {
         let mut writer = Conn::connect(&config.url, &config.schema)?;
         let meta = crate::schema::prepare(&mut writer, &config.schema, &key.verifying_key().to_bytes())?;
         let reader = Conn::connect(&config.url, &config.schema)?;
+        let readers: Vec<Mutex<Conn>> =
+            std::iter::once(reader).chain((1..config.read_connections.max(1)).map(|_| Conn::lazy(&config.url, &config.schema))).map(Mutex::new).collect();
         writer.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(store_db_err)?;
         let loaded = Self::load_all(&mut writer, &key, config.vector_exact_below);
         let _ = writer.batch("COMMIT");
         let (view, vectors) = loaded?;
-        Ok(Self { config, key, store_id: meta.store_id, writer: Mutex::new(writer), reader: Mutex::new(reader), view: RwLock::new(view), vectors })
+        Ok(Self { config, key, store_id: meta.store_id, writer: Mutex::new(writer), readers, next_reader: std::sync::atomic::AtomicUsize::new(0), view: RwLock::new(view), vectors })
     }
 
     fn load_all(conn: &mut Conn, key: &SigningKey, exact_below: Option<usize>) -> Result<(View, Vectors), StoreError> {
@@ -290,6 +296,17 @@ impl PostgresStore {
     /// Number of vectors in this process's index (all tenants it has seen).
     pub fn indexed_count(&self) -> usize {
         self.vectors.len()
+    }
+
+    /// A read connection: a free one of the pool if there is one (opened on first use), else
+    /// the next in turn once it is free; reconnected first if the server dropped it.
+    fn reader(&self) -> Result<MutexGuard<'_, Conn>, StoreError> {
+        let mut g = match self.readers.iter().find_map(|m| m.try_lock().ok()) {
+            Some(g) => g,
+            None => lock(&self.readers[self.next_reader.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.readers.len()]),
+        };
+        g.ready()?;
+        Ok(g)
     }
 
     fn lock_name(&self, tenant: &str) -> String {
@@ -542,7 +559,7 @@ impl PostgresStore {
     /// snapshot. If this process's view had moved past the snapshot and a row does not match,
     /// the read is retried on a fresh snapshot.
     fn read_tenant<T>(&self, tenant: &str, f: impl Fn(&mut Conn, &View) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let mut conn = ready(&self.reader)?;
+        let mut conn = self.reader()?;
         let mut last = None;
         for _ in 0..READ_ATTEMPTS {
             conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
@@ -566,7 +583,7 @@ impl PostgresStore {
 
     /// Catch up on every tenant the database has a log for (outside a snapshot); returns them.
     fn refresh_all(&self) -> Result<Vec<String>, StoreError> {
-        let mut conn = ready(&self.reader)?;
+        let mut conn = self.reader()?;
         let rows = conn.query("SELECT tenant FROM heads ORDER BY tenant COLLATE \"C\"", &[]).map_err(store_db_err)?;
         let tenants: Vec<String> = rows.iter().map(|r| PgRow(r).text(0)).collect::<Result<_, _>>().map_err(store_db_err)?;
         for t in &tenants {
@@ -576,7 +593,7 @@ impl PostgresStore {
     }
 
     fn refresh(&self, tenant: &str) {
-        let caught_up = ready(&self.reader).and_then(|mut conn| self.catch_up(&mut conn, tenant, true));
+        let caught_up = self.reader().and_then(|mut conn| self.catch_up(&mut conn, tenant, true));
         if let Err(e) = caught_up {
             eprintln!("memwarden-store-pg: catching up on the log of {tenant} failed: {e}");
         }
@@ -606,7 +623,7 @@ impl PostgresStore {
     fn verify_live(&self, only: Option<&str>) -> Result<VerifyReport, StoreError> {
         // What this process verified before the snapshot must all be in it.
         let before: HashMap<String, Vec<Hash>> = read(&self.view).logs.tenants.iter().filter(|(t, _)| only.is_none_or(|o| o == t.as_str())).map(|(t, l)| (t.clone(), l.log.leaves().to_vec())).collect();
-        let mut conn = ready(&self.reader)?;
+        let mut conn = self.reader()?;
         conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
         let out = (|| -> Result<VerifyReport, StoreError> {
             let all = read_logs(&mut conn, only)?;
@@ -800,7 +817,7 @@ impl Store for PostgresStore {
     }
 
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
-        let mut conn = ready(&self.reader)?;
+        let mut conn = self.reader()?;
         let rows = conn.query("SELECT COUNT(*) FROM items WHERE tenant = ?1", &[Arg::Text(tenant.as_str())]).map_err(store_db_err)?;
         Ok(rows.first().map(|r| PgRow(r).int(0)).transpose().map_err(store_db_err)?.map_or(0, u64_of))
     }
@@ -910,7 +927,7 @@ impl Store for PostgresStore {
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
         // The log says whether a grant was used (caught up with every process's commits first).
         {
-            let mut conn = ready(&self.reader)?;
+            let mut conn = self.reader()?;
             self.catch_up(&mut conn, tenant.as_str(), true)?;
         }
         let key = row_key(Table::GrantsUsed, tenant.as_str(), &[&hex::encode(nonce)]);
@@ -1010,7 +1027,7 @@ impl Store for PostgresStore {
     }
 
     fn log_entries(&self, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
-        let mut conn = ready(&self.reader)?;
+        let mut conn = self.reader()?;
         let n = to.saturating_sub(from);
         let rows = conn
             .query("SELECT entry FROM log ORDER BY tenant COLLATE \"C\", idx LIMIT ?2 OFFSET ?1", &[Arg::Int(i64_of(from)), Arg::Int(i64_of(n))])
@@ -1077,7 +1094,7 @@ impl Store for PostgresStore {
     }
 
     fn log_entries_of(&self, tenant: &TenantId, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
-        let mut conn = ready(&self.reader)?;
+        let mut conn = self.reader()?;
         let rows = conn
             .query("SELECT entry FROM log WHERE tenant = ?1 AND idx >= ?2 AND idx < ?3 ORDER BY idx", &[Arg::Text(tenant.as_str()), Arg::Int(i64_of(from)), Arg::Int(i64_of(to))])
             .map_err(store_db_err)?;
@@ -1105,7 +1122,7 @@ impl Store for PostgresStore {
     }
 
     fn checkpoints_of(&self, tenant: &TenantId) -> Result<Vec<SignedCheckpoint>, StoreError> {
-        let mut conn = ready(&self.reader)?;
+        let mut conn = self.reader()?;
         let rows = conn.query("SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size", &[Arg::Text(tenant.as_str())]).map_err(store_db_err)?;
         rows.iter()
             .map(|r| {
