@@ -84,6 +84,25 @@ fn run(name: &str, a: &dyn Store, b: &dyn Store, rounds: u64, seeded: u64) {
     println!("| {name} | seed {seeded} in {seed_s:.1} s | {} | {} | {} | {} |", f(pct(commit)), f(pct(read)), f(pct(search)), f(pct(other)));
 }
 
+/// Writes per second with `writers` threads committing `each` memories (one per commit) into
+/// one tenant, each thread through `store(i)`.
+fn throughput(name: &str, writers: u64, each: u64, store: &dyn Fn(u64) -> std::sync::Arc<dyn Store>) {
+    let t = Instant::now();
+    std::thread::scope(|scope| {
+        for w in 0..writers {
+            let s = store(w);
+            scope.spawn(move || {
+                for i in 0..each {
+                    let n = 10_000_000 + w * 1_000_000 + i;
+                    s.commit(n, vec![item(n)]).unwrap().pop().unwrap().unwrap();
+                }
+            });
+        }
+    });
+    let secs = t.elapsed().as_secs_f64();
+    println!("| {name} | {writers} | {:.0} writes/s |", (writers * each) as f64 / secs);
+}
+
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let rounds = args.first().copied().unwrap_or(300);
@@ -102,6 +121,24 @@ fn main() {
         let a = PostgresStore::open(config.clone()).unwrap();
         let b = PostgresStore::open(config.clone()).unwrap();
         run("postgres (two stores, one schema)", &a, &b, rounds, seeded);
+    }
+    println!();
+    println!("| store | concurrent writers (one tenant) | throughput |");
+    println!("| --- | --- | --- |");
+    for writers in [1u64, 2, 4] {
+        let dir = tempfile::tempdir().unwrap();
+        let s: std::sync::Arc<dyn Store> = std::sync::Arc::new(SqliteStore::open(&dir.path().join("data"), StoreConfig::default().with_key_dir(dir.path().join("keys"))).unwrap());
+        s.commit(0, vec![Mutation::Principal(ana())]).unwrap().pop().unwrap().unwrap();
+        throughput("sqlite, threads on one store (group commit)", writers, 100, &|_| std::sync::Arc::clone(&s));
+    }
+    for writers in [1u64, 2, 4] {
+        let schema = format!("mw_tput_{}_{writers}", std::process::id());
+        let config = PgConfig::new(url.clone(), schema.clone(), dir.path().join("keys"));
+        let stores: Vec<std::sync::Arc<dyn Store>> = (0..writers).map(|_| std::sync::Arc::new(PostgresStore::open(config.clone()).unwrap()) as std::sync::Arc<dyn Store>).collect();
+        stores[0].commit(0, vec![Mutation::Principal(ana())]).unwrap().pop().unwrap().unwrap();
+        throughput("postgres, one store per writer (as processes)", writers, 100, &|w| std::sync::Arc::clone(&stores[w as usize]));
+        drop(stores);
+        drop_schema(&url, &schema).unwrap();
     }
     drop_schema(&url, &config.schema).unwrap();
 }
