@@ -35,12 +35,18 @@
 //! new). A read runs in a REPEATABLE READ snapshot: the catch-up and the rows it reads see the
 //! same database state, so a row is checked against exactly the log of its snapshot (if this
 //! process had already moved past the snapshot and a row does not match, the read is retried on
-//! a fresh snapshot). The delay before a write acknowledged by one process is visible through
+//! a fresh snapshot, up to four times). The delay before a write acknowledged by one process is visible through
 //! another is therefore zero: the next read or search sees it. The vector index learns the items
 //! that new entries bind (inserted, re-classed on a status or scope change, removed on erasure)
 //! from their rows, each checked against the replayed state; search still re-reads and
 //! re-verifies every hit and falls back to an exact scan when the index is out of step, so a
 //! stale catalog can cost time, never return an ineligible item.
+//!
+//! # Configuration
+//!
+//! [`PgConfig::from_spec`] takes what a command line or config file gives
+//! (`postgres://user@host/db?schema=NAME`, or a key-value string with `schema=NAME`; default
+//! schema [`DEFAULT_SCHEMA`]) plus the key directory every process of the store shares.
 //!
 //! # Vectors and lexical search
 //!
@@ -60,8 +66,9 @@
 //! - The global view (`log_len`, `log_root`, ...) is every tenant's log in tenant order; since
 //!   there is no global sequence its positions move when an earlier tenant grows, so its
 //!   checkpoints are signed but not stored (`checkpoints()` is empty). Use the per-tenant API.
-//! - One connection for commits and one for reads per process (commits of one process are
-//!   serialised; processes commit in parallel except on the same tenant).
+//! - One connection for commits per process (commits of one process are serialised, with no
+//!   group commit: one fsync per commit; processes commit in parallel except on the same
+//!   tenant), and a small pool for reads ([`PgConfig::read_connections`]).
 //! - Erasure deletes the rows in the erasing transaction, so no read, search or table holds the
 //!   text afterwards; PostgreSQL keeps the dead tuples until (auto)vacuum reclaims them and
 //!   the WAL (and any WAL archive or replica) holds the text as written. Physical erasure on
@@ -81,4 +88,4 @@ mod schema;
 mod store;
 
 pub use schema::SCHEMA_VERSION;
-pub use store::{DEFAULT_SCHEMA, PgConfig, PostgresStore, drop_schema, tamper_sql};
+pub use store::{DEFAULT_SCHEMA, PgConfig, PostgresStore, drop_schema};

@@ -690,9 +690,6 @@ impl PostgresStore {
         self.read_tenant(tenant.as_str(), |conn, view| Self::search_exact_in(conn, view, tenant, namespace, query, k, eligible))
     }
 
-    fn commit_checked(&self, now_ms: u64, mutations: Vec<Mutation>, atomic: bool) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
-        self.commit_inner(now_ms, &mutations, atomic)
-    }
 }
 
 /// Check a row (or its absence) against the state the log commits to.
@@ -770,7 +767,7 @@ impl Store for PostgresStore {
         if mutations.is_empty() {
             return Ok(Vec::new());
         }
-        self.commit_checked(now_ms, mutations, false)
+        self.commit_inner(now_ms, &mutations, false)
     }
 
     fn commit_atomic(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
@@ -780,7 +777,7 @@ impl Store for PostgresStore {
         if mutations.is_empty() {
             return Ok(Ok(Vec::new()));
         }
-        let rs = self.commit_checked(now_ms, mutations, true)?;
+        let rs = self.commit_inner(now_ms, &mutations, true)?;
         Ok(rs.into_iter().collect())
     }
 
@@ -1135,13 +1132,6 @@ impl Store for PostgresStore {
     fn verify_log_of(&self, tenant: &TenantId) -> Result<VerifyReport, StoreError> {
         self.verify_live(Some(tenant.as_str()))
     }
-}
-
-/// For tests and demonstrations: the SQL an attacker with write access to the database could
-/// run, executed on a fresh connection to `config`'s schema.
-pub fn tamper_sql(config: &PgConfig, sql: &str) -> Result<(), StoreError> {
-    let mut conn = Conn::connect(&config.url, &config.schema)?;
-    conn.batch(sql).map_err(store_db_err)
 }
 
 /// Drop a store's schema and everything in it (tests; irreversible).
