@@ -22,7 +22,11 @@ fn ns() -> Namespace {
 }
 
 fn ana() -> Principal {
-    serde_json::from_value(serde_json::json!({"id": "ana", "tenant": "acme", "kind": "agent", "domain": null, "allow_listed": false, "public_key": null})).unwrap()
+    ana_of("acme")
+}
+
+fn ana_of(tenant: &str) -> Principal {
+    serde_json::from_value(serde_json::json!({"id": "ana", "tenant": tenant, "kind": "agent", "domain": null, "allow_listed": false, "public_key": null})).unwrap()
 }
 
 fn id(n: u64) -> ItemId {
@@ -44,7 +48,11 @@ fn vector(seed: u64) -> Vec<f32> {
 }
 
 fn item(n: u64) -> Mutation {
-    let w = Authority::default().admit_write(&ana(), &tenant(), WriteRequest::new(ns(), format!("memory number {n}"), Route::Direct), &[], id(n), n).unwrap();
+    item_in("acme", n)
+}
+
+fn item_in(t: &str, n: u64) -> Mutation {
+    let w = Authority::default().admit_write(&ana_of(t), &TenantId::new(t).unwrap(), WriteRequest::new(ns(), format!("memory number {n}"), Route::Direct), &[], id(n), n).unwrap();
     Mutation::Item { write: w, embedding: Some(vector(n)) }
 }
 
@@ -84,17 +92,18 @@ fn run(name: &str, a: &dyn Store, b: &dyn Store, rounds: u64, seeded: u64) {
     println!("| {name} | seed {seeded} in {seed_s:.1} s | {} | {} | {} | {} |", f(pct(commit)), f(pct(read)), f(pct(search)), f(pct(other)));
 }
 
-/// Writes per second with `writers` threads committing `each` memories (one per commit) into
-/// one tenant, each thread through `store(i)`.
-fn throughput(name: &str, writers: u64, each: u64, store: &dyn Fn(u64) -> std::sync::Arc<dyn Store>) {
+/// Writes per second with `writers` threads committing `each` memories (one per commit), each
+/// thread through `store(i)` into the tenant `tenant(i)`.
+fn throughput(name: &str, writers: u64, each: u64, store: &dyn Fn(u64) -> std::sync::Arc<dyn Store>, tenant: &(dyn Fn(u64) -> String + Sync)) {
     let t = Instant::now();
     std::thread::scope(|scope| {
         for w in 0..writers {
             let s = store(w);
+            let t = tenant(w);
             scope.spawn(move || {
                 for i in 0..each {
                     let n = 10_000_000 + w * 1_000_000 + i;
-                    s.commit(n, vec![item(n)]).unwrap().pop().unwrap().unwrap();
+                    s.commit(n, vec![item_in(&t, n)]).unwrap().pop().unwrap().unwrap();
                 }
             });
         }
@@ -123,22 +132,27 @@ fn main() {
         run("postgres (two stores, one schema)", &a, &b, rounds, seeded);
     }
     println!();
-    println!("| store | concurrent writers (one tenant) | throughput |");
+    println!("| store | concurrent writers | throughput |");
     println!("| --- | --- | --- |");
     for writers in [1u64, 2, 4] {
         let dir = tempfile::tempdir().unwrap();
         let s: std::sync::Arc<dyn Store> = std::sync::Arc::new(SqliteStore::open(&dir.path().join("data"), StoreConfig::default().with_key_dir(dir.path().join("keys"))).unwrap());
         s.commit(0, vec![Mutation::Principal(ana())]).unwrap().pop().unwrap().unwrap();
-        throughput("sqlite, threads on one store (group commit)", writers, 100, &|_| std::sync::Arc::clone(&s));
+        throughput("sqlite, threads on one store (group commit), one tenant", writers, 100, &|_| std::sync::Arc::clone(&s), &|_| "acme".into());
     }
-    for writers in [1u64, 2, 4] {
-        let schema = format!("mw_tput_{}_{writers}", std::process::id());
-        let config = PgConfig::new(url.clone(), schema.clone(), dir.path().join("keys"));
-        let stores: Vec<std::sync::Arc<dyn Store>> = (0..writers).map(|_| std::sync::Arc::new(PostgresStore::open(config.clone()).unwrap()) as std::sync::Arc<dyn Store>).collect();
-        stores[0].commit(0, vec![Mutation::Principal(ana())]).unwrap().pop().unwrap().unwrap();
-        throughput("postgres, one store per writer (as processes)", writers, 100, &|w| std::sync::Arc::clone(&stores[w as usize]));
-        drop(stores);
-        drop_schema(&url, &schema).unwrap();
+    for (label, per_tenant) in [("one tenant", false), ("a tenant per writer", true)] {
+        for writers in [1u64, 2, 4] {
+            let schema = format!("mw_tput_{}_{writers}_{per_tenant}", std::process::id());
+            let config = PgConfig::new(url.clone(), schema.clone(), dir.path().join("keys"));
+            let stores: Vec<std::sync::Arc<dyn Store>> = (0..writers).map(|_| std::sync::Arc::new(PostgresStore::open(config.clone()).unwrap()) as std::sync::Arc<dyn Store>).collect();
+            let tenant_of = move |w: u64| if per_tenant { format!("t{w}") } else { "acme".to_owned() };
+            for w in 0..writers {
+                let _ = stores[0].commit(0, vec![Mutation::Principal(ana_of(&tenant_of(w)))]).unwrap();
+            }
+            throughput(&format!("postgres, one store per writer (as processes), {label}"), writers, 100, &|w| std::sync::Arc::clone(&stores[w as usize]), &tenant_of);
+            drop(stores);
+            drop_schema(&url, &schema).unwrap();
+        }
     }
     drop_schema(&url, &config.schema).unwrap();
 }
