@@ -97,6 +97,9 @@ struct View {
     state: StateIndex,
     /// Indexed items: (tenant, namespace, vector key).
     indexed: Mutex<HashMap<ItemId, (TenantId, Namespace, u64)>>,
+    /// Per tenant, how many times a catch-up found entries this process had not appended
+    /// ([`Store::foreign_version`]).
+    foreign: HashMap<String, u64>,
 }
 
 /// The PostgreSQL store. Share it (`Arc`) between threads: commits go through one connection,
@@ -268,7 +271,7 @@ impl PostgresStore {
                 }
             }
         }
-        Ok((View { logs, state, indexed: Mutex::new(indexed) }, vectors))
+        Ok((View { logs, state, indexed: Mutex::new(indexed), foreign: HashMap::new() }, vectors))
     }
 
     /// The vector of a stored item row, if the row and its embedding are as the log committed.
@@ -379,6 +382,11 @@ impl PostgresStore {
                 }
             }
             let now = view.logs.of(tenant).map_or((0, [0; 32]), |l| (l.len(), l.head()));
+            if now.0 > have {
+                // Entries another process appended (or, rarely, this process's own commit read
+                // back before it recorded it: counted too, which only costs a rebuild above).
+                *view.foreign.entry(tenant.to_owned()).or_default() += 1;
+            }
             if now.0 < size {
                 return Err(tampered_log(tenant, format!("the recorded head says {size} entries, {} are stored", now.0)));
             }
@@ -1062,6 +1070,13 @@ impl Store for PostgresStore {
 
     fn verify_log(&self) -> Result<VerifyReport, StoreError> {
         self.verify_live(None)
+    }
+
+    fn foreign_version(&self, tenant: &TenantId) -> u64 {
+        // Caught up first, so a view cached above the store learns of another process's write
+        // on its next use.
+        self.refresh(tenant.as_str());
+        read(&self.view).foreign.get(tenant.as_str()).copied().unwrap_or(0)
     }
 
     fn tenants(&self) -> Vec<TenantId> {

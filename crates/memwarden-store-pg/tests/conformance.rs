@@ -692,3 +692,24 @@ fn reads_racing_another_processes_writes_never_raise_a_false_alarm() {
     eprintln!("{reads} read rounds raced the writes");
     assert!(b.verify_log().unwrap().is_ok());
 }
+
+#[test]
+fn the_foreign_version_moves_only_with_another_processes_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pg_config(dir.path());
+    let _drop = DropSchema(config.clone());
+    let a = open_pg(&config);
+    let b = open_pg(&config);
+    setup(&a);
+    let ana = principal("ana", PrincipalKind::Agent);
+    write_as(&a, &ana, 1, "a's own write", Route::Direct, false);
+    assert_eq!(a.foreign_version(&tenant()), 0, "its own writes are not foreign");
+    let seen = b.foreign_version(&tenant());
+    assert!(seen >= 1, "B caught up on A's writes");
+    assert_eq!(b.foreign_version(&tenant()), seen, "nothing new: no move");
+    write_as(&b, &ana, 2, "b's write", Route::Direct, false);
+    assert_eq!(b.foreign_version(&tenant()), seen, "B's own write is not foreign to B");
+    assert_eq!(a.foreign_version(&tenant()), 1, "A sees B's write");
+    let other = TenantId::new("globex").unwrap();
+    assert_eq!(a.foreign_version(&other), 0);
+}

@@ -94,6 +94,10 @@ fn two_engines_on_one_database_add_search_and_decide_with_the_full_preset() {
         let allows = decisions.iter().filter(|d| **d == Decision::Allow).count();
         assert_eq!(allows, 1, "round {round}: the grant is consumed once across both servers: {decisions:?}");
     }
+    // B's lineage graph was built during the races; a memory A adds now is in it on B's next
+    // use (the graph is rebuilt once B's store has seen another process write the tenant).
+    let (late, _) = a.add(&agent_a, WriteRequest::new(ns(), "added through A after B built its graph", Route::Direct)).unwrap();
+    b.lineage_of(&agent_b, &late.id()).unwrap_or_else(|e| panic!("B's lineage graph knows A's late write: {e}"));
     assert!(a.verify_log().unwrap().is_ok());
     assert!(b.verify_log().unwrap().is_ok());
     assert_eq!(a.store().log_root_of(&tenant()), b.store().log_root_of(&tenant()));
