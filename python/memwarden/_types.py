@@ -3,7 +3,7 @@ as `TypedDict`s. Every door returns these same shapes."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, TypedDict
+from typing import Any, Dict, List, NotRequired, Optional, TypedDict
 
 
 class ParentOut(TypedDict):
@@ -37,6 +37,23 @@ class MemoryOut(TypedDict):
     session: Optional[str]
     task: Optional[str]
     metadata: Dict[str, str]
+    #: For a tool output the tool did not vouch for: the caller that reported it.
+    reported_by: NotRequired[str]
+    #: On a read by id or a list with the lifecycle layer on: the scorer's risk r in [0, 1].
+    risk: NotRequired[float]
+    #: The evidence that fired (`external_source`, `instruction_like`, ...; `unscored`).
+    risk_flags: NotRequired[List[str]]
+
+
+class SessionOut(TypedDict):
+    """An issued session handle (`Client.open_session`)."""
+
+    session: str
+    #: `fork`, `planning`, `quarantine`.
+    kind: str
+    #: The label its writes start at: `trusted`, `agent`, `untrusted`.
+    floor: str
+    log_index: int
 
 
 class WriteOut(TypedDict):
@@ -71,6 +88,10 @@ class Hit(TypedDict):
     score: float
     similarity: float
     path_trust: Optional[float]
+    #: The lifecycle read firewall's risk r for this query (None with the layer off).
+    risk: Optional[float]
+    #: The evidence the firewall saw in it.
+    risk_flags: List[str]
     item: MemoryOut
 
 

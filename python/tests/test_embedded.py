@@ -97,6 +97,18 @@ def test_a_session_that_read_untrusted_text_writes_untrusted(engine: Engine, ten
     assert note["label"] == "untrusted"
     fresh = c["assistant"].session("fresh").add("To do: water the plants", namespace="notes")["item"]
     assert fresh["label"] == "agent"
+    # Issued sessions: a fork of the triage session carries its taint on; a planning session is
+    # never handed the untrusted mail; a quarantine session writes untrusted from the start.
+    assert triage.open_session().add("Fork note", namespace="notes")["item"]["label"] == "untrusted"
+    plan = c["assistant"].open_session("planning")
+    assert plan.session_name.startswith("plan-")
+    assert plan.list("mail") == []
+    assert plan.add("Plan: water the plants", namespace="notes")["item"]["label"] == "agent"
+    quarantine = c["assistant"].open_session("quarantine")
+    assert quarantine.add("Mail summary", namespace="notes")["item"]["label"] == "untrusted"
+    # get and list carry the scorer's risk flags: the mail comes from outside.
+    listed = quarantine.list("mail")
+    assert listed and "external_source" in listed[0].get("risk_flags", []), listed
 
 
 def test_derive_revoke_erase_promote_lineage_prov_and_audit(engine: Engine, tenant: str) -> None:
