@@ -2,7 +2,7 @@
 //! then command-line options (see [`ServeArgs`]). Later sources win.
 
 use memwarden_embed::Embedder;
-use memwarden_engine::{Engine, EngineConfig, Preset};
+use memwarden_engine::{Engine, EngineConfig, EngineError, Preset};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -76,7 +76,7 @@ pub enum EmbedderChoice {
 /// TOML keys (all optional): `data_dir`, `addr`, `body_bytes_max`, `batch_max`, `rate_per_sec`,
 /// `rate_burst`, `drain_secs`, `admin_token`, `mcp_allowed_hosts`, `log`, `embedder`
 /// (`minilm`, `openai`, `hash`, `none`), `model_dir`, `openai_url`, `openai_model`, `openai_dims`,
-/// `openai_key`. Environment variables: the same names upper-cased with a `MEMWARDEN_` prefix,
+/// `openai_key`, `preset`, `store`, `store_key_dir`. Environment variables: the same names upper-cased with a `MEMWARDEN_` prefix,
 /// except `data_dir`, which is `MEMWARDEN_DATA` as for the CLI (lists are comma-separated).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServeConfig {
@@ -108,6 +108,15 @@ pub struct ServeConfig {
     /// `none`, `lifecycle`, `authority`, `lineage` for ablations). An operation that needs a
     /// layer the preset leaves off answers 409 `layer_off`.
     pub preset: Preset,
+    /// A store several servers share: a PostgreSQL spec (`postgres://user@host/db?schema=NAME`
+    /// or `host=... dbname=... schema=NAME`; `store` / `MEMWARDEN_STORE` / `--store`). The API
+    /// keys then live in the same schema, so every server of the store shares them. None: the
+    /// embedded SQLite store in `data_dir`, held by this one process.
+    pub store: Option<String>,
+    /// The shared store's checkpoint-signing key directory (created with a fresh key if empty;
+    /// default `<data_dir>/store-key`). Every server of one store needs the same key: the
+    /// schema records its public key and refuses another.
+    pub store_key_dir: Option<PathBuf>,
 }
 
 impl Default for ServeConfig {
@@ -125,6 +134,8 @@ impl Default for ServeConfig {
             log: "info".into(),
             embedder: EmbedderChoice::MiniLm { model_dir: None },
             preset: Preset::Full,
+            store: None,
+            store_key_dir: None,
         }
     }
 }
@@ -150,6 +161,8 @@ struct FileConfig {
     openai_dims: Option<usize>,
     openai_key: Option<String>,
     preset: Option<String>,
+    store: Option<String>,
+    store_key_dir: Option<PathBuf>,
 }
 
 fn invalid(msg: impl Into<String>) -> ConfigError {
@@ -227,6 +240,12 @@ impl ServeConfig {
         if let Some(v) = s("MEMWARDEN_OPENAI_KEY") {
             raw.openai_key = Some(v);
         }
+        if let Some(v) = s("MEMWARDEN_STORE") {
+            raw.store = Some(v);
+        }
+        if let Some(v) = s("MEMWARDEN_STORE_KEY_DIR") {
+            raw.store_key_dir = Some(PathBuf::from(v));
+        }
         Self::from_raw(raw)
     }
 
@@ -268,6 +287,8 @@ impl ServeConfig {
                 Some(p) => Preset::parse(&p).map_err(|e| invalid(e.to_string()))?,
                 None => d.preset,
             },
+            store: raw.store,
+            store_key_dir: raw.store_key_dir,
         };
         c.validate()?;
         Ok(c)
@@ -286,6 +307,11 @@ impl ServeConfig {
         }
         if self.rate_per_sec > 0.0 && self.rate_burst == 0 {
             return Err(invalid("rate_burst must be at least 1 when rate limiting is on"));
+        }
+        if let Some(spec) = &self.store
+            && !(spec.starts_with("postgres://") || spec.starts_with("postgresql://") || spec.contains('='))
+        {
+            return Err(invalid("store must be a PostgreSQL spec (postgres://... or host=... dbname=...)"));
         }
         if let Some(t) = &self.admin_token
             && t.len() < 16
@@ -311,11 +337,34 @@ impl ServeConfig {
         })
     }
 
-    /// Open the engine over `data_dir` with the configured embedder.
+    /// The shared store's connection settings, if one is configured.
+    pub fn pg_config(&self) -> Option<memwarden_store_pg::PgConfig> {
+        let key_dir = self.store_key_dir.clone().unwrap_or_else(|| self.data_dir.join("store-key"));
+        self.store.as_deref().map(|spec| memwarden_store_pg::PgConfig::from_spec(spec, key_dir))
+    }
+
+    /// Open the shared store, if one is configured (None: the engine opens SQLite in
+    /// `data_dir`).
+    pub fn open_shared_store(&self) -> Result<Option<Arc<dyn memwarden_store::Store>>, crate::ServeError> {
+        match self.pg_config() {
+            None => Ok(None),
+            Some(pg) => {
+                let store = memwarden_store_pg::PostgresStore::open(pg).map_err(EngineError::from)?;
+                Ok(Some(Arc::new(store)))
+            }
+        }
+    }
+
+    /// Open the engine (over the shared store if one is configured, else over `data_dir`) with
+    /// the configured embedder.
     pub fn open_engine(&self) -> Result<Engine, crate::ServeError> {
         let embedder = self.build_embedder()?;
         let config = EngineConfig::for_preset(self.preset).map_err(|e| crate::ServeError::Config(invalid(e.to_string())))?;
-        Ok(Engine::open(&self.data_dir, EngineConfig { embedder, ..config })?)
+        let config = EngineConfig { embedder, ..config };
+        match self.open_shared_store()? {
+            Some(store) => Ok(Engine::with_store(store, config)?),
+            None => Ok(Engine::open(&self.data_dir, config)?),
+        }
     }
 }
 
@@ -344,6 +393,12 @@ pub struct ServeArgs {
     /// Defense layers: full (default), none, lifecycle, authority, lineage.
     #[arg(long)]
     pub preset: Option<String>,
+    /// A store several servers share (PostgreSQL: postgres://user@host/db?schema=NAME).
+    #[arg(long)]
+    pub store: Option<String>,
+    /// The shared store's signing-key directory (the same on every server of the store).
+    #[arg(long)]
+    pub store_key_dir: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -368,6 +423,12 @@ impl ServeArgs {
         }
         if let Some(p) = self.preset {
             c.preset = Preset::parse(&p).map_err(|e| invalid(e.to_string()))?;
+        }
+        if let Some(s) = self.store {
+            c.store = Some(s);
+        }
+        if let Some(d) = self.store_key_dir {
+            c.store_key_dir = Some(d);
         }
         c.validate()?;
         Ok(c)
@@ -415,5 +476,26 @@ mod tests {
         assert_eq!(ServeConfig::parse_toml("preset = \"lineage\"\n").unwrap().preset, Some("lineage".into()));
         let env = |k: &str| (k == "MEMWARDEN_PRESET").then(|| "authority".to_owned());
         assert_eq!(ServeConfig::load_with(None, &env).unwrap().preset, Preset::Authority);
+    }
+
+    #[test]
+    fn a_shared_store_from_file_env_and_its_key_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "store = \"postgres://mw@db.internal/prod?schema=team_a\"\nstore_key_dir = \"/etc/memwarden/key\"\n").unwrap();
+        let c = ServeConfig::load_with(Some(&f), &|_| None).unwrap();
+        let pg = c.pg_config().unwrap();
+        assert_eq!((pg.url.as_str(), pg.schema.as_str()), ("postgres://mw@db.internal/prod", "team_a"));
+        assert_eq!(pg.key_dir, PathBuf::from("/etc/memwarden/key"));
+        let env = |k: &str| match k {
+            "MEMWARDEN_STORE" => Some("host=db dbname=mw".to_owned()),
+            "MEMWARDEN_DATA" => Some("/var/lib/mw".to_owned()),
+            _ => None,
+        };
+        let pg = ServeConfig::load_with(None, &env).unwrap().pg_config().unwrap();
+        assert_eq!((pg.schema.as_str(), pg.key_dir.clone()), (memwarden_store_pg::DEFAULT_SCHEMA, PathBuf::from("/var/lib/mw/store-key")));
+        assert!(ServeConfig::load_with(None, &|_| None).unwrap().pg_config().is_none(), "no store: SQLite in data_dir");
+        let env = |k: &str| (k == "MEMWARDEN_STORE").then(|| "/var/lib/some-dir".to_owned());
+        assert!(ServeConfig::load_with(None, &env).is_err(), "a store that is not a PostgreSQL spec is refused");
     }
 }

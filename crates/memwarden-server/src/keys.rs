@@ -1,7 +1,8 @@
 //! API keys and the admin token.
 //!
 //! An API key is `mw_` followed by 64 hex digits (32 random bytes). It is shown once, when minted;
-//! the server keeps only its SHA-256 (in `<data_dir>/api-keys.sqlite3`) with the tenant and
+//! the server keeps only its SHA-256 (in `<data_dir>/api-keys.sqlite3`, or in the `api_keys`
+//! table of the PostgreSQL schema every server of a shared store uses) with the tenant and
 //! principal id it stands for. The principal's kind, integrity and domain are read from the
 //! engine's own record at every request, never from the key table or the request. A revoked key
 //! stops working at the next request: every request looks its hash up again.
@@ -30,6 +31,9 @@ pub enum KeyError {
     /// The key database failed.
     #[error("key store: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// The PostgreSQL key table failed or its server cannot be reached.
+    #[error("key store (PostgreSQL): {0}")]
+    Postgres(#[from] postgres::Error),
     /// A file could not be read or written.
     #[error("{path}: {error}")]
     Io {
@@ -73,8 +77,37 @@ fn now_ms() -> u64 {
 
 /// The API-key table.
 pub struct ApiKeys {
-    conn: Mutex<Connection>,
+    db: KeyDb,
     path: PathBuf,
+}
+
+/// Where the key table lives.
+enum KeyDb {
+    /// `<data_dir>/api-keys.sqlite3`: one server.
+    Sqlite(Mutex<Connection>),
+    /// `api_keys` in the store's PostgreSQL schema: every server on that store shares it (a key
+    /// minted or revoked through one works or stops at the next request on all of them).
+    Postgres { url: String, schema: String, client: Mutex<Option<Box<postgres::Client>>> },
+}
+
+/// `"name"`, with `"` doubled: a schema name as an SQL identifier.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+const PG_KEYS_DDL: &str = "CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY,
+    hash BYTEA NOT NULL UNIQUE,
+    tenant TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    label TEXT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    revoked_ms BIGINT
+);
+CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant);";
+
+fn pg_info(r: &postgres::Row) -> Result<KeyInfo, KeyError> {
+    to_info((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?, r.try_get(5)?))
 }
 
 impl std::fmt::Debug for ApiKeys {
@@ -130,11 +163,50 @@ impl ApiKeys {
             );
             CREATE INDEX IF NOT EXISTS api_keys_tenant ON api_keys(tenant);",
         )?;
-        Ok(Self { conn: Mutex::new(conn), path })
+        Ok(Self { db: KeyDb::Sqlite(Mutex::new(conn)), path })
+    }
+
+    /// Open (or create) the `api_keys` table in PostgreSQL schema `schema` at `url` (the
+    /// store's own database and schema, so every server of that store shares the keys).
+    pub fn open_postgres(url: &str, schema: &str) -> Result<Self, KeyError> {
+        let keys = Self {
+            db: KeyDb::Postgres { url: url.to_owned(), schema: schema.to_owned(), client: Mutex::new(None) },
+            path: PathBuf::from(format!("postgres schema {schema}")),
+        };
+        keys.pg(|c| {
+            c.batch_execute(PG_KEYS_DDL)?;
+            Ok(())
+        })?;
+        Ok(keys)
     }
 
     fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>, KeyError> {
-        self.conn.lock().map_err(|_| KeyError::Poisoned)
+        match &self.db {
+            KeyDb::Sqlite(c) => c.lock().map_err(|_| KeyError::Poisoned),
+            KeyDb::Postgres { .. } => Err(KeyError::Invalid("the key table is in PostgreSQL".into())),
+        }
+    }
+
+    /// Run `f` on the PostgreSQL connection, connecting first (and again after the server
+    /// dropped the connection: a closed client is replaced before `f` runs).
+    fn pg<T>(&self, f: impl FnOnce(&mut postgres::Client) -> Result<T, KeyError>) -> Result<T, KeyError> {
+        let KeyDb::Postgres { url, schema, client } = &self.db else {
+            return Err(KeyError::Invalid("the key table is in SQLite".into()));
+        };
+        let mut guard = client.lock().map_err(|_| KeyError::Poisoned)?;
+        if guard.as_ref().is_none_or(|c| c.is_closed()) {
+            let mut c = postgres::Client::connect(url, postgres::NoTls)?;
+            c.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {0}; SET search_path TO {0}", quote_ident(schema)))?;
+            *guard = Some(Box::new(c));
+        }
+        match guard.as_mut() {
+            Some(c) => f(c),
+            None => Err(KeyError::Invalid("no PostgreSQL connection".into())),
+        }
+    }
+
+    fn is_postgres(&self) -> bool {
+        matches!(self.db, KeyDb::Postgres { .. })
     }
 
     /// Mint a key for `(tenant, principal)`. The caller checks that the principal is registered
@@ -152,17 +224,37 @@ impl ApiKeys {
             created_ms: now_ms(),
             revoked_ms: None,
         };
-        self.conn()?.execute(
-            "INSERT INTO api_keys (key_id, hash, tenant, principal, label, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![info.key_id, token_hash(&token).to_vec(), tenant.as_str(), principal.as_str(), label, ms_i64(info.created_ms)],
-        )?;
+        let hash = token_hash(&token).to_vec();
+        if self.is_postgres() {
+            self.pg(|c| {
+                c.execute(
+                    "INSERT INTO api_keys (key_id, hash, tenant, principal, label, created_ms) VALUES ($1, $2, $3, $4, $5, $6)",
+                    &[&info.key_id, &hash, &tenant.as_str(), &principal.as_str(), &label, &ms_i64(info.created_ms)],
+                )?;
+                Ok(())
+            })?;
+        } else {
+            self.conn()?.execute(
+                "INSERT INTO api_keys (key_id, hash, tenant, principal, label, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![info.key_id, hash, tenant.as_str(), principal.as_str(), label, ms_i64(info.created_ms)],
+            )?;
+        }
         Ok(MintedKey { token, info })
     }
 
     /// Keys (active and revoked), of one tenant or all, oldest first. No secrets.
     pub fn list(&self, tenant: Option<&TenantId>) -> Result<Vec<KeyInfo>, KeyError> {
-        let conn = self.conn()?;
         let sql = "SELECT key_id, tenant, principal, label, created_ms, revoked_ms FROM api_keys";
+        if self.is_postgres() {
+            return self.pg(|c| {
+                let rows = match tenant {
+                    Some(t) => c.query(&format!("{sql} WHERE tenant = $1 ORDER BY created_ms, key_id"), &[&t.as_str()])?,
+                    None => c.query(&format!("{sql} ORDER BY created_ms, key_id"), &[])?,
+                };
+                rows.iter().map(pg_info).collect()
+            });
+        }
+        let conn = self.conn()?;
         let rows: Vec<_> = match tenant {
             Some(t) => {
                 let mut st = conn.prepare(&format!("{sql} WHERE tenant = ?1 ORDER BY created_ms, key_id"))?;
@@ -178,6 +270,10 @@ impl ApiKeys {
 
     /// Revoke a key. Returns false when no active key has this id.
     pub fn revoke(&self, key_id: &str) -> Result<bool, KeyError> {
+        if self.is_postgres() {
+            let n = self.pg(|c| Ok(c.execute("UPDATE api_keys SET revoked_ms = $1 WHERE key_id = $2 AND revoked_ms IS NULL", &[&ms_i64(now_ms()), &key_id])?))?;
+            return Ok(n == 1);
+        }
         let n = self.conn()?.execute(
             "UPDATE api_keys SET revoked_ms = ?1 WHERE key_id = ?2 AND revoked_ms IS NULL",
             params![ms_i64(now_ms()), key_id],
@@ -189,6 +285,13 @@ impl ApiKeys {
     pub fn authenticate(&self, token: &str) -> Result<Option<KeyInfo>, KeyError> {
         if !token.starts_with("mw_") || token.len() != 67 {
             return Ok(None);
+        }
+        if self.is_postgres() {
+            let hash = token_hash(token).to_vec();
+            return self.pg(|c| {
+                let row = c.query_opt("SELECT key_id, tenant, principal, label, created_ms, revoked_ms FROM api_keys WHERE hash = $1 AND revoked_ms IS NULL", &[&hash])?;
+                row.as_ref().map(pg_info).transpose()
+            });
         }
         let row = self
             .conn()?
@@ -203,6 +306,12 @@ impl ApiKeys {
 
     /// Whether the database answers (readiness).
     pub fn ping(&self) -> Result<(), KeyError> {
+        if self.is_postgres() {
+            return self.pg(|c| {
+                c.query_one("SELECT count(*) FROM api_keys", &[])?;
+                Ok(())
+            });
+        }
         self.conn()?.query_row("SELECT count(*) FROM api_keys", [], |r| r.get::<_, i64>(0))?;
         Ok(())
     }

@@ -131,7 +131,14 @@ impl Server {
             (Some(p), false) => tracing::info!(file = %p.display(), "admin token read from file"),
             (None, _) => tracing::info!("admin token from the configuration"),
         }
-        let keys = Arc::new(ApiKeys::open(&config.data_dir)?);
+        let keys = Arc::new(match config.pg_config() {
+            // The PostgreSQL client blocks (it drives its own runtime): off the async workers,
+            // like every later key lookup (`AppState::run`).
+            Some(pg) => tokio::task::spawn_blocking(move || ApiKeys::open_postgres(&pg.url, &pg.schema))
+                .await
+                .map_err(|e| ServeError::Io(std::io::Error::other(e.to_string())))??,
+            None => ApiKeys::open(&config.data_dir)?,
+        });
         let metrics = Arc::new(metrics::Metrics::default());
         let (mcp, cancel_mcp) = mcp::http_service(Arc::clone(&engine), Arc::clone(&metrics), config.body_bytes_max, &config.mcp_allowed_hosts);
         let state = http::AppState(Arc::new(http::Shared {

@@ -106,6 +106,8 @@ impl From<EngineError> for ApiError {
             EngineError::LayerOff(_) => Self::new(StatusCode::CONFLICT, "layer_off", e.to_string()),
             // The caller named a session it was never issued (never echoed: it is caller text).
             EngineError::UnknownSession => Self::new(StatusCode::BAD_REQUEST, "unknown_session", e.to_string()),
+            // The database server is down or unreachable: retry later, not a fault of ours.
+            EngineError::Store(memwarden_store::StoreError::Database(_)) => Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the database is unavailable; retry later"),
             EngineError::Commit(_) | EngineError::Store(_) | EngineError::Lineage(_) => Self::internal(&e),
         }
     }
@@ -115,6 +117,7 @@ impl From<crate::keys::KeyError> for ApiError {
     fn from(e: crate::keys::KeyError) -> Self {
         match e {
             crate::keys::KeyError::Invalid(m) => Self::invalid(m),
+            crate::keys::KeyError::Postgres(_) => Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the key store is unavailable; retry later"),
             other => Self::internal(other),
         }
     }

@@ -784,18 +784,35 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     // Opening a large store loads (or, after damage, rebuilds) its vector indexes: show it.
     let bar = ProgressBar::new(10_000);
     let config = EngineConfig::for_preset(Preset::parse(&cli.preset)?)?;
-    let engine = std::sync::Arc::new(Engine::open_with_progress(&cli.data, EngineConfig { embedder, ..config }, &|stage, done, total| {
-        bar.update(stage, done as u64, total as u64)
-    })?);
+    let serve_config = match &cli.cmd {
+        Cmd::Serve(args) => {
+            let mut c = args.clone().into_config().map_err(|e| fail(e.to_string()))?;
+            c.data_dir = cli.data.clone();
+            Some(c)
+        }
+        _ => None,
+    };
+    // `serve --store postgres://...`: the engine runs over the shared store (the data
+    // directory's SQLite store is never opened, so no lock is taken on it).
+    let shared = match &serve_config {
+        Some(c) => c.open_shared_store().map_err(|e| fail(e.to_string()))?,
+        None => None,
+    };
+    let engine = std::sync::Arc::new(match shared {
+        Some(store) => Engine::with_store(store, EngineConfig { embedder, ..config })?,
+        None => Engine::open_with_progress(&cli.data, EngineConfig { embedder, ..config }, &|stage, done, total| bar.update(stage, done as u64, total as u64))?,
+    });
     let session = parse::<SessionId>("session", &cli.session)?;
     let actor = |id: &dyn AsArg| -> Result<Actor, EngineError> { engine.authenticate_session(&tenant, &parse::<PrincipalId>("principal", id.principal()?)?, session.clone()) };
     match cli.cmd {
         Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Check(_) | Cmd::Audit(AuditCmd::Verify) => {}
-        Cmd::Serve(args) => {
-            let mut config = args.into_config().map_err(|e| fail(e.to_string()))?;
-            config.data_dir = cli.data.clone();
+        Cmd::Serve(_) => {
+            let config = serve_config.ok_or_else(|| fail("serve: no configuration"))?;
             memwarden_server::init_tracing(&config.log);
-            let data = cli.data.display().to_string();
+            let data = match &config.pg_config() {
+                Some(pg) => format!("PostgreSQL schema {}", pg.schema),
+                None => cli.data.display().to_string(),
+            };
             memwarden_server::serve_blocking(config, std::sync::Arc::clone(&engine), move |addr| {
                 eprintln!("memwarden serving {data} on http://{addr} (OpenAPI at /openapi.json, MCP at /mcp); Ctrl-C stops");
             })
