@@ -434,6 +434,50 @@ fn a_changed_log_entry_is_refused() {
     });
 }
 
+#[test]
+fn another_tenants_memories_principals_and_log_stay_its_own() {
+    check(|h| {
+        setup(&*h.a);
+        let other = TenantId::new("globex").unwrap();
+        // A principal of the same name in the other tenant, writing the same words under the
+        // same vector: nothing of one tenant may answer a question about the other.
+        let gina: Principal =
+            serde_json::from_value(serde_json::json!({"id": "ana", "tenant": other, "kind": "agent", "domain": null, "allow_listed": false, "public_key": null})).unwrap();
+        one(&*h.b, 0, Mutation::Principal(gina.clone()));
+        write_as(&*h.a, &principal("ana", PrincipalKind::Agent), 1, "roadmap: ship the ledger export", Route::Direct, false);
+        let w = Authority::default().admit_write(&gina, &other, WriteRequest::new(ns(), "roadmap: ship the ledger export", Route::Direct), &[], id(2), 2).unwrap();
+        one(&*h.b, 2, Mutation::Item { write: w, embedding: Some(vector(1)) });
+        for s in [&h.a, &h.b] {
+            for (mine, theirs, own) in [(tenant(), &other, id(1)), (other.clone(), &tenant(), id(2))] {
+                let foreign = if own == id(1) { id(2) } else { id(1) };
+                assert!(s.item(&mine, &foreign).unwrap().is_none(), "{}: {mine} reads {theirs}'s memory by id", h.name);
+                assert_eq!(s.item(&mine, &own).unwrap().map(|i| i.id()), Some(own));
+                let listed: Vec<ItemId> = s.list(&mine, &ns(), 10).unwrap().iter().map(MemoryItem::id).collect();
+                assert_eq!(listed, [own], "{}: list of {mine}", h.name);
+                assert_eq!(s.count(&mine).unwrap(), 1);
+                let ordered: Vec<ItemId> = s.items_in_order(&mine, None, 10).unwrap().iter().map(|o| o.item.id()).collect();
+                assert_eq!(ordered, [own], "{}: items_in_order of {mine}", h.name);
+                let hits: Vec<ItemId> = s.search(&mine, &ns(), &vector(1), 5, &pid("ana")).unwrap().iter().map(|x| x.item.id()).collect();
+                assert_eq!(hits, [own], "{}: vector search of {mine}", h.name);
+                let lexical: Vec<ItemId> =
+                    s.search_lexical(&mine, &ns(), "ledger export roadmap", &vector(1), 5, &pid("ana")).unwrap().iter().map(|x| x.item.id()).collect();
+                assert_eq!(lexical, [own], "{}: lexical search of {mine}", h.name);
+            }
+            assert_eq!(s.principals(&other).unwrap().len(), 1, "{}", h.name);
+            assert_eq!(s.principals(&tenant()).unwrap().len(), 4, "{}", h.name);
+        }
+        // Each tenant has its own log: a changed entry of one leaves the other verifying.
+        let other_len = h.a.log_len_of(&other);
+        h.raw.flip_entry(1);
+        for s in [&h.a, &h.b] {
+            assert!(s.verify_log_of(&tenant()).unwrap().problem.is_some(), "{}: the changed entry verifies", h.name);
+            let theirs = s.verify_log_of(&other).unwrap();
+            assert!(theirs.is_ok(), "{}: the other tenant's log is blamed: {:?}", h.name, theirs.problem);
+            assert_eq!(s.log_len_of(&other), other_len);
+        }
+    });
+}
+
 // ---- Several processes on one schema (PostgreSQL only) ----
 
 #[test]
