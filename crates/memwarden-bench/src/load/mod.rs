@@ -44,6 +44,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod checks;
 pub mod report;
 mod server;
 pub mod summary;
@@ -55,12 +56,13 @@ use crate::BenchError;
 use crate::stats::{Rng, derive_seed};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use server::{BATCH_MAX, Client, ServerProcess};
+use server::{BATCH_MAX, Client, ServerProcess, Spawn};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
+pub use checks::{LogCheck, RatioCheck, WriteCheck, fresh_schema_name, server_for_client, spec_with_schema};
 pub use summary::LatencySummary;
 
 /// Tenant the benchmark's principals live in.
@@ -79,6 +81,69 @@ pub const WARMUP_REQUESTS: usize = 20;
 pub const EMBED_BASELINE_QUERIES: usize = 200;
 /// Sentences collected beyond the stored ones, used only as queries.
 pub const HELD_OUT_MAX: usize = 2_000;
+/// The issue 17 target: single-server PostgreSQL latency at most this many times the embedded
+/// store's (p50 and p95, per operation and client count).
+pub const TARGET_PG_LATENCY_RATIO: f64 = 1.5;
+/// Most server processes one run may start on the PostgreSQL schema.
+pub const MAX_SERVERS: usize = 16;
+
+/// The embedder the servers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbedderKind {
+    /// all-MiniLM-L6-v2 on the CPU (the default).
+    Minilm,
+    /// Feature hashing: the model taken out, so the numbers show the store and the server.
+    Hash,
+}
+
+impl EmbedderKind {
+    /// `minilm` (or `local`) and `hash`.
+    pub fn from_name(name: &str) -> Result<Self, BenchError> {
+        match name {
+            "minilm" | "local" => Ok(Self::Minilm),
+            "hash" => Ok(Self::Hash),
+            other => Err(BenchError::Invalid(format!("bench load: --embedder must be minilm or hash, got {other:?}"))),
+        }
+    }
+
+    /// The name passed to the servers' `--embedder`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Minilm => "minilm",
+            Self::Hash => "hash",
+        }
+    }
+}
+
+/// Drops a PostgreSQL schema, given the store spec that names it (`...schema=S`). The binary
+/// supplies it (the benchmark crate does not link the PostgreSQL driver).
+#[derive(Clone)]
+pub struct SchemaDropper(pub Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>);
+
+impl std::fmt::Debug for SchemaDropper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SchemaDropper")
+    }
+}
+
+/// Which store a row measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Backend {
+    /// SQLite in the server's data directory.
+    Embedded,
+    /// PostgreSQL: the full spec, with this run's schema.
+    Postgres(String),
+}
+
+impl Backend {
+    fn name(&self) -> &'static str {
+        match self {
+            Backend::Embedded => "embedded",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+}
 
 /// Options of [`run_load`].
 #[derive(Debug, Clone)]
@@ -103,6 +168,17 @@ pub struct LoadBenchOptions {
     pub seed: u64,
     /// Git revision for the report.
     pub git_rev: Option<String>,
+    /// A PostgreSQL store spec (`postgres://...` or `host=... dbname=...`, without `schema=`):
+    /// the run creates a fresh schema there, measures it with [`Self::servers`] server processes
+    /// next to the embedded store, and drops it at the end. None: the embedded store only.
+    pub store: Option<String>,
+    /// Server process counts on the PostgreSQL schema, one row set each (default 1).
+    pub servers: Vec<usize>,
+    /// The servers' embedder.
+    pub embedder: EmbedderKind,
+    /// Drops the run's schema at the end (also on error). None: the schema is left in place
+    /// (and its name reported).
+    pub drop_schema: Option<SchemaDropper>,
 }
 
 impl LoadBenchOptions {
@@ -118,6 +194,10 @@ impl LoadBenchOptions {
             quick: false,
             seed: 7,
             git_rev: None,
+            store: None,
+            servers: vec![1],
+            embedder: EmbedderKind::Minilm,
+            drop_schema: None,
         }
     }
 
@@ -136,7 +216,19 @@ impl LoadBenchOptions {
         if !self.phase_secs.is_finite() || self.phase_secs <= 0.0 || self.phase_secs > 3600.0 {
             return Err(BenchError::Invalid(format!("--seconds must be in (0, 3600], got {}", self.phase_secs)));
         }
-        Ok(())
+        if self.servers.is_empty() || self.servers.iter().any(|&n| n == 0 || n > MAX_SERVERS) {
+            return Err(BenchError::Invalid(format!("--servers must be a non-empty list of 1..={MAX_SERVERS}, got {:?}", self.servers)));
+        }
+        match &self.store {
+            None if self.servers != [1] => Err(BenchError::Invalid("--servers needs --store postgres://... (the embedded store is one process)".into())),
+            Some(spec) if !checks::is_postgres_spec(spec) => {
+                Err(BenchError::Invalid("--store must be a PostgreSQL spec: postgres://... or host=... dbname=...".into()))
+            }
+            Some(spec) if checks::spec_names_schema(spec) => {
+                Err(BenchError::Invalid("--store must not name a schema: the run creates a fresh one and drops it at the end".into()))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -155,9 +247,15 @@ pub struct Machine {
     pub load_average_end: String,
 }
 
-/// The server under test.
+/// One server under test.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerInfo {
+    /// `embedded` or `postgres`.
+    #[serde(default)]
+    pub backend: String,
+    /// Start order on its store (0 is the one seeded through).
+    #[serde(default)]
+    pub index: usize,
     /// The executable.
     pub exe: String,
     /// Its arguments (the data directory is a fresh temporary one).
@@ -226,10 +324,16 @@ pub struct SeedReport {
     pub server_cpu_secs: Option<f64>,
 }
 
-/// One measured phase: one request kind at one client count.
+/// One measured phase: one request kind at one client count on one store and server count.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PhaseReport {
-    /// `search` or `decide`.
+    /// `embedded` or `postgres`.
+    #[serde(default)]
+    pub backend: String,
+    /// Server processes sharing the clients (round-robin).
+    #[serde(default)]
+    pub servers_count: usize,
+    /// `search`, `decide` or `write`.
     pub kind: String,
     /// Concurrent clients.
     pub clients_count: usize,
@@ -251,8 +355,18 @@ pub struct PhaseReport {
     pub hits_mean: Option<f64>,
     /// Decide only: verdicts by `decision/rule`.
     pub verdicts: BTreeMap<String, u64>,
-    /// Server CPU seconds used during the phase.
+    /// Write only: the phase's namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Entries the tenant's log grew by during the phase (`/v1/audit/verify` through server 0
+    /// before and after).
+    #[serde(default)]
+    pub log_entries_appended_count: Option<u64>,
+    /// Server CPU seconds used during the phase (all servers).
     pub server_cpu_secs: Option<f64>,
+    /// CPU seconds of every `postgres` process on the machine during the phase (PostgreSQL rows).
+    #[serde(default)]
+    pub db_cpu_secs: Option<f64>,
     /// Load-generator (this process) CPU seconds used during the phase.
     pub client_cpu_secs: Option<f64>,
     /// /proc/loadavg when the phase started.
@@ -262,6 +376,12 @@ pub struct PhaseReport {
 /// The target check for one client count.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TargetCheck {
+    /// `embedded` or `postgres`.
+    #[serde(default)]
+    pub backend: String,
+    /// Server processes.
+    #[serde(default)]
+    pub servers_count: usize,
     /// Concurrent clients.
     pub clients_count: usize,
     /// Measured search p95 (query embedding included).
@@ -307,12 +427,30 @@ pub struct LoadReport {
     pub clients: Vec<usize>,
     /// Machine.
     pub machine: Machine,
-    /// Server.
+    /// The servers' embedder (`minilm`, or `hash`: the model taken out).
+    #[serde(default)]
+    pub embedder: String,
+    /// Server counts on PostgreSQL asked for.
+    #[serde(default)]
+    pub servers: Vec<usize>,
+    /// The embedded store's server.
     pub server: ServerInfo,
     /// Corpus.
     pub corpus: CorpusInfo,
-    /// Seeding.
+    /// Seeding of the embedded store.
     pub seed_phase: SeedReport,
+    /// The PostgreSQL part, with `--store`.
+    #[serde(default)]
+    pub postgres: Option<PostgresReport>,
+    /// Every write phase's acknowledged writes, checked afterwards.
+    #[serde(default)]
+    pub write_checks: Vec<WriteCheck>,
+    /// The tenant's log through every server after each configuration.
+    #[serde(default)]
+    pub log_checks: Vec<LogCheck>,
+    /// Single-server PostgreSQL latency over the embedded store's (with `--store`).
+    #[serde(default)]
+    pub ratios: Vec<RatioCheck>,
     /// Query embedding alone, in-process, for comparison with the search latency.
     pub embed_baseline: EmbedBaseline,
     /// Warm-up requests sent before the first phase (unrecorded).
@@ -323,10 +461,29 @@ pub struct LoadReport {
     pub targets: Vec<TargetCheck>,
 }
 
+/// The PostgreSQL part of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PostgresReport {
+    /// The spec given (`--store`), without the schema.
+    pub store: String,
+    /// The run's fresh schema.
+    pub schema: String,
+    /// Whether it was dropped at the end (None: no dropper, left in place).
+    pub schema_dropped: Option<bool>,
+    /// Why dropping failed, when it did.
+    pub schema_drop_error: Option<String>,
+    /// The servers, in start order (all on the schema, one shared `--store-key-dir`).
+    pub servers: Vec<ServerInfo>,
+    /// Seeding, through server 0.
+    pub seed_phase: SeedReport,
+}
+
 /// A stored memory the phases can refer to.
 #[derive(Debug, Clone)]
 struct Seeded {
     id: String,
+    /// Index of its sentence in the stored ones.
+    sentence: usize,
 }
 
 /// API keys of the three principals.
@@ -365,76 +522,69 @@ pub fn run_load(opts: &LoadBenchOptions, progress: &(dyn Fn(&str) + Sync)) -> Re
         examples: stored.iter().step_by((stored.len() / 3).max(1)).take(3).cloned().collect(),
     };
 
-    // Resolve the model here and hand the server the same directory: both embed with it, and a
-    // missing model fails now with the install hint instead of as 503s while seeding.
-    let model_dir = memwarden_embed::resolve_model_dir(opts.model_dir.as_deref()).map_err(|e| BenchError::Invalid(e.to_string()))?;
-    progress(&format!("starting {} serve (model {})", opts.server_exe.display(), model_dir.display()));
-    let log_path = opts.out.join("server.log");
-    let mut server = ServerProcess::spawn(&opts.server_exe, Some(&model_dir), &log_path)?;
-    let ready = server.wait_ready()?;
-    progress(&format!("server ready at {} after {:.1} s (pid {})", server.base, ready.as_secs_f64(), server.pid()));
-
-    let keys = register(&server)?;
-    let (seed_phase, seeded) = seed(&server, &keys, stored, progress)?;
-    server.check_alive()?;
-    if seeded.is_empty() {
-        return Err(BenchError::Io(format!("no memory was stored; errors: {:?}", seed_phase.errors)));
-    }
-    let rss_bytes_after_seed = server.rss_bytes();
-
+    // Resolve the model here and hand the servers the same directory: both embed with it, and a
+    // missing model fails now with the install hint instead of as 503s while seeding. The hash
+    // embedder needs no model.
+    let model_dir = match opts.embedder {
+        EmbedderKind::Minilm => {
+            Some(memwarden_embed::resolve_model_dir(opts.model_dir.as_deref()).map_err(|e| BenchError::Invalid(e.to_string()))?)
+        }
+        EmbedderKind::Hash => None,
+    };
     let queries = Queries { stored, held_out };
-    progress(&format!("query embedding alone, in this process: {EMBED_BASELINE_QUERIES} queries"));
-    let embed_baseline = embed_baseline(Some(model_dir.clone()), &queries, derive_seed(opts.seed, 0xe4bed));
-    let warmup = Client::new(&server.base);
-    let mut rng = Rng::new(derive_seed(opts.seed, 0xfeed));
-    for _ in 0..WARMUP_REQUESTS {
-        let _ = warmup.post("/v1/search", Some(&keys.agent), search_body(&queries, &mut rng).as_bytes());
-        let _ = warmup.post("/v1/actions/decide", Some(&keys.agent), decide_body(&seeded, &mut rng).as_bytes());
-    }
+    let ctx = RunCtx { opts, model_dir: model_dir.as_deref(), queries: &queries, progress };
 
     let mut phases = Vec::new();
-    for (ci, &clients) in opts.clients.iter().enumerate() {
-        for kind in [Kind::Search, Kind::Decide] {
-            progress(&format!("{} with {clients} client(s) for {} s", kind.name(), opts.phase_secs));
-            let phase_seed = derive_seed(opts.seed, (ci as u64) << 8 | kind as u64);
-            let p = run_phase(&server, &keys.agent, clients, opts.phase_secs, kind, phase_seed, &queries, &seeded);
-            progress(&format!(
-                "  {:.0} req/s, p50 {} ms, p95 {} ms, p99 {} ms, {} error(s)",
-                p.throughput_per_sec,
-                summary::ms(p.latency.latency_us_p50),
-                summary::ms(p.latency.latency_us_p95),
-                summary::ms(p.latency.latency_us_p99),
-                p.errors_count
-            ));
-            phases.push(p);
-            server.check_alive()?;
+    let mut write_checks = Vec::new();
+    let mut log_checks = Vec::new();
+    let emb = run_backend(&ctx, &Backend::Embedded, &[1], &mut phases, &mut write_checks, &mut log_checks)?;
+    let embed_baseline = emb.embed_baseline.clone().unwrap_or_else(|| EmbedBaseline {
+        model: opts.embedder.name().into(),
+        queries_count: 0,
+        latency: LatencySummary::default(),
+        error: Some("not measured: the servers ran the hash embedder (the model taken out)".into()),
+    });
+
+    let postgres = match &opts.store {
+        None => None,
+        Some(spec) => {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            let schema = fresh_schema_name(std::process::id(), nanos);
+            let full = spec_with_schema(spec, &schema);
+            progress(&format!("PostgreSQL: fresh schema {schema}"));
+            let mut guard = SchemaGuard { spec: full.clone(), dropper: opts.drop_schema.clone(), result: None };
+            let run = run_backend(&ctx, &Backend::Postgres(full), &opts.servers, &mut phases, &mut write_checks, &mut log_checks);
+            // Every server is gone by now (run_backend owns them): drop the schema.
+            guard.drop_now();
+            if let Some(Err(e)) = &guard.result {
+                progress(&format!("could not drop schema {schema}: {e}"));
+            }
+            let run = run?;
+            let (schema_dropped, schema_drop_error) = match &guard.result {
+                None => (None, None),
+                Some(Ok(())) => (Some(true), None),
+                Some(Err(e)) => (Some(false), Some(e.clone())),
+            };
+            Some(PostgresReport { store: spec.clone(), schema, schema_dropped, schema_drop_error, servers: run.servers, seed_phase: run.seed_phase })
         }
-    }
+    };
 
     let targets = phases
         .iter()
         .filter(|p| p.kind == Kind::Search.name())
         .map(|p| TargetCheck {
+            backend: p.backend.clone(),
+            servers_count: p.servers_count,
             clients_count: p.clients_count,
             search_latency_us_p95: p.latency.latency_us_p95,
             target_latency_us_p95: TARGET_SEARCH_P95_US,
             met: p.requests_ok_count > 0 && p.latency.latency_us_p95 <= TARGET_SEARCH_P95_US,
         })
         .collect();
-    let server_info = ServerInfo {
-        exe: opts.server_exe.display().to_string(),
-        args: server.args.clone(),
-        model_dir: model_dir.display().to_string(),
-        rate_limit: "disabled (--rate-per-sec 0); the default 50 req/s per key, burst 100, would cap each client".into(),
-        batch_max: BATCH_MAX,
-        ready_secs: ready.as_secs_f64(),
-        rss_bytes_after_seed,
-        rss_bytes_end: server.rss_bytes(),
-        data_dir_bytes_end: dir_bytes(server.data_dir()),
-    };
-    drop(server);
+    let ratios = checks::ratio_checks(&phases);
+    let server = emb.servers.into_iter().next().ok_or_else(|| BenchError::Io("the embedded run has no server".into()))?;
     Ok(LoadReport {
-        schema: "memwarden-load/1".into(),
+        schema: "memwarden-load/2".into(),
         date_utc,
         git_rev: opts.git_rev.clone(),
         build_profile: if cfg!(debug_assertions) { "debug" } else { "release" }.into(),
@@ -443,14 +593,319 @@ pub fn run_load(opts: &LoadBenchOptions, progress: &(dyn Fn(&str) + Sync)) -> Re
         phase_secs: opts.phase_secs,
         clients: opts.clients.clone(),
         machine: Machine { load_average_start, load_average_end: load_average(), ..machine() },
-        server: server_info,
+        embedder: opts.embedder.name().into(),
+        servers: if opts.store.is_some() { opts.servers.clone() } else { Vec::new() },
+        server,
         corpus: corpus_info,
-        seed_phase,
+        seed_phase: emb.seed_phase,
+        postgres,
+        write_checks,
+        log_checks,
+        ratios,
         embed_baseline,
         warmup_requests_count: 2 * WARMUP_REQUESTS,
         phases,
         targets,
     })
+}
+
+/// Drops the run's schema once, when asked or when dropped (on error paths).
+struct SchemaGuard {
+    spec: String,
+    dropper: Option<SchemaDropper>,
+    result: Option<Result<(), String>>,
+}
+
+impl SchemaGuard {
+    fn drop_now(&mut self) {
+        if self.result.is_none()
+            && let Some(d) = self.dropper.take()
+        {
+            self.result = Some((d.0)(&self.spec));
+        }
+    }
+}
+
+impl Drop for SchemaGuard {
+    fn drop(&mut self) {
+        self.drop_now();
+    }
+}
+
+/// What every backend run shares.
+struct RunCtx<'a> {
+    opts: &'a LoadBenchOptions,
+    model_dir: Option<&'a Path>,
+    queries: &'a Queries<'a>,
+    progress: &'a (dyn Fn(&str) + Sync),
+}
+
+/// One store's servers, seeding and (embedded only) the embedding baseline.
+struct BackendRun {
+    servers: Vec<ServerInfo>,
+    seed_phase: SeedReport,
+    embed_baseline: Option<EmbedBaseline>,
+}
+
+/// A running server and what the report says about it.
+struct Running {
+    proc: ServerProcess,
+    ready_secs: f64,
+    rss_bytes_after_seed: Option<u64>,
+}
+
+fn spawn_ready(ctx: &RunCtx<'_>, backend: &Backend, key_dir: &Path, index: usize) -> Result<Running, BenchError> {
+    let log_path = match backend {
+        Backend::Embedded => ctx.opts.out.join("server.log"),
+        Backend::Postgres(_) => ctx.opts.out.join(format!("server-pg-{index}.log")),
+    };
+    let how = Spawn {
+        embedder: ctx.opts.embedder.name(),
+        model_dir: ctx.model_dir,
+        store: match backend {
+            Backend::Embedded => None,
+            Backend::Postgres(spec) => Some((spec.as_str(), key_dir)),
+        },
+    };
+    (ctx.progress)(&format!("starting {} server {index} ({} embedder)", backend.name(), ctx.opts.embedder.name()));
+    let mut proc = ServerProcess::spawn(&ctx.opts.server_exe, &how, &log_path)?;
+    let ready = proc.wait_ready()?;
+    (ctx.progress)(&format!("  ready at {} after {:.1} s (pid {})", proc.base, ready.as_secs_f64(), proc.pid()));
+    Ok(Running { proc, ready_secs: ready.as_secs_f64(), rss_bytes_after_seed: None })
+}
+
+/// Seed one store, then for each server count run every client count's search, decide and write
+/// phases with the clients spread round-robin over the servers; check the writes after each write
+/// phase and the log through every server after each server count.
+fn run_backend(
+    ctx: &RunCtx<'_>,
+    backend: &Backend,
+    server_counts: &[usize],
+    phases: &mut Vec<PhaseReport>,
+    write_checks: &mut Vec<WriteCheck>,
+    log_checks: &mut Vec<LogCheck>,
+) -> Result<BackendRun, BenchError> {
+    let opts = ctx.opts;
+    let progress = ctx.progress;
+    // Declared before the servers, so it outlives them.
+    let key_dir = tempfile::Builder::new().prefix("memwarden-load-key-").tempdir().map_err(|e| BenchError::Io(format!("cannot create a key directory: {e}")))?;
+    let key_path = key_dir.path().join("store-key");
+    let mut servers: Vec<Running> = vec![spawn_ready(ctx, backend, &key_path, 0)?];
+    let first = servers.first().map(|r| &r.proc).ok_or_else(|| BenchError::Io("no server".into()))?;
+    let keys = register(first)?;
+    (ctx.progress)(&format!("seeding {} memories into the {} store", ctx.queries.stored.len(), backend.name()));
+    let (seed_phase, seeded) = seed(first, &keys, ctx.queries.stored, progress)?;
+    if seeded.is_empty() {
+        return Err(BenchError::Io(format!("no memory was stored; errors: {:?}", seed_phase.errors)));
+    }
+    if let Some(r) = servers.first_mut() {
+        r.proc.check_alive()?;
+        r.rss_bytes_after_seed = r.proc.rss_bytes();
+    }
+    let embed_baseline = match (backend, opts.embedder) {
+        (Backend::Embedded, EmbedderKind::Minilm) => {
+            progress(&format!("query embedding alone, in this process: {EMBED_BASELINE_QUERIES} queries"));
+            Some(embed_baseline(ctx.model_dir.map(Path::to_path_buf), ctx.queries, derive_seed(opts.seed, 0xe4bed)))
+        }
+        _ => None,
+    };
+    if let Some(r) = servers.first() {
+        let warmup = Client::new(&r.proc.base);
+        let mut rng = Rng::new(derive_seed(opts.seed, 0xfeed));
+        for _ in 0..WARMUP_REQUESTS {
+            let _ = warmup.post("/v1/search", Some(&keys.agent), search_body(ctx.queries, &mut rng).as_bytes());
+            let _ = warmup.post("/v1/actions/decide", Some(&keys.agent), decide_body(&seeded, &mut rng).as_bytes());
+        }
+    }
+
+    for (si, &n) in server_counts.iter().enumerate() {
+        while servers.len() < n {
+            let r = spawn_ready(ctx, backend, &key_path, servers.len())?;
+            servers.push(r);
+        }
+        for (ci, &clients) in opts.clients.iter().enumerate() {
+            for kind in [Kind::Search, Kind::Decide, Kind::Write] {
+                let active: Vec<&ServerProcess> = servers.iter().take(n).map(|r| &r.proc).collect();
+                progress(&format!("{} × {n} server(s): {} with {clients} client(s) for {} s", backend.name(), kind.name(), opts.phase_secs));
+                let phase_seed = derive_seed(opts.seed, (si as u64) << 16 | (ci as u64) << 8 | kind as u64);
+                let namespace = (kind == Kind::Write).then(|| checks::write_namespace(backend.name(), n, clients));
+                let verifier = active.first().map(|s| Client::new(&s.base));
+                let before = verifier.as_ref().map(|c| checks::verify_log(c, &keys.alice, 0));
+                let spec = PhaseSpec { servers: &active, token: &keys.agent, clients, secs: opts.phase_secs, kind, seed: phase_seed, namespace: namespace.as_deref() };
+                let (mut p, written) = run_phase(&spec, ctx.queries, &seeded);
+                let after = verifier.as_ref().map(|c| checks::verify_log(c, &keys.alice, 0));
+                p.backend = backend.name().into();
+                p.servers_count = n;
+                p.log_entries_appended_count = match (before, after) {
+                    (Some(b), Some(a)) if b.problem.is_none() && a.problem.is_none() => Some(a.entries_count.saturating_sub(b.entries_count)),
+                    _ => None,
+                };
+                progress(&format!(
+                    "  {:.0} req/s, p50 {} ms, p95 {} ms, p99 {} ms, {} error(s), log +{}",
+                    p.throughput_per_sec,
+                    summary::ms(p.latency.latency_us_p50),
+                    summary::ms(p.latency.latency_us_p95),
+                    summary::ms(p.latency.latency_us_p99),
+                    p.errors_count,
+                    p.log_entries_appended_count.map_or_else(|| "?".into(), |x| x.to_string())
+                ));
+                if let Some(ns) = &namespace {
+                    let wc = check_writes(&active, &keys.agent, backend.name(), n, clients, ns, &written, p.log_entries_appended_count);
+                    progress(&format!(
+                        "  writes: {} acknowledged, {} read back, listed once {}, duplicated {}, lost {}: {}",
+                        wc.writes_acknowledged_count,
+                        wc.read_back_count,
+                        wc.listed_once_count.map_or_else(|| "n/a".into(), |x| x.to_string()),
+                        wc.duplicated_count.map_or_else(|| "n/a".into(), |x| x.to_string()),
+                        wc.lost_count.map_or_else(|| "n/a".into(), |x| x.to_string()),
+                        if wc.ok { "ok" } else { "NOT OK" }
+                    ));
+                    write_checks.push(wc);
+                }
+                phases.push(p);
+                drop(active);
+                for r in servers.iter_mut().take(n) {
+                    r.proc.check_alive()?;
+                }
+            }
+        }
+        let per_server: Vec<checks::LogVerify> =
+            servers.iter().take(n).enumerate().map(|(i, r)| checks::verify_log(&Client::new(&r.proc.base), &keys.alice, i)).collect();
+        let lc = LogCheck { backend: backend.name().into(), servers_count: n, one_chain: checks::one_chain(&per_server), per_server };
+        progress(&format!(
+            "  log through {n} server(s): {}",
+            lc.per_server.iter().map(|v| format!("#{} ok={} entries={}", v.server_index, v.ok, v.entries_count)).collect::<Vec<_>>().join(", ")
+        ));
+        log_checks.push(lc);
+    }
+
+    let infos = servers
+        .iter()
+        .enumerate()
+        .map(|(i, r)| ServerInfo {
+            backend: backend.name().into(),
+            index: i,
+            exe: opts.server_exe.display().to_string(),
+            args: r.proc.args.clone(),
+            model_dir: ctx.model_dir.map_or_else(|| "none (hash embedder)".into(), |m| m.display().to_string()),
+            rate_limit: "disabled (--rate-per-sec 0); the default 50 req/s per key, burst 100, would cap each client".into(),
+            batch_max: BATCH_MAX,
+            ready_secs: r.ready_secs,
+            rss_bytes_after_seed: r.rss_bytes_after_seed,
+            rss_bytes_end: r.proc.rss_bytes(),
+            data_dir_bytes_end: dir_bytes(r.proc.data_dir()),
+        })
+        .collect();
+    drop(servers);
+    Ok(BackendRun { servers: infos, seed_phase, embed_baseline })
+}
+
+/// Read every acknowledged write back by id (through the next server round-robin from the one
+/// that took it, four threads), and list the phase's namespace to count each write's tag.
+#[allow(clippy::too_many_arguments)]
+fn check_writes(
+    servers: &[&ServerProcess],
+    token: &str,
+    backend: &str,
+    servers_count: usize,
+    clients: usize,
+    namespace: &str,
+    written: &[Written],
+    log_entries_appended_count: Option<u64>,
+) -> WriteCheck {
+    let ids: std::collections::BTreeSet<&str> = written.iter().map(|w| w.id.as_str()).collect();
+    let examples: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let read_back = AtomicUsize::new(0);
+    let next = AtomicUsize::new(0);
+    let note = |e: String| {
+        let mut ex = lock(&examples);
+        if ex.len() < 3 {
+            ex.push(e);
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let clients: Vec<Client> = servers.iter().map(|sv| Client::new(&sv.base)).collect();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(w) = written.get(i) else { break };
+                    let via = (w.server + 1) % clients.len().max(1);
+                    let Some(c) = clients.get(via) else { break };
+                    match c.get(&format!("/v1/memories/{}", w.id), Some(token)) {
+                        Ok(r) if r.ok() => {
+                            let content = serde_json::from_str::<serde_json::Value>(&r.body)
+                                .ok()
+                                .and_then(|v| v.get("content").and_then(|c| c.as_str()).map(str::to_owned))
+                                .unwrap_or_default();
+                            if checks::tag_of(&content) == Some(w.tag.as_str()) {
+                                read_back.fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                note(format!("{} read back with other content", w.id));
+                            }
+                        }
+                        Ok(r) => note(format!("GET {} via server {via}: {}", w.id, r.describe())),
+                        Err(e) => note(format!("GET {} via server {via}: {e}", w.id)),
+                    }
+                }
+            });
+        }
+    });
+    let acked = written.len() as u64;
+    let read_back = read_back.into_inner() as u64;
+    let mut wc = WriteCheck {
+        backend: backend.into(),
+        servers_count,
+        clients_count: clients,
+        namespace: namespace.into(),
+        writes_acknowledged_count: acked,
+        ids_distinct_count: ids.len() as u64,
+        read_back_count: read_back,
+        not_read_back_count: acked - read_back.min(acked),
+        listed_count: None,
+        listed_once_count: None,
+        duplicated_count: None,
+        lost_count: None,
+        unacknowledged_listed_count: None,
+        log_entries_appended_count,
+        examples: Vec::new(),
+        ok: false,
+    };
+    let mut listed_ok = true;
+    if acked <= 10_000
+        && let Some(sv) = servers.first()
+    {
+        match Client::new(&sv.base).get(&format!("/v1/memories?namespace={namespace}&limit=10000"), Some(token)) {
+            Ok(r) if r.ok() => {
+                let v: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
+                let contents: Vec<String> = v
+                    .get("results")
+                    .and_then(|x| x.as_array())
+                    .map(|a| a.iter().filter_map(|m| m.get("content").and_then(|c| c.as_str()).map(str::to_owned)).collect())
+                    .unwrap_or_default();
+                let tally = checks::tally_listed(written.iter().map(|w| w.tag.as_str()), contents.iter().filter_map(|c| checks::tag_of(c)));
+                wc.listed_count = Some(contents.len() as u64);
+                wc.listed_once_count = Some(tally.once);
+                wc.duplicated_count = Some(tally.duplicated);
+                wc.lost_count = Some(tally.missing);
+                wc.unacknowledged_listed_count = Some(tally.unacknowledged);
+                listed_ok = tally.once == acked && tally.unacknowledged == 0 && contents.len() as u64 == acked;
+            }
+            Ok(r) => {
+                listed_ok = false;
+                note(format!("list {namespace}: {}", r.describe()));
+            }
+            Err(e) => {
+                listed_ok = false;
+                note(format!("list {namespace}: {e}"));
+            }
+        }
+    } else {
+        note(format!("{acked} writes: more than one list call can return (10,000); checked by id only"));
+    }
+    wc.examples = examples.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    wc.ok = wc.ids_distinct_count == acked && read_back == acked && listed_ok;
+    wc
 }
 
 /// Write `load.json` and `load.md` into `dir`; returns their paths.
@@ -536,7 +991,7 @@ fn seed(server: &ServerProcess, keys: &Keys, sentences: &[String], progress: &(d
                                 for (i, res) in results.iter().enumerate() {
                                     let id = res.get("id").and_then(|x| x.as_str());
                                     match (res.get("ok").and_then(serde_json::Value::as_bool), id) {
-                                        (Some(true), Some(id)) => lock(&stored).push((b * BATCH_MAX + i, Seeded { id: id.to_owned() }, by_user)),
+                                        (Some(true), Some(id)) => lock(&stored).push((b * BATCH_MAX + i, Seeded { id: id.to_owned(), sentence: b * BATCH_MAX + i }, by_user)),
                                         _ => {
                                             let code = res.pointer("/error/code").and_then(|x| x.as_str()).unwrap_or("unknown");
                                             bump(format!("item refused: {code}"), 1);
@@ -619,6 +1074,7 @@ fn embed_baseline(model_dir: Option<PathBuf>, queries: &Queries<'_>, seed: u64) 
 enum Kind {
     Search = 1,
     Decide = 2,
+    Write = 3,
 }
 
 impl Kind {
@@ -626,6 +1082,7 @@ impl Kind {
         match self {
             Kind::Search => "search",
             Kind::Decide => "decide",
+            Kind::Write => "write",
         }
     }
 }
@@ -697,6 +1154,7 @@ struct ClientTally {
     examples: Vec<String>,
     hits: u64,
     verdicts: BTreeMap<String, u64>,
+    written: Vec<Written>,
 }
 
 impl ClientTally {
@@ -708,28 +1166,52 @@ impl ClientTally {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_phase(
-    server: &ServerProcess,
-    token: &str,
+/// One phase's setup.
+struct PhaseSpec<'a> {
+    /// The servers sharing the clients (client t talks to server t mod n).
+    servers: &'a [&'a ServerProcess],
+    token: &'a str,
     clients: usize,
     secs: f64,
     kind: Kind,
     seed: u64,
-    queries: &Queries<'_>,
-    seeded: &[Seeded],
-) -> PhaseReport {
+    /// Write phases: where the writes go.
+    namespace: Option<&'a str>,
+}
+
+/// An acknowledged write: the server that took it, the id it answered, the content's tag.
+#[derive(Debug, Clone)]
+struct Written {
+    server: usize,
+    id: String,
+    tag: String,
+}
+
+/// `POST /v1/memories` body of one write: a seeded sentence with a unique tag at the end.
+fn write_body(queries: &Queries<'_>, seeded: &[Seeded], namespace: &str, tag: &str, rng: &mut Rng) -> String {
+    let text = seeded
+        .get(rng.below(seeded.len() as u64) as usize)
+        .and_then(|s| queries.stored.get(s.sentence))
+        .map_or("a note", String::as_str);
+    json!({"namespace": namespace, "content": format!("{text} {tag}")}).to_string()
+}
+
+fn run_phase(spec: &PhaseSpec<'_>, queries: &Queries<'_>, seeded: &[Seeded]) -> (PhaseReport, Vec<Written>) {
+    let (clients, kind) = (spec.clients, spec.kind);
     let barrier = Barrier::new(clients + 1);
-    let duration = Duration::from_secs_f64(secs);
+    let duration = Duration::from_secs_f64(spec.secs);
     let load_average_start = load_average();
     let (tx, rx) = std::sync::mpsc::channel::<ClientTally>();
     let mut tallies: Vec<ClientTally> = Vec::with_capacity(clients);
-    let (cpu0, self0) = (server.cpu_secs(), self_cpu_secs());
+    let servers_cpu = || -> Option<f64> { spec.servers.iter().map(|s| s.cpu_secs()).sum() };
+    let (cpu0, db0, self0) = (servers_cpu(), server::postgres_cpu_secs(), self_cpu_secs());
     let mut elapsed = Duration::ZERO;
     std::thread::scope(|s| {
         for t in 0..clients {
             let (barrier, tx) = (&barrier, tx.clone());
-            let base = server.base.as_str();
+            let server_index = server_for_client(t, spec.servers.len());
+            let base = spec.servers.get(server_index).map_or("", |sv| sv.base.as_str());
+            let (token, namespace, seed) = (spec.token, spec.namespace.unwrap_or(NAMESPACE), spec.seed);
             s.spawn(move || {
                 let mut rng = Rng::new(derive_seed(seed, t as u64));
                 let c = Client::new(base);
@@ -738,10 +1220,14 @@ fn run_phase(
                 let _ = c.get("/healthz", None);
                 barrier.wait();
                 let deadline = Instant::now() + duration;
+                let mut seq: u64 = 0;
                 while Instant::now() < deadline {
+                    let tag = checks::write_tag(t, seq);
+                    seq += 1;
                     let (path, body) = match kind {
                         Kind::Search => ("/v1/search", search_body(queries, &mut rng)),
                         Kind::Decide => ("/v1/actions/decide", decide_body(seeded, &mut rng)),
+                        Kind::Write => ("/v1/memories", write_body(queries, seeded, namespace, &tag, &mut rng)),
                     };
                     let t0 = Instant::now();
                     let r = c.post(path, Some(token), body.as_bytes());
@@ -760,6 +1246,9 @@ fn run_phase(
                                 }),
                                 Kind::Decide => v.as_ref().and_then(verdict_key).map(|d| {
                                     *tally.verdicts.entry(d).or_default() += 1;
+                                }),
+                                Kind::Write => v.as_ref().and_then(|v| v.pointer("/item/id")?.as_str().map(str::to_owned)).map(|id| {
+                                    tally.written.push(Written { server: server_index, id, tag: tag.clone() });
                                 }),
                             };
                             if seen.is_some() {
@@ -790,6 +1279,7 @@ fn run_phase(
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     let mut examples = Vec::new();
     let mut verdicts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut written = Vec::new();
     let mut hits = 0;
     for t in tallies {
         latencies.extend(t.latencies_us);
@@ -805,6 +1295,7 @@ fn run_phase(
             *verdicts.entry(k).or_default() += n;
         }
         hits += t.hits;
+        written.extend(t.written);
     }
     let ok = latencies.len() as u64;
     let secs = elapsed.as_secs_f64();
@@ -812,7 +1303,9 @@ fn run_phase(
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
-    PhaseReport {
+    let report = PhaseReport {
+        backend: String::new(),
+        servers_count: spec.servers.len(),
         kind: kind.name().into(),
         clients_count: clients,
         secs,
@@ -824,10 +1317,14 @@ fn run_phase(
         latency: LatencySummary::from_samples(&mut latencies),
         hits_mean: (kind == Kind::Search).then(|| if ok == 0 { 0.0 } else { hits as f64 / ok as f64 }),
         verdicts,
-        server_cpu_secs: diff(cpu0, server.cpu_secs()),
+        namespace: spec.namespace.map(str::to_owned),
+        log_entries_appended_count: None,
+        server_cpu_secs: diff(cpu0, servers_cpu()),
+        db_cpu_secs: diff(db0, server::postgres_cpu_secs()),
         client_cpu_secs: diff(self0, self_cpu_secs()),
         load_average_start,
-    }
+    };
+    (report, written)
 }
 
 /// User + system CPU seconds of this process.

@@ -120,30 +120,50 @@ fn free_port() -> Result<u16, BenchError> {
     Ok(port)
 }
 
+/// How to start a server: its embedder, model and store.
+pub(crate) struct Spawn<'a> {
+    /// `--embedder` (`minilm` or `hash`).
+    pub embedder: &'a str,
+    /// `--model-dir`, when the embedder needs the model.
+    pub model_dir: Option<&'a Path>,
+    /// `--store SPEC --store-key-dir DIR` (PostgreSQL), or None for the embedded store.
+    pub store: Option<(&'a str, &'a Path)>,
+}
+
+/// The server's command line (after the executable).
+pub(crate) fn server_args(data: &str, port: u16, how: &Spawn<'_>) -> Vec<String> {
+    let mut args: Vec<String> = vec!["--data".into(), data.to_owned(), "--embedder".into(), how.embedder.to_owned()];
+    if let Some(m) = how.model_dir {
+        args.extend(["--model-dir".into(), m.display().to_string()]);
+    }
+    args.extend([
+        "serve".into(),
+        "--addr".into(),
+        format!("127.0.0.1:{port}"),
+        "--rate-per-sec".into(),
+        "0".into(),
+        "--batch-max".into(),
+        BATCH_MAX.to_string(),
+    ]);
+    if let Some((spec, key_dir)) = how.store {
+        args.extend(["--store".into(), spec.to_owned(), "--store-key-dir".into(), key_dir.display().to_string()]);
+    }
+    args
+}
+
 impl ServerProcess {
-    /// Start `exe --data <tmp> --embedder minilm [--model-dir M] serve --addr 127.0.0.1:<port>
-    /// --rate-per-sec 0 --batch-max 100`, with every `MEMWARDEN_*` variable but
-    /// `MEMWARDEN_MODEL_DIR` removed from its environment (so no config file, rate or embedder
-    /// setting of the caller's leaks in). Its stdout and stderr go to `log_path`.
-    pub fn spawn(exe: &Path, model_dir: Option<&Path>, log_path: &Path) -> Result<Self, BenchError> {
+    /// Start `exe --data <tmp> --embedder E [--model-dir M] serve --addr 127.0.0.1:<port>
+    /// --rate-per-sec 0 --batch-max 100 [--store SPEC --store-key-dir DIR]`, with every
+    /// `MEMWARDEN_*` variable but `MEMWARDEN_MODEL_DIR` removed from its environment (so no
+    /// config file, rate or embedder setting of the caller's leaks in). Its stdout and stderr go
+    /// to `log_path`.
+    pub fn spawn(exe: &Path, how: &Spawn<'_>, log_path: &Path) -> Result<Self, BenchError> {
         let data = tempfile::Builder::new()
             .prefix("memwarden-load-")
             .tempdir()
             .map_err(|e| BenchError::Io(format!("cannot create a data directory: {e}")))?;
         let port = free_port()?;
-        let mut args: Vec<String> = vec!["--data".into(), data.path().display().to_string(), "--embedder".into(), "minilm".into()];
-        if let Some(m) = model_dir {
-            args.extend(["--model-dir".into(), m.display().to_string()]);
-        }
-        args.extend([
-            "serve".into(),
-            "--addr".into(),
-            format!("127.0.0.1:{port}"),
-            "--rate-per-sec".into(),
-            "0".into(),
-            "--batch-max".into(),
-            BATCH_MAX.to_string(),
-        ]);
+        let args = server_args(&data.path().display().to_string(), port, how);
         let log = std::fs::File::create(log_path).map_err(|e| BenchError::Io(format!("cannot create {}: {e}", log_path.display())))?;
         let log2 = log.try_clone().map_err(|e| BenchError::Io(format!("{}: {e}", log_path.display())))?;
         let mut cmd = Command::new(exe);
@@ -248,4 +268,25 @@ fn clock_ticks_per_sec() -> f64 {
             .filter(|t| *t > 0.0)
             .unwrap_or(100.0)
     })
+}
+
+/// User + system CPU seconds of every `postgres` process on this machine (the database server's
+/// postmaster and backends, those of other users of the database included), when `/proc` is
+/// readable.
+pub(crate) fn postgres_cpu_secs() -> Option<f64> {
+    let rd = std::fs::read_dir("/proc").ok()?;
+    let mut total = 0.0;
+    let mut seen = false;
+    for e in rd.filter_map(Result::ok) {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { continue };
+        if comm.trim() == "postgres"
+            && let Some(s) = proc_cpu_secs(pid)
+        {
+            total += s;
+            seen = true;
+        }
+    }
+    seen.then_some(total)
 }
