@@ -259,10 +259,18 @@ impl Db for PgDb<'_> {
 
     fn insert_vector(&self, id: &[u8], tenant: &str, namespace: &str, next_index: u64) -> Result<u64, DbError> {
         // The key is the log index of the item's write: unique in its tenant (and so in its
-        // partition), never reused, and taken from no global sequence.
-        let seq = i64::try_from(next_index).map_err(|_| DbError::other("log index out of range"))?;
+        // partition), never reused, and taken from no global sequence. A tenant imported from
+        // another store kept its vector keys (they are part of its bound item rows); its later
+        // keys are the log index plus the base recorded at import, above every imported key.
+        let mut base = 0i64;
+        let name = format!("vseq_base:{tenant}");
+        self.query("SELECT value FROM meta WHERE key = ?1", &[Arg::Text(&name)], &mut |r| {
+            base = r.text(0)?.parse().map_err(|_| DbError::other(format!("meta {name} is not a number")))?;
+            Ok(())
+        })?;
+        let seq = i64::try_from(next_index).ok().and_then(|i| i.checked_add(base)).ok_or_else(|| DbError::other("vector key out of range"))?;
         self.execute("INSERT INTO vectors(tenant, seq, id, namespace) VALUES(?1, ?2, ?3, ?4)", &[Arg::Text(tenant), Arg::Int(seq), Arg::Blob(id), Arg::Text(namespace)])?;
-        Ok(next_index)
+        u64::try_from(seq).map_err(|_| DbError::other("negative vector key"))
     }
 
     fn record_dims(&self, dims: usize) -> Result<(), DbError> {

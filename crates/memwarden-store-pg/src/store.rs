@@ -16,6 +16,7 @@ use memwarden_store::backend::{
 use memwarden_store::{BATCH_MUTATIONS_MAX, CommitError, Hit, Mutation, OrderedItem, PAGE_ROWS_MAX, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 
 use crate::conn::{Conn, PgDb, PgRow, quote_ident, store_db_err};
+use memwarden_store::transfer::{Exported, Imported, Lines, Source, Target, TransferError, export_from, import_rows, read_head};
 
 /// A read whose snapshot fell behind what this process already knows is retried this often.
 const READ_ATTEMPTS: usize = 4;
@@ -1146,6 +1147,71 @@ impl Store for PostgresStore {
 
     fn verify_log_of(&self, tenant: &TenantId) -> Result<VerifyReport, StoreError> {
         self.verify_live(Some(tenant.as_str()))
+    }
+}
+
+/// Moving a tenant between stores (see [`memwarden_store::transfer`]).
+impl PostgresStore {
+    /// Export `tenant` into `out` (the `memwarden-tenant/1` JSON Lines file), read in one
+    /// REPEATABLE READ snapshot; nothing is written unless the tenant's log and rows verify.
+    pub fn export_tenant(&self, tenant: &TenantId, now_ms: u64, out: &mut dyn std::io::Write) -> Result<Exported, TransferError> {
+        let source = Source { backend: "postgres".into(), store_id: self.store_id.clone(), log_key: self.key.verifying_key().to_bytes() };
+        let mut conn = self.reader()?;
+        conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+        let res = export_from(&PgDb::new(&mut conn), tenant, &source, now_ms, out);
+        let _ = conn.batch("COMMIT");
+        res
+    }
+
+    /// Import an export into this store: the file's log is verified first, then the tenant is
+    /// written in one transaction (under the tenant's advisory lock, so no process commits to
+    /// it meanwhile) that the store's own verifier and row audit check before it commits; a
+    /// tenant that already has a log here is refused, and a refused import leaves nothing.
+    /// The log keeps the source's entries (same size, root and head); the store signs a
+    /// checkpoint of its own at the imported size. Later vector keys of the tenant start above
+    /// the imported ones (`vseq_base:<tenant>` in `meta`).
+    pub fn import_tenant(&self, src: &mut dyn std::io::BufRead, now_ms: u64) -> Result<Imported, TransferError> {
+        let mut lines = Lines::new(src);
+        let head = read_head(&mut lines)?;
+        let tenant = head.tenant.as_str().to_owned();
+        let size = head.log.size;
+        let mut conn = ready(&self.writer)?;
+        conn.begin("BEGIN")?;
+        let out = (|| -> Result<Imported, TransferError> {
+            let name = self.lock_name(&tenant);
+            conn.query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))", &[Arg::Text(&name)]).map_err(store_db_err)?;
+            let witnessed = HashMap::new();
+            let target = Target { key: &self.key, gseq: 0, witnessed: &witnessed, now_ms };
+            let imported = import_rows(&PgDb::new(&mut conn), head, &mut lines, &target)?;
+            let base = imported.max_vseq.map_or(0, |m| m.saturating_add(1).saturating_sub(i64_of(size)).max(0));
+            if base > 0 {
+                let key = format!("vseq_base:{tenant}");
+                let value = base.to_string();
+                conn.execute("INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value", &[Arg::Text(&key), Arg::Text(&value)])
+                    .map_err(store_db_err)?;
+            }
+            Ok(imported)
+        })();
+        let imported = match out {
+            Ok(i) => {
+                conn.batch("COMMIT").map_err(|e| StoreError::Database(format!("commit failed: {e}")))?;
+                i
+            }
+            Err(e) => {
+                let _ = conn.batch("ROLLBACK");
+                return Err(e);
+            }
+        };
+        drop(conn);
+        // This process learns the tenant as it learns another process's commit.
+        {
+            let mut r = self.reader()?;
+            self.catch_up(&mut r, &tenant, true)?;
+        }
+        if let Some(t) = write(&self.view).logs.tenants.get_mut(&tenant) {
+            t.last_checkpoint = t.last_checkpoint.max(size);
+        }
+        Ok(imported)
     }
 }
 

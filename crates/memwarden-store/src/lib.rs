@@ -66,6 +66,7 @@ mod logs;
 mod migrate;
 mod sqlite;
 mod stored;
+pub mod transfer;
 mod vectors;
 mod write;
 

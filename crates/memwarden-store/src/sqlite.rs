@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use std::thread::JoinHandle;
 
 pub(crate) const SCHEMA_VERSION: i64 = 6;
-const DB_FILE: &str = "memwarden.db";
+pub(crate) const DB_FILE: &str = "memwarden.db";
 /// Lock file: held (flock) by the one process that has the store open for writing.
-const LOCK_FILE: &str = "memwarden.lock";
+pub(crate) const LOCK_FILE: &str = "memwarden.lock";
 
 /// Tuning for the embedded store.
 #[derive(Debug, Clone)]
@@ -477,6 +477,16 @@ impl SqliteStore {
     /// The key directory (signing key and witness).
     pub fn key_dir(&self) -> &Path {
         &self.shared.key_dir
+    }
+
+    /// The store's id (recorded in its database; named by every tenant log's genesis entry).
+    pub fn store_id(&self) -> &str {
+        &self.shared.store_id
+    }
+
+    /// The read connection (tenant export reads through it, in a snapshot of its own).
+    pub(crate) fn reader_conn(&self) -> MutexGuard<'_, Connection> {
+        lock(&self.shared.reader)
     }
 
     /// Verify a store directory without opening it for writing (works on a tampered copy that
