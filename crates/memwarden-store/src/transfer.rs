@@ -4,7 +4,7 @@
 //!
 //! # The file (`memwarden-tenant/1`)
 //!
-//! One JSON object per line, `"type"` first:
+//! One JSON object per line, each with a `"type"`, in this order:
 //!
 //! 1. `header`: `format`, `tenant`, `source` (`backend`, `store_id`, the source's `log_key`),
 //!    `log` (`size`, `root`, `head` of the tenant's log at export), `vector_dims`, `counts`
@@ -34,8 +34,10 @@
 //! refused.
 //!
 //! The entries are stored verbatim, so the target's log has the source's size, Merkle root and
-//! head, and every row keeps its digest. The genesis entry still names the source store id: the
-//! stores check that a genesis entry names its tenant, not which store wrote it. Vector keys
+//! head, and every row keeps its digest. The genesis entry still names the source's store id and
+//! log key (it is the history of where the log began): the stores check that a genesis entry
+//! names its tenant, not which store wrote it, and a log's checkpoints are checked against the
+//! key of the store that holds it. Vector keys
 //! (`items.vseq`, part of the bound item row) keep their source values: on PostgreSQL a later
 //! write of the tenant takes `log index + base` as its key, with the base recorded at import so
 //! no new key can meet an imported one; on SQLite (one key sequence for the whole store) an
@@ -772,7 +774,11 @@ pub struct Target<'a> {
 }
 
 fn target_err(e: DbError, what: &str) -> TransferError {
-    if e.constraint { TransferError::Target(format!("{what} conflicts with a row already in the target store ({})", e.message)) } else { dberr(e) }
+    if !e.constraint {
+        return dberr(e);
+    }
+    let hint = if what.starts_with("vectors") { "; a SQLite store keys vectors store-wide: import into a fresh data directory" } else { "" };
+    TransferError::Target(format!("{what} conflicts with a row already in the target store ({}){hint}", e.message))
 }
 
 /// Import the rest of the file (the rows and the trailer) into the store `db` writes, inside

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod remote;
+mod tenant_move;
 
 #[derive(Parser)]
 #[command(name = "memwarden", version, about = "Memory for LLM agents that stays safe when what it stores was planted by an attacker")]
@@ -313,6 +314,10 @@ enum Cmd {
     /// The verdict log.
     #[command(subcommand)]
     Audit(AuditCmd),
+    /// Move a tenant between stores (SQLite data directories, PostgreSQL schemas) with its
+    /// verdict log intact: export it to a JSON Lines file, import it elsewhere.
+    #[command(subcommand)]
+    Tenant(tenant_move::TenantCmd),
     /// Model checking of the implementation.
     #[command(subcommand)]
     Check(CheckCmd),
@@ -760,6 +765,10 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     if let Cmd::Bench(b) = &cli.cmd {
         return bench(b, cli.model_dir.clone());
     }
+    if let Cmd::Tenant(t) = &cli.cmd {
+        tenant_move::run(t, &cli.data, &cli.tenant)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Cmd::Audit(AuditCmd::Verify) = &cli.cmd {
         let report = SqliteStore::verify_dir(&cli.data)?;
         return Ok(match &report.problem {
@@ -806,6 +815,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     let actor = |id: &dyn AsArg| -> Result<Actor, EngineError> { engine.authenticate_session(&tenant, &parse::<PrincipalId>("principal", id.principal()?)?, session.clone()) };
     match cli.cmd {
         Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Check(_) | Cmd::Audit(AuditCmd::Verify) => {}
+        Cmd::Tenant(_) => {}
         Cmd::Serve(_) => {
             let config = serve_config.ok_or_else(|| fail("serve: no configuration"))?;
             memwarden_server::init_tracing(&config.log);

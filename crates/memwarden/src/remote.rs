@@ -210,6 +210,7 @@ fn local_only(cmd: &Cmd) -> Option<&'static str> {
         Cmd::Mcp { .. } => Some("mcp"),
         Cmd::Key(_) => Some("key"),
         Cmd::CrashWriter { .. } => Some("crash-writer"),
+        Cmd::Tenant(_) => Some("tenant"),
         Cmd::Add(_)
         | Cmd::Import { .. }
         | Cmd::Derive { .. }
