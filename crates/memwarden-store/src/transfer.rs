@@ -43,7 +43,16 @@
 //! no new key can meet an imported one; on SQLite (one key sequence for the whole store) an
 //! imported key that is already taken is refused (import into a fresh data directory). After
 //! the commit, the target signs a checkpoint of its own at the imported size (the source's
-//! signatures cannot verify under the target's key).
+//! signatures cannot verify under the target's key; the source's key, store id and head are kept
+//! in the target's `meta` row `imported:<tenant>`, and the source's checkpoints in the file).
+//!
+//! # Limits
+//!
+//! An export holds the tenant's rows in memory while it checks them (nothing is written before
+//! the whole tenant verified); an import holds the log entries and the set of row keys, and
+//! streams the rows. A SQLite source must not be open elsewhere (its directory lock); a
+//! PostgreSQL source is read in one snapshot while other processes keep writing. The file holds
+//! the tenant's memories in clear: keep it as private as the store.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::{BufRead, Write};
