@@ -365,3 +365,45 @@ fn a_tampered_truncated_or_duplicate_import_is_refused_and_the_target_is_unchang
     assert!(matches!(err, TransferError::TenantExists(_)), "{err}");
     assert!(pg.verify_log().unwrap().is_ok());
 }
+
+#[test]
+fn a_sqlite_target_whose_store_wide_vector_keys_are_taken_refuses_the_tenant_and_keeps_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, keys) = (dir.path().join("data"), dir.path().join("keys"));
+    build(&data, &keys);
+    let file = export_sqlite(&data, &keys);
+    // acme's vector keys run from 61 (another tenant took 1..=60 in the source). A target whose
+    // own tenant holds 100 vectors has those keys taken: refused, nothing of acme left.
+    let fill = |n: usize, data: &Path, keys: &Path| {
+        let e = Engine::open(data, config(keys)).unwrap();
+        let t = TenantId::new("resident").unwrap();
+        e.register_principal(principal(&t, "agent", PrincipalKind::Agent, None, false, None)).unwrap();
+        let a = e.authenticate(&t, &pid("agent")).unwrap();
+        for i in 0..n {
+            e.add(&a, WriteRequest::new(ns(), format!("a resident memory, number {i}"), Route::Direct)).unwrap();
+        }
+    };
+    let (full, full_keys) = (dir.path().join("full"), dir.path().join("full-keys"));
+    fill(100, &full, &full_keys);
+    let before = SqliteStore::open(&full, store_config(&full_keys)).unwrap().log_root_of(&TenantId::new("resident").unwrap());
+    let err = SqliteStore::import_tenant(&full, store_config(&full_keys), &mut file.as_slice(), 9).err().unwrap();
+    assert!(matches!(err, TransferError::Target(_)) && err.to_string().contains("fresh data directory"), "{err}");
+    let s = SqliteStore::open(&full, store_config(&full_keys)).unwrap();
+    assert_eq!(s.log_len_of(&acme()), 0);
+    assert_eq!(s.count(&acme()).unwrap(), 0);
+    assert_eq!(s.log_root_of(&TenantId::new("resident").unwrap()), before);
+    assert!(s.verify_log().unwrap().is_ok());
+    drop(s);
+    // A target whose keys stop below acme's takes it, beside its own tenant, and both search.
+    let (small, small_keys) = (dir.path().join("small"), dir.path().join("small-keys"));
+    fill(10, &small, &small_keys);
+    SqliteStore::import_tenant(&small, store_config(&small_keys), &mut file.as_slice(), 10).unwrap();
+    let e = Engine::open(&small, config(&small_keys)).unwrap();
+    assert!(e.verify_log().unwrap().is_ok());
+    let a = e.authenticate(&acme(), &pid("agent")).unwrap();
+    assert!(!e.search(&a, &ns(), QUERY, 3).unwrap().is_empty());
+    let (late, _) = e.add(&a, WriteRequest::new(ns(), "written after the move into a shared SQLite store", Route::Direct)).unwrap();
+    assert!(e.search(&a, &ns(), "written after the move into a shared SQLite store", 3).unwrap().iter().any(|h| h.item.id() == late.id()));
+    let r = e.authenticate(&TenantId::new("resident").unwrap(), &pid("agent")).unwrap();
+    assert_eq!(e.search(&r, &ns(), "a resident memory, number 4", 10).unwrap().len(), 10);
+}
