@@ -599,6 +599,16 @@ enum BenchCmd {
         /// Output directory (load.md, load.json, server.log).
         #[arg(long)]
         out: PathBuf,
+        /// Also measure a PostgreSQL store (`postgres://...` or `host=... dbname=...`, no
+        /// `schema=`): the run creates a fresh schema there, runs --servers server processes on it
+        /// next to the embedded store, and drops the schema at the end. The global `--embedder`
+        /// (minilm or hash) is passed to every server.
+        #[arg(long)]
+        store: Option<String>,
+        /// Server process counts on the PostgreSQL schema, comma-separated (default 1; needs
+        /// --store); clients are spread round-robin over the servers.
+        #[arg(long, value_delimiter = ',')]
+        servers: Vec<usize>,
     },
     /// LoCoMo evidence recall per preset (recall@1/5/10 any-of and all-of, MRR, nDCG@10, per
     /// category and speaker role), benign and under injected poison (exposure, payments to
@@ -763,7 +773,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         return Ok(if reports.iter().all(|r| r.as_expected()) { ExitCode::SUCCESS } else { ExitCode::from(1) });
     }
     if let Cmd::Bench(b) = &cli.cmd {
-        return bench(b, cli.model_dir.clone());
+        return bench(b, cli.model_dir.clone(), &cli.embedder);
     }
     if let Cmd::Tenant(t) = &cli.cmd {
         tenant_move::run(t, &cli.data, &cli.tenant)?;
@@ -1246,19 +1256,41 @@ fn bench_lifecycle(quick: bool, agent: &str, seed: u64, agents: Option<usize>, o
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench_load(memories: Option<usize>, clients: &[usize], seconds: Option<f64>, quick: bool, out: &Path, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
-    use memwarden_bench::load::{LoadBenchOptions, run_load, write_load};
+/// `bench load`'s arguments.
+struct LoadArgs<'a> {
+    memories: Option<usize>,
+    clients: &'a [usize],
+    seconds: Option<f64>,
+    quick: bool,
+    out: &'a Path,
+    store: Option<&'a str>,
+    servers: &'a [usize],
+    embedder: &'a str,
+}
+
+fn bench_load(a: &LoadArgs<'_>, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::load::{EmbedderKind, LoadBenchOptions, SchemaDropper, run_load, write_load};
+    let out = a.out;
     let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find this executable: {e}")))?;
-    let mut opts = if quick { LoadBenchOptions::quick(out, exe) } else { LoadBenchOptions::new(out, exe) };
-    if let Some(n) = memories {
+    let mut opts = if a.quick { LoadBenchOptions::quick(out, exe) } else { LoadBenchOptions::new(out, exe) };
+    if let Some(n) = a.memories {
         opts.memories = n;
     }
-    if !clients.is_empty() {
-        opts.clients = clients.to_vec();
+    if !a.clients.is_empty() {
+        opts.clients = a.clients.to_vec();
     }
-    if let Some(s) = seconds {
+    if let Some(s) = a.seconds {
         opts.phase_secs = s;
     }
+    if !a.servers.is_empty() {
+        opts.servers = a.servers.to_vec();
+    }
+    opts.embedder = EmbedderKind::from_name(a.embedder).map_err(fail)?;
+    opts.store = a.store.map(str::to_owned);
+    opts.drop_schema = Some(SchemaDropper(std::sync::Arc::new(|spec: &str| {
+        let c = memwarden_store_pg::PgConfig::from_spec(spec, "");
+        memwarden_store_pg::drop_schema(&c.url, &c.schema).map_err(|e| e.to_string())
+    })));
     opts.model_dir = model_dir;
     opts.git_rev = git_rev();
     let report = run_load(&opts, &|msg| eprintln!("{msg}")).map_err(fail)?;
@@ -1301,14 +1333,16 @@ fn bench_locomo(
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
+fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>, embedder: &str) -> Result<ExitCode, EngineError> {
     use std::io::Write;
     let (quick, agent, seed, out) = match cmd {
         BenchCmd::Authority { quick, agent, seed, out } => (quick, agent, seed, out),
         BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
         BenchCmd::Lineage { quick, agent, out } => return bench_lineage(*quick, agent, out),
         BenchCmd::Lifecycle { quick, agent, seed, agents, out } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
-        BenchCmd::Load { memories, clients, seconds, quick, out } => return bench_load(*memories, clients, *seconds, *quick, out, model_dir),
+        BenchCmd::Load { memories, clients, seconds, quick, out, store, servers } => {
+            return bench_load(&LoadArgs { memories: *memories, clients, seconds: *seconds, quick: *quick, out, store: store.as_deref(), servers, embedder }, model_dir);
+        }
         BenchCmd::Locomo { data, quick, presets, conversations, embedder, search, seed, no_attack, out } => {
             return bench_locomo(data, *quick, presets, conversations, embedder, search, *seed, *no_attack, out, model_dir);
         }
