@@ -38,7 +38,7 @@ pub fn spec_with_schema(spec: &str, schema: &str) -> String {
     let s = spec.trim();
     if is_url(s) {
         match s.split_once('?') {
-            Some((_, q)) if q.is_empty() => format!("{s}schema={schema}"),
+            Some((_, "")) => format!("{s}schema={schema}"),
             Some(_) => format!("{s}&schema={schema}"),
             None => format!("{s}?schema={schema}"),
         }

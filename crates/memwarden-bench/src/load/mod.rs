@@ -119,7 +119,10 @@ impl EmbedderKind {
 /// Drops a PostgreSQL schema, given the store spec that names it (`...schema=S`). The binary
 /// supplies it (the benchmark crate does not link the PostgreSQL driver).
 #[derive(Clone)]
-pub struct SchemaDropper(pub Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>);
+pub struct SchemaDropper(pub Arc<DropSchemaFn>);
+
+/// The function a [`SchemaDropper`] holds: given the spec naming the schema, drop it.
+pub type DropSchemaFn = dyn Fn(&str) -> Result<(), String> + Send + Sync;
 
 impl std::fmt::Debug for SchemaDropper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -364,7 +367,8 @@ pub struct PhaseReport {
     pub log_entries_appended_count: Option<u64>,
     /// Server CPU seconds used during the phase (all servers).
     pub server_cpu_secs: Option<f64>,
-    /// CPU seconds of every `postgres` process on the machine during the phase (PostgreSQL rows).
+    /// CPU seconds of the `postgres` processes on the machine during the phase (PostgreSQL rows;
+    /// per process alive at the end, so a lower bound when one exited during the phase).
     #[serde(default)]
     pub db_cpu_secs: Option<f64>,
     /// Load-generator (this process) CPU seconds used during the phase.
@@ -1320,7 +1324,7 @@ fn run_phase(spec: &PhaseSpec<'_>, queries: &Queries<'_>, seeded: &[Seeded]) -> 
         namespace: spec.namespace.map(str::to_owned),
         log_entries_appended_count: None,
         server_cpu_secs: diff(cpu0, servers_cpu()),
-        db_cpu_secs: diff(db0, server::postgres_cpu_secs()),
+        db_cpu_secs: server::postgres_cpu_between(db0.as_ref(), server::postgres_cpu_secs().as_ref()),
         client_cpu_secs: diff(self0, self_cpu_secs()),
         load_average_start,
     };

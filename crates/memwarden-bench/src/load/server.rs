@@ -1,6 +1,7 @@
 //! The server under test as a child process, and the blocking HTTP client the load generator uses.
 
 use crate::BenchError;
+use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -271,22 +272,29 @@ fn clock_ticks_per_sec() -> f64 {
 }
 
 /// User + system CPU seconds of every `postgres` process on this machine (the database server's
-/// postmaster and backends, those of other users of the database included), when `/proc` is
-/// readable.
-pub(crate) fn postgres_cpu_secs() -> Option<f64> {
+/// postmaster and backends, those of other users of the database included), by process id, when
+/// `/proc` is readable.
+pub(crate) fn postgres_cpu_secs() -> Option<BTreeMap<u32, f64>> {
     let rd = std::fs::read_dir("/proc").ok()?;
-    let mut total = 0.0;
-    let mut seen = false;
+    let mut by_pid = BTreeMap::new();
     for e in rd.filter_map(Result::ok) {
         let name = e.file_name();
         let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else { continue };
         let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else { continue };
         if comm.trim() == "postgres"
-            && let Some(s) = proc_cpu_secs(pid)
+            && let (Some(s), Ok(n)) = (proc_cpu_secs(pid), pid.parse::<u32>())
         {
-            total += s;
-            seen = true;
+            by_pid.insert(n, s);
         }
     }
-    seen.then_some(total)
+    (!by_pid.is_empty()).then_some(by_pid)
+}
+
+/// CPU seconds the `postgres` processes used between two [`postgres_cpu_secs`] samples: per
+/// process alive at the end, its time minus its time at the start (0 for one started since). A
+/// process that exited in between is not counted (its time is gone from `/proc`), so this is a
+/// lower bound, never negative.
+pub(crate) fn postgres_cpu_between(start: Option<&BTreeMap<u32, f64>>, end: Option<&BTreeMap<u32, f64>>) -> Option<f64> {
+    let (start, end) = (start?, end?);
+    Some(end.iter().map(|(pid, s)| (s - start.get(pid).copied().unwrap_or(0.0)).max(0.0)).sum())
 }

@@ -355,3 +355,13 @@ fn report_has_backend_columns_and_target_tables() {
     let j = serde_json::to_value(&r).unwrap();
     assert!(j["ratios"][0]["postgres_latency_us_p95"].is_u64() && j["phases"][1]["servers_count"] == 1);
 }
+
+#[test]
+fn postgres_cpu_is_summed_per_process_and_never_negative() {
+    let start: BTreeMap<u32, f64> = [(1, 10.0), (2, 150.0), (3, 5.0)].into_iter().collect();
+    // Process 2 exited (its 150 s must not make the sum negative), 4 started.
+    let end: BTreeMap<u32, f64> = [(1, 12.5), (3, 5.0), (4, 0.5)].into_iter().collect();
+    let d = server::postgres_cpu_between(Some(&start), Some(&end)).unwrap();
+    assert!((d - 3.0).abs() < 1e-9, "{d}");
+    assert_eq!(server::postgres_cpu_between(None, Some(&end)), None);
+}
