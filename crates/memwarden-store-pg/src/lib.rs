@@ -58,6 +58,17 @@
 //! `ts_rank`, not BM25): the same query words as SQLite ([`memwarden_store::lexical::match_query`]),
 //! any of which may match; every candidate is read back, verified and permission-filtered.
 //!
+//! This is a measured choice, not only a workaround (issue 17 item 1; numbers, commands and
+//! limits in the repository's `docs/bench-pgvector.md`). On the same embeddings (N = 10,000),
+//! pgvector 0.8.6's HNSW scan applies the access-class filter after the walk: with its defaults
+//! 996 of 1000 top-10 queries of a reader of 10% of the rows, and all 1000 of a reader of 1%,
+//! returned fewer than `min(k, eligible)` rows. Its iterative scans removed that in the runs but
+//! are bounded (`hnsw.max_scan_tuples`), approximate and slower (1% reader: server-side p50 7.7 to
+//! 9.0 ms against 0.02 ms for this index). The in-process index keeps the contract, needs no
+//! extension, and costs per-process memory and a rebuild at open; a pgvector table partitioned by
+//! access class is the alternative to measure first if stores grow toward millions of vectors
+//! per process or many processes share one store.
+//!
 //! # Not (yet) done
 //!
 //! - No witness: the signed tree heads are stored in the database (checkpoints) only, so a
