@@ -360,6 +360,12 @@ pub(crate) fn split_readable(g: &LineageGraph, reader: &PrincipalId, ids: impl I
 ///   the authority layer's positive-support rule decides it (an unrelated untrusted item in the
 ///   context neither blocks the action nor lifts it).
 /// - A value the acting user asked for is the user's: its carriers' ancestry does not matter.
+/// - For an action below high risk, a value the authority layer found positively supported
+///   without its pushers (the user's own trusted statement of it, `k` independent trusted
+///   domains) is elevated here as MAP-Graph elevates a corroborated one: an untrusted memory
+///   that restates it (a note of a session that was handed an unrelated e-mail) did not supply
+///   it, so its untrusted label is waived for this decision. Evidence (revoked, poisoned,
+///   permission) never is; a high-risk action keeps the objection.
 /// - Evidence on a carrier's path (revoked, poisoned, erased, a permission the agent lacks, an
 ///   id the graph does not know) blocks.
 /// - A trust objection alone (an untrusted ancestor, a pending propagation, path trust below
@@ -397,7 +403,11 @@ pub(crate) fn product_verdict(
         if supports.is_empty() || v.support.iter().any(|s| matches!(s, Support::UserRequest { .. })) {
             continue;
         }
-        let d = decide(&gate(supports.clone(), v.elevated));
+        // Elevated for this gate: an elevation (k domains, a grant), or, below high risk,
+        // positive support that does not rest on the pushers (the user's statement, k trusted
+        // domains): an untrusted memory restating such a value did not supply it. A high-risk
+        // action on agent-relayed evidence keeps MAP-Graph's objection (re-verify).
+        let d = decide(&gate(supports.clone(), v.elevated || (v.supported && !v.pseudo && class.risk != Risk::High)));
         evaluated.extend(supports);
         if d.decision == Decision::Allow {
             continue;
