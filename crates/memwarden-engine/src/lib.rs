@@ -196,6 +196,9 @@ impl Actor {
     }
 }
 
+/// Writers' reputations read during one operation (`None`: none stored).
+type Reputations = std::collections::HashMap<PrincipalId, Option<f64>>;
+
 /// The result of one write in [`Engine::add_many`].
 pub type AddOutcome = Result<(ItemId, Receipt), EngineError>;
 
@@ -788,12 +791,7 @@ impl Engine {
         let restored = match self.store.session(actor.tenant(), actor.id(), &actor.session)? {
             None => Observed::clean(),
             Some(row) => {
-                let mut items = Vec::new();
-                for w in &row.witnesses {
-                    if let Some(i) = self.store.item(actor.tenant(), w)? {
-                        items.push(i);
-                    }
-                }
+                let items: Vec<MemoryItem> = self.items_of(actor.tenant(), &row.witnesses)?.into_iter().flatten().collect();
                 let refs: Vec<&MemoryItem> = items.iter().collect();
                 Observed::restore(row.floor, &row.witnesses, &refs, row.overflow, row.readers)
             }
@@ -847,8 +845,8 @@ impl Engine {
     /// Resolve items the actor declares as inputs: each must exist in its tenant and be readable.
     fn resolve(&self, actor: &Actor, ids: &[ItemId]) -> Result<Vec<MemoryItem>, EngineError> {
         let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            match self.store.item(actor.tenant(), id)? {
+        for (id, item) in ids.iter().zip(self.items_of(actor.tenant(), ids)?) {
+            match item {
                 Some(i) if i.readable_by(actor.id()) => out.push(i),
                 _ => return Err(EngineError::NotFound(*id)),
             }
@@ -1192,8 +1190,8 @@ impl Engine {
         let mut items = Vec::with_capacity(ids.len());
         let mut unreadable = None;
         if ids.len() <= memwarden_core::action::ACTION_CONTEXT_MAX * 2 {
-            for id in &ids {
-                match self.store.item(&tenant, id)? {
+            for (id, item) in ids.iter().zip(self.items_of(&tenant, &ids)?) {
+                match item {
                     Some(i) if i.readable_by(actor.id()) => items.push(i),
                     _ => unreadable = Some(*id),
                 }
@@ -1239,12 +1237,7 @@ impl Engine {
         let grant_used = move |n: &[u8; 16]| store.grant_used(&t3, n).unwrap_or(true);
         let refs: Vec<&MemoryItem> = items.iter().collect();
         let observed = self.observed(actor)?;
-        let mut witness_items = Vec::new();
-        for w in observed.witnesses() {
-            if let Some(i) = self.store.item(&tenant, w)? {
-                witness_items.push(i);
-            }
-        }
+        let witness_items: Vec<MemoryItem> = self.items_of(&tenant, observed.witnesses())?.into_iter().flatten().collect();
         let witness_refs: Vec<&MemoryItem> = witness_items.iter().collect();
         // The system classes the action: the tool's registration, never the request.
         let registration = match PrincipalId::new(&action.tool) {
@@ -1733,10 +1726,11 @@ impl Engine {
         let mut blocked = vec![false; hits.len()];
         let mut risks: Vec<Option<(f64, Vec<&'static str>)>> = vec![None; hits.len()];
         let mut logged = Vec::new();
+        let mut reputations = Reputations::new();
         for (c, part) in hits.chunks(chunk).enumerate() {
             let memories: Vec<LifecycleMemory> = part
                 .iter()
-                .map(|h| self.lifecycle_memory(actor.tenant(), &h.hit.item))
+                .map(|h| self.lifecycle_memory_in(actor.tenant(), &h.hit.item, &mut reputations))
                 .collect();
             let candidates: Vec<RetrievalCandidate<'_>> =
                 memories.iter().zip(part).map(|(memory, h)| RetrievalCandidate { memory, similarity: f64::from(h.hit.similarity) }).collect();
@@ -1772,23 +1766,41 @@ impl Engine {
     /// (`web_retrieval`, `email_ingestion`, ...). A parent that cannot be read from the store
     /// counts as external: an error never lowers the risk.
     fn parent_routes(&self, tenant: &TenantId, parents: &[memwarden_core::item::ParentRef]) -> Vec<String> {
-        parents
-            .iter()
-            .map(|p| match self.store.item(tenant, &p.id) {
-                Ok(Some(parent)) => memwarden_lifecycle::route_source_name(lifecycle_route(parent.route())).to_owned(),
+        let ids: Vec<ItemId> = parents.iter().map(|p| p.id).collect();
+        let read = self.items_of(tenant, &ids).unwrap_or_default();
+        (0..ids.len())
+            .map(|n| match read.get(n) {
+                Some(Some(parent)) => memwarden_lifecycle::route_source_name(lifecycle_route(parent.route())).to_owned(),
                 _ => memwarden_lifecycle::route_source_name(Route::ExternalObservation).to_owned(),
             })
             .collect()
     }
 
+    /// Items by id from the store, in batches of at most [`memwarden_store::ITEMS_BATCH_MAX`]
+    /// (one read each): one answer per id, in order.
+    fn items_of(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<MemoryItem>>, EngineError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(memwarden_store::ITEMS_BATCH_MAX) {
+            out.extend(self.store.items(tenant, chunk)?);
+        }
+        debug_assert_eq!(out.len(), ids.len());
+        Ok(out)
+    }
+
     /// The lifecycle layer's view of a stored memory (scope, status, guard state, the writer's
     /// reputation; a reputation lookup error reads as none: the default, never a raised trust).
     fn lifecycle_memory(&self, tenant: &TenantId, i: &MemoryItem) -> memwarden_lifecycle::LifecycleMemory {
+        self.lifecycle_memory_in(tenant, i, &mut Reputations::new())
+    }
+
+    /// [`Engine::lifecycle_memory`] within one operation: each writer's reputation is read from
+    /// the store once per operation (`seen`), not once per memory it wrote.
+    fn lifecycle_memory_in(&self, tenant: &TenantId, i: &MemoryItem, seen: &mut Reputations) -> memwarden_lifecycle::LifecycleMemory {
         let mut m = memwarden_lifecycle::LifecycleMemory::new(i.scope().owner.clone(), i.content(), lifecycle_route(i.route()), i.guard().clone());
         m.readers = i.scope().readers.clone();
         m.status = i.status();
         m.parents = self.parent_routes(tenant, i.parents());
-        m.source_agent_trust = self.store.reputation(tenant, i.writer()).ok().flatten();
+        m.source_agent_trust = *seen.entry(i.writer().clone()).or_insert_with(|| self.store.reputation(tenant, i.writer()).ok().flatten());
         m
     }
 
@@ -1915,9 +1927,10 @@ impl Engine {
     /// risk 1 with the flag `unscored`: an error never lowers the risk shown.
     fn read_risk(&self, tenant: &TenantId, items: &[&MemoryItem]) -> Vec<Option<(f64, Vec<&'static str>)>> {
         let Some(scorer) = &self.lifecycle else { return vec![None; items.len()] };
+        let mut reputations = Reputations::new();
         items
             .iter()
-            .map(|i| match scorer.score(&self.lifecycle_memory(tenant, i)) {
+            .map(|i| match scorer.score(&self.lifecycle_memory_in(tenant, i, &mut reputations)) {
                 Ok(b) => Some((b.total, b.flags())),
                 Err(_) => Some((1.0, vec!["unscored"])),
             })
@@ -1943,16 +1956,23 @@ impl Engine {
         let Some(scorer) = &self.lifecycle else { return Ok(vec![true; items.len()]) };
         let mut admit = Vec::with_capacity(items.len());
         let mut logged = Vec::new();
-        for i in items {
+        // The ancestry ceilings of every other principal's memory, from one look at the graph.
+        let ceilings: Option<Vec<Option<Readers>>> = match &self.lineage {
+            None => None,
+            Some(l) => Some(l.with(self.store.as_ref(), actor.tenant(), |g| {
+                Ok(items.iter().map(|i| if i.scope().owner == *actor.id() { None } else { g.record(i.id()).map(|r| r.summary().ceiling.clone()) }).collect())
+            })?),
+        };
+        let mut reputations = Reputations::new();
+        for (n, i) in items.iter().enumerate() {
             if i.scope().owner == *actor.id() {
                 admit.push(true);
                 continue;
             }
-            let mut m = self.lifecycle_memory(actor.tenant(), i);
-            if let Some(l) = &self.lineage {
-                let ceiling = l.with(self.store.as_ref(), actor.tenant(), |g| Ok(g.record(i.id()).map(|r| r.summary().ceiling.clone())))?;
+            let mut m = self.lifecycle_memory_in(actor.tenant(), i, &mut reputations);
+            if let Some(c) = &ceilings {
                 // A memory the graph does not know carries no readable ancestry: nobody.
-                m.carried.readers = ceiling.unwrap_or_else(|| Readers::Only(Default::default()));
+                m.carried.readers = c.get(n).cloned().flatten().unwrap_or_else(|| Readers::Only(Default::default()));
             }
             let d = broker(scorer, &m, &BrokerRequest { agent: actor.id(), task_class: None });
             let ok = d.outcome == BrokerOutcome::Admit;

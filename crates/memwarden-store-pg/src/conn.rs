@@ -4,6 +4,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use memwarden_store::StoreError;
 use memwarden_store::backend::{Arg, Cols, Db, DbError};
@@ -19,6 +20,22 @@ pub(crate) struct Conn {
     cache: HashMap<String, Statement>,
     url: String,
     schema: String,
+    /// The server dropped the connection during the last call that failed (see
+    /// [`Conn::take_dropped`]).
+    dropped: bool,
+}
+
+/// Requests this process has sent to PostgreSQL (each a round trip: a statement prepared, a
+/// query or statement run, a batch), over every connection of every store.
+static ROUND_TRIPS: AtomicU64 = AtomicU64::new(0);
+
+/// See [`crate::round_trips`].
+pub(crate) fn round_trips() -> u64 {
+    ROUND_TRIPS.load(Ordering::Relaxed)
+}
+
+fn count_round_trip() {
+    ROUND_TRIPS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The `application_name` of a store's connections (so an operator can find them in
@@ -91,12 +108,12 @@ fn bind<'a>(arg: &Arg<'a>, ty: &Type) -> Result<Box<dyn ToSql + Sync + 'a>, DbEr
 impl Conn {
     /// Connect and use `schema` (which must exist, or be created by the caller right after).
     pub(crate) fn connect(url: &str, schema: &str) -> Result<Self, StoreError> {
-        Ok(Self { client: Some(Self::client(url, schema)?), cache: HashMap::new(), url: url.to_owned(), schema: schema.to_owned() })
+        Ok(Self { client: Some(Self::client(url, schema)?), cache: HashMap::new(), url: url.to_owned(), schema: schema.to_owned(), dropped: false })
     }
 
     /// A connection opened on first use.
     pub(crate) fn lazy(url: &str, schema: &str) -> Self {
-        Self { client: None, cache: HashMap::new(), url: url.to_owned(), schema: schema.to_owned() }
+        Self { client: None, cache: HashMap::new(), url: url.to_owned(), schema: schema.to_owned(), dropped: false }
     }
 
     /// The client, connecting first if there is none.
@@ -133,6 +150,7 @@ impl Conn {
     /// transaction, fails that call (the caller hears an error, nothing was acknowledged) and
     /// the next call reconnects here.
     pub(crate) fn begin(&mut self, sql: &str) -> Result<(), StoreError> {
+        count_round_trip();
         let client = self.cl().map_err(store_db_err)?;
         match client.batch_execute(sql) {
             Ok(()) => Ok(()),
@@ -148,14 +166,18 @@ impl Conn {
         if let Some(s) = self.cache.get(sql) {
             return Ok(s.clone());
         }
-        let s = self.cl()?.prepare(&placeholders(sql)).map_err(|e| db_err(&e))?;
+        count_round_trip();
+        let prepared = self.cl()?.prepare(&placeholders(sql));
+        let s = prepared.map_err(|e| self.failed(&e))?;
         self.cache.insert(sql.to_owned(), s.clone());
         Ok(s)
     }
 
     /// Run statements without arguments (a transaction's `BEGIN`, `COMMIT`, a savepoint).
     pub(crate) fn batch(&mut self, sql: &str) -> Result<(), DbError> {
-        self.cl()?.batch_execute(sql).map_err(|e| db_err(&e))
+        count_round_trip();
+        let out = self.cl()?.batch_execute(sql);
+        out.map_err(|e| self.failed(&e))
     }
 
     /// Run one statement.
@@ -163,7 +185,9 @@ impl Conn {
         let stmt = self.statement(sql)?;
         let boxed = Self::args(&stmt, args)?;
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b as &(dyn ToSql + Sync)).collect();
-        self.cl()?.execute(&stmt, &refs).map_err(|e| db_err(&e))
+        count_round_trip();
+        let out = self.cl()?.execute(&stmt, &refs);
+        out.map_err(|e| self.failed(&e))
     }
 
     /// Run one query.
@@ -171,7 +195,25 @@ impl Conn {
         let stmt = self.statement(sql)?;
         let boxed = Self::args(&stmt, args)?;
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b as &(dyn ToSql + Sync)).collect();
-        self.cl()?.query(&stmt, &refs).map_err(|e| db_err(&e))
+        count_round_trip();
+        let out = self.cl()?.query(&stmt, &refs);
+        out.map_err(|e| self.failed(&e))
+    }
+
+    /// A call failed with `e`: if the server dropped the connection, forget it (the next call
+    /// reconnects) and remember that it was dropped.
+    fn failed(&mut self, e: &postgres::Error) -> DbError {
+        if e.is_closed() || e.code() == Some(&SqlState::ADMIN_SHUTDOWN) || self.client.as_ref().is_some_and(Client::is_closed) {
+            self.client = None;
+            self.dropped = true;
+        }
+        db_err(e)
+    }
+
+    /// Whether the server dropped the connection in a call that failed since the last ask
+    /// (a read that failed so may be run again on a new connection: reads are idempotent).
+    pub(crate) fn take_dropped(&mut self) -> bool {
+        std::mem::take(&mut self.dropped)
     }
 
     fn args<'a>(stmt: &Statement, args: &[Arg<'a>]) -> Result<Vec<Box<dyn ToSql + Sync + 'a>>, DbError> {

@@ -30,12 +30,17 @@
 //! # Refresh rule (how another process's writes become visible)
 //!
 //! This process's cached views — the verified logs, the row-binding state, and the vector
-//! index's catalog — are never trusted across processes: **every read and every commit first
-//! catches up on the tenant's log** as above (one `SELECT` of the tenant's head when nothing is
-//! new). A read runs in a REPEATABLE READ snapshot: the catch-up and the rows it reads see the
-//! same database state, so a row is checked against exactly the log of its snapshot (if this
-//! process had already moved past the snapshot and a row does not match, the read is retried on
-//! a fresh snapshot, up to four times). The delay before a write acknowledged by one process is visible through
+//! index's catalog — are never trusted across processes. **Every commit first catches up on
+//! the tenant's log** as above (one `SELECT` of the tenant's head when nothing is new), under
+//! the tenant's advisory lock. **A read checks every row it reads against the view**: it reads
+//! the latest committed rows (no snapshot, no catch-up first: one round trip per query), and a
+//! row another process wrote, changed or deleted since this process last caught up — or one an
+//! attacker changed — does not match the state the verified log commits it to. On such a
+//! mismatch the read runs again in a REPEATABLE READ snapshot after catching up within it, so a
+//! row is checked against exactly the log of its snapshot: a row that still differs there is
+//! reported as tampered; if this process had already moved past the snapshot the snapshot read
+//! is retried, up to four times. Search, `foreign_version`, grant-use checks and commits catch
+//! up first (their answers come from the view, not from rows). The delay before a write acknowledged by one process is visible through
 //! another is therefore zero: the next read or search sees it. The vector index learns the items
 //! that new entries bind (inserted, re-classed on a status or scope change, removed on erasure)
 //! from their rows, each checked against the replayed state; search still re-reads and
@@ -100,3 +105,11 @@ mod store;
 
 pub use schema::SCHEMA_VERSION;
 pub use store::{DEFAULT_SCHEMA, PgConfig, PostgresStore, drop_schema};
+
+/// Requests this process has sent to PostgreSQL so far, over every connection of every
+/// [`PostgresStore`] (each a round trip: a statement prepared, a query or statement run, a
+/// transaction's `BEGIN`/`COMMIT`). For benchmarks: the difference across one operation is its
+/// round trips.
+pub fn round_trips() -> u64 {
+    conn::round_trips()
+}

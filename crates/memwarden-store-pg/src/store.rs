@@ -13,7 +13,7 @@ use memwarden_store::backend::{
     Pending, PrincipalRow, ReputationRow, RowKey, SessionRow, StateIndex, StoredLogs, Table, Vectors, apply_caller, attestation_of, audit,
     bindings_of, cosine, create_key, decode_f32, embedding_digest, item_of, load, load_key, principal_of, row_key, set_heads, tenant_of, verify,
 };
-use memwarden_store::{BATCH_MUTATIONS_MAX, CommitError, Hit, Mutation, OrderedItem, PAGE_ROWS_MAX, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
+use memwarden_store::{BATCH_MUTATIONS_MAX, CommitError, Hit, ITEMS_BATCH_MAX, Mutation, OrderedItem, PAGE_ROWS_MAX, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 
 use crate::conn::{Conn, PgDb, PgRow, quote_ident, store_db_err};
 use memwarden_store::transfer::{Exported, Imported, Lines, Source, Target, TransferError, export_from, import_rows, read_head};
@@ -318,11 +318,16 @@ impl PostgresStore {
     }
 
     /// Bring this process's view of `tenant` up to the log the database holds (as `conn` sees
-    /// it: inside a snapshot, or the latest committed state). New entries must continue the
-    /// chain this process verified; their bindings are replayed and the vector index learns the
-    /// items they touched. Returns the database's log size. `strict` (outside a snapshot): a log
-    /// shorter than what this process verified is a cut log.
+    /// it: its latest committed state, under the tenant's advisory lock inside a commit, or a
+    /// read snapshot). New entries must continue the chain this process verified; their
+    /// bindings are replayed and the vector index learns the items they touched. Returns the
+    /// database's log size. `strict` (outside a snapshot): a log shorter than what this process
+    /// verified is a cut log; inside a snapshot the view may have moved past it.
     fn catch_up(&self, conn: &mut Conn, tenant: &str, strict: bool) -> Result<u64, StoreError> {
+        // What this process verified, read *before* the database's head: everything in it was
+        // committed before this point (own commits join the view after their COMMIT), so a
+        // smaller recorded size is a cut, never a race with a commit or another catch-up.
+        let (known, known_head) = read(&self.view).logs.of(tenant).map_or((0, [0; 32]), |l| (l.len(), l.head()));
         let rows = conn.query("SELECT size, head FROM heads WHERE tenant = ?1", &[Arg::Text(tenant)]).map_err(store_db_err)?;
         let (size, head) = match rows.first() {
             None => (0, [0u8; 32]),
@@ -332,7 +337,6 @@ impl PostgresStore {
                 (u64_of(r.int(0).map_err(store_db_err)?), head)
             }
         };
-        let (known, known_head) = read(&self.view).logs.of(tenant).map_or((0, [0; 32]), |l| (l.len(), l.head()));
         if size < known {
             if strict {
                 return Err(tampered_log(tenant, format!("the database holds {size} entries, {known} were verified")));
@@ -563,12 +567,34 @@ impl PostgresStore {
         Ok(cp)
     }
 
-    /// Run `f` on a repeatable-read snapshot in which this process's view of `tenant` has caught
-    /// up with the database, so every row `f` reads is checked against the log as of the same
-    /// snapshot. If this process's view had moved past the snapshot and a row does not match,
-    /// the read is retried on a fresh snapshot.
+    /// Run `f` against this process's verified view of `tenant`.
+    ///
+    /// Fast path: `f` reads the latest committed rows with no snapshot and no catch-up first
+    /// (one round trip per query it sends). Every row it reads is checked against the view's
+    /// state, which `f` holds still, so the rows it accepts are consistent with one another and
+    /// with one log prefix. A row another process has written, changed or deleted since this
+    /// process last caught up does not match that state, and neither does a row an attacker
+    /// changed.
+    ///
+    /// On a mismatch (or a connection the server dropped) the read is run again the careful
+    /// way: in a repeatable-read snapshot in which the view has first caught up with the log
+    /// as of the same snapshot. A row that still differs there, with the view exactly at the
+    /// snapshot's log, differs from the log: that error is returned. If the view had moved past
+    /// the snapshot (this process's own commits), the snapshot read is retried, at most
+    /// [`READ_ATTEMPTS`] times. So a read never answers from a stale row or misses a committed
+    /// one — a write through any process is visible to the next read here — and a concurrent
+    /// commit never raises a false alarm.
     fn read_tenant<T>(&self, tenant: &str, f: impl Fn(&mut Conn, &View) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut conn = self.reader()?;
+        let fast = {
+            let view = read(&self.view);
+            f(&mut conn, &view)
+        };
+        match fast {
+            Ok(v) => return Ok(v),
+            Err(e) if is_mismatch(&e) || conn.take_dropped() => {}
+            Err(e) => return Err(e),
+        }
         let mut last = None;
         for _ in 0..READ_ATTEMPTS {
             conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
@@ -730,6 +756,12 @@ fn row<R: BoundRow>(conn: &mut Conn, sql_where: &str, args: &[Arg<'_>]) -> Resul
 
 fn read_item(conn: &mut Conn, view: &View, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
     let row: Option<ItemRow> = row(conn, "id = ?1 AND tenant = ?2", &[Arg::Blob(id.as_bytes().as_slice()), Arg::Text(tenant.as_str())])?;
+    checked_item(view, tenant, id, row)
+}
+
+/// An item row as read (or its absence), checked against the state the verified log commits
+/// the row to.
+fn checked_item(view: &View, tenant: &TenantId, id: &ItemId, row: Option<ItemRow>) -> Result<Option<MemoryItem>, StoreError> {
     let tampered = |reason: String| StoreError::ItemTampered { id: id.to_string(), reason };
     let key = row_key(Table::Items, tenant.as_str(), &[&id.to_string()]);
     let check = view.state.check(&key, row.as_ref().map(BoundRow::digest).as_ref());
@@ -738,6 +770,25 @@ fn read_item(conn: &mut Conn, view: &View, tenant: &TenantId, id: &ItemId) -> Re
     }
     let Some(row) = row else { return Ok(None) };
     item_of(&row, tenant, id).map(Some).map_err(tampered)
+}
+
+/// Items by id in one query (ids passed as one comma-separated hex list), each checked as
+/// [`read_item`] checks it; one answer per id, in order.
+fn read_items(conn: &mut Conn, view: &View, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<MemoryItem>>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let list = ids.iter().map(|id| hex::encode(id.as_bytes())).collect::<Vec<_>>().join(",");
+    let sql = format!(
+        "SELECT {} FROM items WHERE tenant = ?1 AND id = ANY(ARRAY(SELECT decode(x, 'hex') FROM unnest(string_to_array(?2, ',')) AS x))",
+        ItemRow::COLUMNS
+    );
+    let mut found: HashMap<Vec<u8>, ItemRow> = HashMap::with_capacity(ids.len());
+    for r in &conn.query(&sql, &[Arg::Text(tenant.as_str()), Arg::Text(&list)]).map_err(store_db_err)? {
+        let row = ItemRow::from_cols(&PgRow(r)).map_err(store_db_err)?;
+        found.insert(row.id.clone(), row);
+    }
+    ids.iter().map(|id| checked_item(view, tenant, id, found.get(id.as_bytes().as_slice()).cloned())).collect()
 }
 
 fn item_from_row(row: &ItemRow, tenant: &TenantId) -> Result<MemoryItem, StoreError> {
@@ -808,6 +859,13 @@ impl Store for PostgresStore {
 
     fn item(&self, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| read_item(conn, view, tenant, id))
+    }
+
+    fn items(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<MemoryItem>>, StoreError> {
+        if ids.len() > ITEMS_BATCH_MAX {
+            return Err(StoreError::BadQuery(format!("at most {ITEMS_BATCH_MAX} ids per read, {} given", ids.len())));
+        }
+        self.read_tenant(tenant.as_str(), |conn, view| read_items(conn, view, tenant, ids))
     }
 
     fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
@@ -952,6 +1010,12 @@ impl Store for PostgresStore {
 
     fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
         check_k(k)?;
+        // The vector index is this process's: caught up first, so it holds every item another
+        // process committed before this search (rows read back below are checked as always).
+        {
+            let mut conn = self.reader()?;
+            self.catch_up(&mut conn, tenant.as_str(), true)?;
+        }
         self.read_tenant(tenant.as_str(), |conn, view| {
             let Some(dims) = self.vectors.dims() else {
                 return Ok(Vec::new()); // nothing embedded yet
@@ -964,9 +1028,11 @@ impl Store for PostgresStore {
                 return Self::search_exact_in(conn, view, tenant, namespace, query, k, &eligible);
             };
             let mut out = Vec::with_capacity(found.hits.len());
-            for (id, similarity) in found.hits {
+            let ids: Vec<ItemId> = found.hits.iter().map(|(id, _)| *id).collect();
+            let items = read_items(conn, view, tenant, &ids)?;
+            for ((_, similarity), item) in found.hits.into_iter().zip(items) {
                 // The catalog said eligible; the item read back (verified against the log) must agree.
-                match read_item(conn, view, tenant, &id)? {
+                match item {
                     Some(item) if item.namespace() == namespace && item.readable_by(reader) => out.push(Hit { item, similarity, lexical: None }),
                     // Out of step: never return it; answer from the table so the caller still
                     // gets min(k, eligible) items.
@@ -993,6 +1059,7 @@ impl Store for PostgresStore {
                     )
                     .map_err(store_db_err)?;
                 let mut out = Vec::with_capacity(k);
+                let mut matches = Vec::with_capacity(rs.len());
                 for r in &rs {
                     let r = PgRow(r);
                     let (raw, emb, digest, rank) = (r.blob(0).map_err(store_db_err)?, r.opt_blob(1).map_err(store_db_err)?, r.opt_blob(2).map_err(store_db_err)?, r.real(3).map_err(store_db_err)?);
@@ -1002,7 +1069,13 @@ impl Store for PostgresStore {
                         return Err(StoreError::ItemTampered { id: hex::encode(&raw), reason: "its embedding differs from the digest its log entry committed".into() });
                     }
                     let Ok(id) = item_id_of(&raw) else { continue };
-                    let Some(item) = read_item(conn, view, tenant, &id)? else { continue };
+                    matches.push((id, emb, rank));
+                }
+                // Every match read back and verified in one query.
+                let ids: Vec<ItemId> = matches.iter().map(|(id, _, _)| *id).collect();
+                let items = read_items(conn, view, tenant, &ids)?;
+                for ((_, emb, rank), item) in matches.into_iter().zip(items) {
+                    let Some(item) = item else { continue };
                     if item.namespace() != namespace || !item.readable_by(reader) {
                         continue;
                     }

@@ -103,6 +103,8 @@ use serde::Serialize;
 pub const BATCH_MUTATIONS_MAX: usize = 4096;
 /// Largest `k` a search may ask for.
 pub const SEARCH_K_MAX: usize = 1000;
+/// Most ids one [`Store::items`] read takes.
+pub const ITEMS_BATCH_MAX: usize = 1024;
 /// Most rows one page of [`Store::items_in_order`] or [`Store::lineage_events`] returns.
 pub const PAGE_ROWS_MAX: usize = 10_000;
 /// The text a tombstone carries in place of the erased one.
@@ -414,6 +416,16 @@ pub trait Store: Send + Sync {
     fn principals(&self, tenant: &TenantId) -> Result<Vec<Principal>, StoreError>;
     /// An item by id, verified against its log entry. Items of other tenants are invisible.
     fn item(&self, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError>;
+    /// Items by id, each as [`Store::item`] reads it (verified against its log entry, other
+    /// tenants' invisible): one answer per id, in the order given, `None` for an id the tenant
+    /// does not hold. At most [`ITEMS_BATCH_MAX`] ids. A backend with a round trip per read
+    /// answers in one.
+    fn items(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<MemoryItem>>, StoreError> {
+        if ids.len() > ITEMS_BATCH_MAX {
+            return Err(StoreError::BadQuery(format!("at most {ITEMS_BATCH_MAX} ids per read, {} given", ids.len())));
+        }
+        ids.iter().map(|id| self.item(tenant, id)).collect()
+    }
     /// Items of a namespace, oldest first, at most `limit`.
     fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError>;
     /// Number of items in a tenant.

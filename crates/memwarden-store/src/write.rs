@@ -15,7 +15,7 @@ use crate::binding::{
     RowKey, SessionRow, StateIndex, Table, embedding_digest, row_key,
 };
 use crate::logs::{GLOBAL, Logs};
-use crate::db::{Db, DbError, SqliteDb, query_opt};
+use crate::db::{Arg, Db, DbError, SqliteDb, query_opt};
 use crate::sqlite::{Durability, Shared, read_guard, write_guard};
 use crate::vectors::{AccessChange, NewVector};
 use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Mutation, Receipt, StoreError, StoredSession};
@@ -320,9 +320,18 @@ fn insert_item(db: &dyn Db, state: &StateIndex, now_ms: u64, write: &AdmittedWri
         Ok(_) => {}
     }
     db.index_text(&row.id, item.content()).map_err(sql)?;
-    for parent in item.parents() {
-        db.execute("INSERT INTO edges(child, parent, kind) VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING", crate::args![item.id().as_bytes().as_slice(), parent.id.as_bytes().as_slice(), parent.kind.as_str()])
-            .map_err(sql)?;
+    if !item.parents().is_empty() {
+        // One statement for every edge (at most `PARENTS_MAX`): a round trip per write, not
+        // per parent, on a networked database.
+        let child = item.id();
+        let mut args: Vec<Arg<'_>> = vec![Arg::Blob(child.as_bytes().as_slice())];
+        let mut tuples = Vec::with_capacity(item.parents().len());
+        for (n, parent) in item.parents().iter().enumerate() {
+            tuples.push(format!("(?1, ?{}, ?{})", 2 * n + 2, 2 * n + 3));
+            args.push(Arg::Blob(parent.id.as_bytes().as_slice()));
+            args.push(Arg::Text(parent.kind.as_str()));
+        }
+        db.execute(&format!("INSERT INTO edges(child, parent, kind) VALUES {} ON CONFLICT DO NOTHING", tuples.join(", ")), &args).map_err(sql)?;
     }
     let kind = match item.route() {
         Route::Summary => EntryKind::Derive,
