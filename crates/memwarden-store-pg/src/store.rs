@@ -101,6 +101,12 @@ struct View {
     /// Per tenant, how many times a catch-up found entries this process had not appended
     /// ([`Store::foreign_version`]).
     foreign: HashMap<String, u64>,
+    /// Per tenant, the log indexes of this process's commit between its `COMMIT` and the moment
+    /// it joins the view: a catch-up that reads them back meanwhile has not met another
+    /// process's write, so they do not move [`View::foreign`] (each move makes the engine
+    /// rebuild its caches of the tenant). One commit at a time: the writer connection's lock
+    /// is held from `BEGIN` until the commit has joined the view.
+    in_flight: HashMap<String, std::ops::Range<u64>>,
 }
 
 /// The PostgreSQL store. Share it (`Arc`) between threads: commits go through one connection,
@@ -272,7 +278,7 @@ impl PostgresStore {
                 }
             }
         }
-        Ok((View { logs, state, indexed: Mutex::new(indexed), foreign: HashMap::new() }, vectors))
+        Ok((View { logs, state, indexed: Mutex::new(indexed), foreign: HashMap::new(), in_flight: HashMap::new() }, vectors))
     }
 
     /// The vector of a stored item row, if the row and its embedding are as the log committed.
@@ -357,12 +363,14 @@ impl PostgresStore {
             let view = &mut *view;
             let have = view.logs.of(tenant).map_or(0, VerdictLog::len);
             let mut touched: BTreeSet<String> = BTreeSet::new();
+            let mut foreign = false;
             for r in &rows {
                 let r = PgRow(r);
                 let idx = u64_of(r.int(0).map_err(store_db_err)?);
                 if idx < have {
                     continue; // another thread absorbed it meanwhile
                 }
+                foreign |= !view.in_flight.get(tenant).is_some_and(|own| own.contains(&idx));
                 let bytes = r.blob(1).map_err(store_db_err)?;
                 let entry = Entry::decode(&bytes).map_err(|e| tampered_log(tenant, format!("entry {idx}: {e}")))?;
                 if idx == 0 && genesis_tenant(&entry).as_deref() != Some(tenant) {
@@ -387,9 +395,9 @@ impl PostgresStore {
                 }
             }
             let now = view.logs.of(tenant).map_or((0, [0; 32]), |l| (l.len(), l.head()));
-            if now.0 > have {
-                // Entries another process appended (or, rarely, this process's own commit read
-                // back before it recorded it: counted too, which only costs a rebuild above).
+            if foreign {
+                // Entries another process appended (this process's own commit, read back
+                // before it joined the view, is not foreign: see `View::in_flight`).
                 *view.foreign.entry(tenant.to_owned()).or_default() += 1;
             }
             if now.0 < size {
@@ -458,6 +466,7 @@ impl PostgresStore {
     fn absorb_own(&self, pending: Pending) -> Vec<String> {
         let mut view = write(&self.view);
         let view = &mut *view;
+        view.in_flight.clear();
         let mut applied: HashSet<String> = HashSet::new();
         for tenant in pending.chains.keys() {
             let first = pending.entries.iter().find(|(t, _, _)| t == tenant).map(|(_, e, _)| e.index);
@@ -511,8 +520,21 @@ impl PostgresStore {
                 return Err(e);
             }
         };
+        // Mark this commit's entries as this process's before they become visible.
+        {
+            let mut ranges: HashMap<String, std::ops::Range<u64>> = HashMap::new();
+            for (t, e, _) in &pending.entries {
+                let r = ranges.entry(t.clone()).or_insert(e.index..e.index);
+                r.start = r.start.min(e.index);
+                r.end = r.end.max(e.index + 1);
+            }
+            write(&self.view).in_flight = ranges;
+        }
         if let Err(e) = conn.batch("COMMIT") {
             let _ = conn.batch("ROLLBACK");
+            // Committed or not, a later catch-up that finds these entries counts them foreign
+            // (the safe side: the engine rebuilds its caches).
+            write(&self.view).in_flight.clear();
             return Err(StoreError::Database(format!("commit failed: {e}")));
         }
         let applied = self.absorb_own(pending);
