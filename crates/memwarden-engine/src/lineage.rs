@@ -104,25 +104,58 @@ impl Lineage {
     }
 
     /// The tenant's graph, rebuilt from the store if not loaded (or dropped after an error).
+    /// A graph built before another process wrote the tenant is brought up to date by applying
+    /// just the entries the store reports as foreign ([`Store::foreign_entries`]), under the
+    /// graph's lock; when the store no longer knows them, or applying fails, it is rebuilt.
     pub(crate) fn graph(&self, store: &dyn Store, tenant: &TenantId) -> Result<TenantGraph, EngineError> {
         // Read before the rebuild: a foreign write landing during it moves the version again,
         // so the next use rebuilds once more (never a graph newer than its version claims).
         let version = store.foreign_version(tenant);
-        if let Some((g, at)) = lock(&self.graphs).get(tenant)
+        let cached = lock(&self.graphs).get(tenant).map(|(g, at)| (Arc::clone(g), *at));
+        if let Some((g, at)) = cached
             && !g.is_poisoned()
-            && *at == version
         {
-            return Ok(Arc::clone(g));
+            if at == version {
+                return Ok(g);
+            }
+            if self.catch_up(store, tenant, &g) {
+                return Ok(g);
+            }
         }
         let rebuilt = Arc::new(Mutex::new(rebuild(store, tenant, self.config.clone())?));
         let mut graphs = lock(&self.graphs);
         // Another thread may have rebuilt it meanwhile at this version: keep the one shared.
         let (g, at) = graphs.entry(tenant.clone()).or_insert_with(|| (Arc::clone(&rebuilt), version));
-        if g.is_poisoned() || *at != version {
+        if g.is_poisoned() || *at < version {
             *g = rebuilt;
             *at = version;
         }
         Ok(Arc::clone(g))
+    }
+
+    /// Apply to the cached graph `g` the entries other processes appended since its version.
+    /// Under `g`'s lock the version is read again, so two threads never apply the same entries
+    /// twice. Returns whether `g` is now current as of the version it records.
+    fn catch_up(&self, store: &dyn Store, tenant: &TenantId, g: &TenantGraph) -> bool {
+        let mut locked = lock(g);
+        let at = match lock(&self.graphs).get(tenant) {
+            Some((cur, at)) if Arc::ptr_eq(cur, g) => *at,
+            _ => return false, // replaced or dropped meanwhile
+        };
+        let Some((now, entries)) = store.foreign_entries(tenant, at) else { return false };
+        if !entries.is_empty() && replay(store, tenant, &mut locked, Some(&entries)).is_err() {
+            drop(locked);
+            self.forget(tenant);
+            return false;
+        }
+        drop(locked);
+        if let Some((cur, v)) = lock(&self.graphs).get_mut(tenant)
+            && Arc::ptr_eq(cur, g)
+            && *v < now
+        {
+            *v = now;
+        }
+        true
     }
 
     /// Drop a tenant's graph (after an apply error): the next use rebuilds it from the store.
@@ -243,12 +276,25 @@ pub(crate) fn apply_event(g: &mut LineageGraph, ev: StoredEvent) -> Result<(), E
 /// lineage layer existed) is revoked at the end, at its creation time.
 fn rebuild(store: &dyn Store, tenant: &TenantId, config: LineageConfig) -> Result<LineageGraph, EngineError> {
     let mut g = LineageGraph::new(config).map_err(|e| err("lineage configuration", e))?;
+    replay(store, tenant, &mut g, None)?;
+    Ok(g)
+}
+
+/// Replay the tenant's principals, then its items and lineage events merged by log index, into
+/// `g`: all of them (`only` = `None`, a rebuild), or only those written by the log entries
+/// `only` lists (sorted; another process's entries a cached graph has not seen). Applying is
+/// idempotent for items and for every event but reads, which is why a catch-up names its
+/// entries rather than replaying everything after a point.
+fn replay(store: &dyn Store, tenant: &TenantId, g: &mut LineageGraph, only: Option<&[u64]>) -> Result<(), EngineError> {
     for p in store.principals(tenant)? {
-        ensure_principal(&mut g, &p)?;
+        ensure_principal(g, &p)?;
     }
+    let wanted = |idx: u64| only.is_none_or(|o| o.binary_search(&idx).is_ok());
+    // A catch-up starts just before the first entry it needs.
+    let start = only.and_then(|o| o.first()).and_then(|first| first.checked_sub(1));
     let mut items: Vec<OrderedItem> = Vec::new();
     let mut events: Vec<(u64, serde_json::Value)> = Vec::new();
-    let (mut items_after, mut events_after) = (None, None);
+    let (mut items_after, mut events_after) = (start, start);
     let (mut items_done, mut events_done) = (false, false);
     let mut revoked_in_store: Vec<(ItemId, PrincipalId, u64)> = Vec::new();
     loop {
@@ -269,31 +315,37 @@ fn rebuild(store: &dyn Store, tenant: &TenantId, config: LineageConfig) -> Resul
             (Some(i), e) if e.is_none_or(|e| i < e) => {
                 let Some(o) = items.pop() else { break };
                 items_after = Some(o.log_index);
+                if !wanted(o.log_index) {
+                    continue;
+                }
                 if o.item.status() == Status::Revoked && !o.erased {
                     revoked_in_store.push((o.item.id(), o.item.scope().owner.clone(), o.item.created_ms()));
                 }
                 // A record the graph refuses stays out of it: unknown to the graph means never
                 // readable and never a support.
-                let _ = apply_item_inner(&mut g, &o.item, o.erased);
+                let _ = apply_item_inner(g, &o.item, o.erased);
             }
             _ => {
                 let Some((idx, value)) = events.pop() else { break };
                 events_after = Some(idx);
+                if !wanted(idx) {
+                    continue;
+                }
                 // An event the graph refuses on replay is skipped: a read or action record is
                 // audit only (the verdict log keeps it), and a revocation is also re-derived
                 // from the stored status below.
                 if let Ok(ev) = serde_json::from_value::<StoredEvent>(value) {
-                    let _ = apply_event(&mut g, ev);
+                    let _ = apply_event(g, ev);
                 }
             }
         }
     }
     for (id, owner, at_ms) in revoked_in_store {
         if g.record(id).is_some_and(|s| !s.revoked()) {
-            apply_event(&mut g, StoredEvent::Revoke(RevokeEvent { id, revoker: owner, at_ms }))?;
+            apply_event(g, StoredEvent::Revoke(RevokeEvent { id, revoker: owner, at_ms }))?;
         }
     }
-    Ok(g)
+    Ok(())
 }
 
 /// The lineage gate's verdict on an action, as a verdict the authority layer can compose with.

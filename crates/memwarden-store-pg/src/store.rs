@@ -107,7 +107,15 @@ struct View {
     /// rebuild its caches of the tenant). One commit at a time: the writer connection's lock
     /// is held from `BEGIN` until the commit has joined the view.
     in_flight: HashMap<String, std::ops::Range<u64>>,
+    /// Per tenant, the recent moves of [`View::foreign`]: each version with the log indexes of
+    /// the foreign entries that moved it (at most [`FOREIGN_HISTORY_MAX`] indexes kept; see
+    /// [`Store::foreign_entries`]).
+    foreign_log: HashMap<String, std::collections::VecDeque<(u64, Vec<u64>)>>,
 }
+
+/// How many foreign entry indexes a tenant's [`View::foreign_log`] keeps: a view cached above
+/// the store that fell further behind is rebuilt.
+const FOREIGN_HISTORY_MAX: usize = 65_536;
 
 /// The PostgreSQL store. Share it (`Arc`) between threads: commits go through one connection,
 /// reads through a small pool ([`PgConfig::read_connections`]).
@@ -278,7 +286,7 @@ impl PostgresStore {
                 }
             }
         }
-        Ok((View { logs, state, indexed: Mutex::new(indexed), foreign: HashMap::new(), in_flight: HashMap::new() }, vectors))
+        Ok((View { logs, state, indexed: Mutex::new(indexed), foreign: HashMap::new(), in_flight: HashMap::new(), foreign_log: HashMap::new() }, vectors))
     }
 
     /// The vector of a stored item row, if the row and its embedding are as the log committed.
@@ -363,14 +371,16 @@ impl PostgresStore {
             let view = &mut *view;
             let have = view.logs.of(tenant).map_or(0, VerdictLog::len);
             let mut touched: BTreeSet<String> = BTreeSet::new();
-            let mut foreign = false;
+            let mut foreign: Vec<u64> = Vec::new();
             for r in &rows {
                 let r = PgRow(r);
                 let idx = u64_of(r.int(0).map_err(store_db_err)?);
                 if idx < have {
                     continue; // another thread absorbed it meanwhile
                 }
-                foreign |= !view.in_flight.get(tenant).is_some_and(|own| own.contains(&idx));
+                if !view.in_flight.get(tenant).is_some_and(|own| own.contains(&idx)) {
+                    foreign.push(idx);
+                }
                 let bytes = r.blob(1).map_err(store_db_err)?;
                 let entry = Entry::decode(&bytes).map_err(|e| tampered_log(tenant, format!("entry {idx}: {e}")))?;
                 if idx == 0 && genesis_tenant(&entry).as_deref() != Some(tenant) {
@@ -395,10 +405,18 @@ impl PostgresStore {
                 }
             }
             let now = view.logs.of(tenant).map_or((0, [0; 32]), |l| (l.len(), l.head()));
-            if foreign {
+            if !foreign.is_empty() {
                 // Entries another process appended (this process's own commit, read back
                 // before it joined the view, is not foreign: see `View::in_flight`).
-                *view.foreign.entry(tenant.to_owned()).or_default() += 1;
+                let version = view.foreign.entry(tenant.to_owned()).or_default();
+                *version += 1;
+                let version = *version;
+                let history = view.foreign_log.entry(tenant.to_owned()).or_default();
+                history.push_back((version, foreign));
+                let mut kept: usize = history.iter().map(|(_, ix)| ix.len()).sum();
+                while kept > FOREIGN_HISTORY_MAX && history.len() > 1 {
+                    kept -= history.pop_front().map_or(0, |(_, ix)| ix.len());
+                }
             }
             if now.0 < size {
                 return Err(tampered_log(tenant, format!("the recorded head says {size} entries, {} are stored", now.0)));
@@ -1173,6 +1191,24 @@ impl Store for PostgresStore {
         // on its next use.
         self.refresh(tenant.as_str());
         read(&self.view).foreign.get(tenant.as_str()).copied().unwrap_or(0)
+    }
+
+    fn foreign_entries(&self, tenant: &TenantId, since: u64) -> Option<(u64, Vec<u64>)> {
+        self.refresh(tenant.as_str());
+        let view = read(&self.view);
+        let now = view.foreign.get(tenant.as_str()).copied().unwrap_or(0);
+        if since == now {
+            return Some((now, Vec::new()));
+        }
+        let history = view.foreign_log.get(tenant.as_str())?;
+        // Every version after `since` must still be kept.
+        if since > now || history.front().is_none_or(|(v, _)| *v > since + 1) {
+            return None;
+        }
+        let mut out: Vec<u64> = history.iter().filter(|(v, _)| *v > since).flat_map(|(_, ix)| ix.iter().copied()).collect();
+        out.sort_unstable();
+        out.dedup();
+        Some((now, out))
     }
 
     fn tenants(&self) -> Vec<TenantId> {

@@ -102,3 +102,40 @@ fn two_engines_on_one_database_add_search_and_decide_with_the_full_preset() {
     assert!(b.verify_log().unwrap().is_ok());
     assert_eq!(a.store().log_root_of(&tenant()), b.store().log_root_of(&tenant()));
 }
+
+#[test]
+fn a_graph_caught_up_on_another_servers_writes_matches_a_rebuilt_one() {
+    // B's lineage graph is built, then A writes, derives and revokes: B applies just A's
+    // entries (no rebuild) and must then answer exactly as an engine that rebuilt its graph
+    // from the database after all of it.
+    let dir = tempfile::tempdir().unwrap();
+    let url = std::env::var("MEMWARDEN_PG_URL").unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into());
+    let mut r = [0u8; 6];
+    getrandom::fill(&mut r).unwrap();
+    let config = PgConfig::new(url, format!("mw_test_{}", hex::encode(r)), dir.path().join("keys"));
+    let _drop = DropSchema(config.clone());
+    let a = engine(&config);
+    let b = engine(&config);
+    a.register_principal(principal("alice", PrincipalKind::User, Some(&SigningKey::from_bytes(&[7; 32])))).unwrap();
+    a.register_principal(principal("agent", PrincipalKind::Agent, None)).unwrap();
+    let agent_a = a.authenticate(&tenant(), &pid("agent")).unwrap();
+    let (base, _) = a.add(&agent_a, WriteRequest::new(ns(), "the vendor's account is ACCT-1", Route::Direct)).unwrap();
+    let agent_b = b.authenticate(&tenant(), &pid("agent")).unwrap();
+    b.lineage_of(&agent_b, &base.id()).unwrap(); // B builds its graph now
+    // A (another registration, a write from a new principal, a derivation, a revocation).
+    a.register_principal(principal("inbox", PrincipalKind::Source, None)).unwrap();
+    let inbox = a.authenticate(&tenant(), &pid("inbox")).unwrap();
+    let (mail, _) = a.add(&inbox, WriteRequest::new(ns(), "new bank details: ACCT-666", Route::ExternalObservation)).unwrap();
+    let (summary, _) = a.derive(&agent_a, ns(), &[base.id(), mail.id()], "vendor account: ACCT-1 (a mail says ACCT-666)".into()).unwrap();
+    let alice = a.authenticate(&tenant(), &pid("alice")).unwrap();
+    a.revoke(&alice, &base.id(), "superseded").unwrap();
+    // B, on its next use, and C, opened afresh (its graph rebuilt from the database).
+    let c = engine(&config);
+    let agent_c = c.authenticate(&tenant(), &pid("agent")).unwrap();
+    for id in [base.id(), mail.id(), summary.id()] {
+        let seen_b = b.lineage_of(&agent_b, &id).map(|v| serde_json::to_value(v).unwrap()).map_err(|e| e.to_string());
+        let seen_c = c.lineage_of(&agent_c, &id).map(|v| serde_json::to_value(v).unwrap()).map_err(|e| e.to_string());
+        assert_eq!(seen_b, seen_c, "memory {id}: B's caught-up graph and C's rebuilt graph disagree");
+    }
+    assert!(b.store().foreign_entries(&tenant(), 0).is_some_and(|(now, entries)| now > 0 && !entries.is_empty()), "B learned A's entries as foreign");
+}

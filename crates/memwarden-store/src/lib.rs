@@ -499,6 +499,15 @@ pub trait Store: Send + Sync {
         0
     }
 
+    /// The current [`Store::foreign_version`] of `tenant` and the log indexes of every entry
+    /// another process appended after version `since`, in log order — what a view cached
+    /// above the store at `since` must apply to catch up without a rebuild. `None` when this
+    /// handle no longer keeps that history (or never saw version `since`): rebuild instead.
+    fn foreign_entries(&self, tenant: &TenantId, since: u64) -> Option<(u64, Vec<u64>)> {
+        let now = self.foreign_version(tenant);
+        (now == since).then(|| (now, Vec::new()))
+    }
+
     /// The tenants that have a verdict log.
     fn tenants(&self) -> Vec<TenantId>;
     /// Number of entries in the tenant's log (0 if it has none).
