@@ -5,7 +5,8 @@
 //!
 //! `cargo run --release -p memwarden-store-pg --example engine_round_trips [memories] [ops]`
 //! (default 2,000 memories, 200 of each operation; needs the local PostgreSQL server,
-//! `MEMWARDEN_PG_URL` as in the tests). Creates and drops its own schema.
+//! `MEMWARDEN_PG_URL` as in the tests; `MEMWARDEN_HYBRID=0` for vector-only search). Creates and
+//! drops its own schema.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use memwarden_core::prelude::*;
@@ -27,8 +28,10 @@ fn ns() -> Namespace {
     Namespace::new("notes").unwrap()
 }
 
+/// `MEMWARDEN_HYBRID=0` turns the lexical half of hybrid search off (to show what it costs).
 fn config() -> EngineConfig {
-    EngineConfig { embedder: Some(Arc::new(HashEmbedder::new(256))), ..EngineConfig::for_preset(Preset::Full).unwrap() }
+    let hybrid = std::env::var("MEMWARDEN_HYBRID").map_or(true, |v| v != "0");
+    EngineConfig { embedder: Some(Arc::new(HashEmbedder::new(256))), hybrid, ..EngineConfig::for_preset(Preset::Full).unwrap() }
 }
 
 const WORDS: &[&str] = &[
