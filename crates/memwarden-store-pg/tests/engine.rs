@@ -36,6 +36,14 @@ impl Drop for DropSchema {
     }
 }
 
+/// A fresh schema on the test server (`MEMWARDEN_PG_URL`), keys under `dir`.
+fn pg_config(dir: &std::path::Path) -> PgConfig {
+    let url = std::env::var("MEMWARDEN_PG_URL").unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into());
+    let mut r = [0u8; 6];
+    getrandom::fill(&mut r).unwrap();
+    PgConfig::new(url, format!("mw_test_{}", hex::encode(r)), dir.join("keys"))
+}
+
 fn engine(config: &PgConfig) -> Engine {
     let store = PostgresStore::open(config.clone()).unwrap_or_else(|e| panic!("cannot open a PostgresStore on {:?} (is PostgreSQL running?): {e}", config.url));
     let cfg = EngineConfig { embedder: Some(Arc::new(HashEmbedder::new(64))), ..EngineConfig::for_preset(Preset::Full).unwrap() };
@@ -45,10 +53,7 @@ fn engine(config: &PgConfig) -> Engine {
 #[test]
 fn two_engines_on_one_database_add_search_and_decide_with_the_full_preset() {
     let dir = tempfile::tempdir().unwrap();
-    let url = std::env::var("MEMWARDEN_PG_URL").unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into());
-    let mut r = [0u8; 6];
-    getrandom::fill(&mut r).unwrap();
-    let config = PgConfig::new(url, format!("mw_test_{}", hex::encode(r)), dir.path().join("keys"));
+    let config = pg_config(dir.path());
     let _drop = DropSchema(config.clone());
     let a = Arc::new(engine(&config));
     let b = Arc::new(engine(&config));
@@ -109,10 +114,7 @@ fn a_graph_caught_up_on_another_servers_writes_matches_a_rebuilt_one() {
     // entries (no rebuild) and must then answer exactly as an engine that rebuilt its graph
     // from the database after all of it.
     let dir = tempfile::tempdir().unwrap();
-    let url = std::env::var("MEMWARDEN_PG_URL").unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into());
-    let mut r = [0u8; 6];
-    getrandom::fill(&mut r).unwrap();
-    let config = PgConfig::new(url, format!("mw_test_{}", hex::encode(r)), dir.path().join("keys"));
+    let config = pg_config(dir.path());
     let _drop = DropSchema(config.clone());
     let a = engine(&config);
     let b = engine(&config);
