@@ -26,20 +26,27 @@
 pub mod demo;
 pub mod keys;
 mod lineage;
+mod pipeline;
+mod stages;
 
 pub use lineage::RERANK_FETCH_FACTOR;
 pub use memwarden_lineage as lineage_layer;
-use memwarden_lineage::{AuditTrail, Candidate, LineageConfig, RecordState, TrustBreakdown};
+use memwarden_lineage::{AuditTrail, LineageConfig, RecordState, TrustBreakdown};
 
-pub use memwarden_embed as embed;
-use memwarden_embed::Embedder;
 use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::prelude::*;
+pub use memwarden_embed as embed;
+use memwarden_embed::Embedder;
 use memwarden_log::{SignedCheckpoint, VerifyReport};
-use memwarden_store::{CommitError, Hit, Mutation, Receipt, SqliteStore, Store, StoreConfig, StoreError};
+use memwarden_store::{
+    CommitError, Hit, Mutation, Receipt, SqliteStore, Store, StoreConfig, StoreError,
+};
+use pipeline::{
+    Candidate, Ceiling, Cx, DecideInput, Effects, MemoryView, ParentView, Read, Stage, Withheld,
+};
 use serde_json::json;
-use std::path::Path;
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// Longest accepted search query, in bytes.
@@ -55,7 +62,10 @@ pub const HISTORY_VERSIONS_MAX: usize = 1000;
 /// `supersedes`, then forward through `superseded_by`, each link checked both ways; at most
 /// [`HISTORY_VERSIONS_MAX`] older versions and twice that in all. A version `fetch` withholds
 /// ends the chain on its side.
-fn version_chain(item: MemoryItem, fetch: impl Fn(&ItemId) -> Result<Option<MemoryItem>, EngineError>) -> Result<Vec<MemoryItem>, EngineError> {
+fn version_chain(
+    item: MemoryItem,
+    mut fetch: impl FnMut(&ItemId) -> Result<Option<MemoryItem>, EngineError>,
+) -> Result<Vec<MemoryItem>, EngineError> {
     let mut older: Vec<MemoryItem> = Vec::new();
     let mut cur = item.supersedes();
     while let Some(prev) = cur {
@@ -63,7 +73,9 @@ fn version_chain(item: MemoryItem, fetch: impl Fn(&ItemId) -> Result<Option<Memo
             break;
         }
         match fetch(&prev)? {
-            Some(i) if i.superseded_by() == Some(older.last().map_or(item.id(), MemoryItem::id)) => {
+            Some(i)
+                if i.superseded_by() == Some(older.last().map_or(item.id(), MemoryItem::id)) =>
+            {
                 cur = i.supersedes();
                 older.push(i);
             }
@@ -93,9 +105,6 @@ fn version_chain(item: MemoryItem, fetch: impl Fn(&ItemId) -> Result<Option<Memo
 struct Ranked {
     hit: Hit,
     relevance: f64,
-    /// The lifecycle read firewall's risk for this reader and query: `r` and the evidence that
-    /// fired (`None` with the layer off).
-    risk: Option<(f64, Vec<&'static str>)>,
 }
 
 /// Reciprocal-rank fusion constant: a candidate's fused score is the sum over the vector and the
@@ -165,7 +174,9 @@ pub enum EngineError {
     #[error("the {0} layer is switched off in this configuration")]
     LayerOff(&'static str),
     /// A session name the engine never issued to this principal (open one first).
-    #[error("unknown session: open one with POST /v1/sessions (a session is a handle the server issues, not a name the caller picks)")]
+    #[error(
+        "unknown session: open one with POST /v1/sessions (a session is a handle the server issues, not a name the caller picks)"
+    )]
     UnknownSession,
 }
 
@@ -195,9 +206,6 @@ impl Actor {
         &self.principal.id
     }
 }
-
-/// Writers' reputations read during one operation (`None`: none stored).
-type Reputations = std::collections::HashMap<PrincipalId, Option<f64>>;
 
 /// The result of one write in [`Engine::add_many`].
 pub type AddOutcome = Result<(ItemId, Receipt), EngineError>;
@@ -238,19 +246,26 @@ impl Default for EngineConfig {
     /// evidence rules. This is what `memwarden serve` runs; a test that names no preset tests it.
     fn default() -> Self {
         // The built-in product rules are a constant; `default_is_full` proves they compile.
-        Self { lifecycle: product_scorer().ok(), ..Self::base() }
+        Self {
+            lifecycle: product_scorer().ok(),
+            ..Self::base()
+        }
     }
 }
 
 /// The lifecycle layer's product scorer (specification constants, evidence rules, English
 /// rule set), compiled once per process.
 pub fn product_scorer() -> Result<Arc<memwarden_lifecycle::RiskScorer>, EngineError> {
-    static SCORER: std::sync::OnceLock<Result<Arc<memwarden_lifecycle::RiskScorer>, String>> = std::sync::OnceLock::new();
+    static SCORER: std::sync::OnceLock<Result<Arc<memwarden_lifecycle::RiskScorer>, String>> =
+        std::sync::OnceLock::new();
     SCORER
         .get_or_init(|| {
-            memwarden_lifecycle::RiskScorer::new(memwarden_lifecycle::LifecycleConfig::product(), &memwarden_lifecycle::RuleSet::english())
-                .map(Arc::new)
-                .map_err(|e| e.to_string())
+            memwarden_lifecycle::RiskScorer::new(
+                memwarden_lifecycle::LifecycleConfig::product(),
+                &memwarden_lifecycle::RuleSet::english(),
+            )
+            .map(Arc::new)
+            .map_err(|e| e.to_string())
         })
         .clone()
         .map_err(|e| EngineError::Invalid(format!("lifecycle rules: {e}")))
@@ -274,12 +289,19 @@ struct QueryCache {
 
 impl QueryCache {
     fn new(capacity: usize) -> Self {
-        Self { capacity: capacity.min(QUERY_CACHE_ENTRIES_MAX), ..Self::default() }
+        Self {
+            capacity: capacity.min(QUERY_CACHE_ENTRIES_MAX),
+            ..Self::default()
+        }
     }
 
     fn get(&mut self, q: &str) -> Option<Option<Vec<f32>>> {
         let found = self.map.get(q).cloned();
-        if found.is_some() { self.hits += 1 } else { self.misses += 1 }
+        if found.is_some() {
+            self.hits += 1
+        } else {
+            self.misses += 1
+        }
         found
     }
 
@@ -323,7 +345,13 @@ pub enum Preset {
 
 impl Preset {
     /// Every preset, in the order above.
-    pub const ALL: [Preset; 5] = [Preset::None, Preset::Lifecycle, Preset::Authority, Preset::Lineage, Preset::Full];
+    pub const ALL: [Preset; 5] = [
+        Preset::None,
+        Preset::Lifecycle,
+        Preset::Authority,
+        Preset::Lineage,
+        Preset::Full,
+    ];
 
     /// The snake-case name (`none`, `lifecycle`, `authority`, `lineage`, `full`).
     pub fn as_str(self) -> &'static str {
@@ -341,7 +369,11 @@ impl Preset {
         Self::ALL
             .into_iter()
             .find(|p| p.as_str() == name)
-            .ok_or_else(|| EngineError::Invalid(format!("unknown preset {name:?}; one of none, lifecycle, authority, lineage, full")))
+            .ok_or_else(|| {
+                EngineError::Invalid(format!(
+                    "unknown preset {name:?}; one of none, lifecycle, authority, lineage, full"
+                ))
+            })
     }
 
     /// Whether the authority layer binds labels in this preset.
@@ -363,9 +395,25 @@ impl EngineConfig {
     /// that is on). Fails only if the built-in lifecycle rules do not compile.
     pub fn for_preset(preset: Preset) -> Result<Self, EngineError> {
         let d = Self::base();
-        let authority = if preset.authority() { d.authority } else { AuthorityConfig { enforce: false, ..d.authority } };
-        let lifecycle = if preset.lifecycle() { Some(product_scorer()?) } else { None };
-        Ok(Self { authority, lineage: preset.lineage().then(LineageConfig::default), lifecycle, ..d })
+        let authority = if preset.authority() {
+            d.authority
+        } else {
+            AuthorityConfig {
+                enforce: false,
+                ..d.authority
+            }
+        };
+        let lifecycle = if preset.lifecycle() {
+            Some(product_scorer()?)
+        } else {
+            None
+        };
+        Ok(Self {
+            authority,
+            lineage: preset.lineage().then(LineageConfig::default),
+            lifecycle,
+            ..d
+        })
     }
 
     /// The layers' defaults without the lifecycle layer (what the presets start from).
@@ -386,7 +434,11 @@ impl EngineConfig {
     /// as elevation off, are `None`).
     pub fn preset(&self) -> Option<Preset> {
         let a = self.authority.enforce;
-        let found = Preset::ALL.into_iter().find(|p| p.authority() == a && p.lineage() == self.lineage.is_some() && p.lifecycle() == self.lifecycle.is_some());
+        let found = Preset::ALL.into_iter().find(|p| {
+            p.authority() == a
+                && p.lineage() == self.lineage.is_some()
+                && p.lifecycle() == self.lifecycle.is_some()
+        });
         found.filter(|p| !p.authority() || self.authority == AuthorityConfig::default())
     }
 }
@@ -413,12 +465,19 @@ pub struct SearchHit {
 }
 
 impl SearchHit {
-    fn of(h: Ranked, path_trust: Option<f64>) -> Self {
-        let (risk, risk_flags) = match h.risk {
+    fn of(c: Candidate) -> Self {
+        let (risk, risk_flags) = match c.risk {
             Some((r, f)) => (Some(r), f),
             None => (None, Vec::new()),
         };
-        Self { score: h.relevance, similarity: h.hit.similarity, item: h.hit.item, path_trust, risk, risk_flags }
+        Self {
+            score: c.relevance,
+            similarity: c.similarity,
+            path_trust: c.path.map(|p| p.scores.trust.get()),
+            item: c.view.item,
+            risk,
+            risk_flags,
+        }
     }
 }
 
@@ -460,7 +519,13 @@ pub fn session_kind_of(s: &SessionId) -> Option<SessionKind> {
     if rest.len() != 32 || !rest.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
-    [SessionKind::Fork, SessionKind::Planning, SessionKind::Quarantine].into_iter().find(|k| k.prefix() == prefix)
+    [
+        SessionKind::Fork,
+        SessionKind::Planning,
+        SessionKind::Quarantine,
+    ]
+    .into_iter()
+    .find(|k| k.prefix() == prefix)
 }
 
 /// A memory read by id or listed, with what the lifecycle scorer saw in it: the write-time
@@ -484,7 +549,11 @@ impl ReadMemory {
             None => (None, Vec::new()),
         };
         debug_assert!(risk.is_none_or(|r| (0.0..=1.0).contains(&r)));
-        Self { item, risk, risk_flags }
+        Self {
+            item,
+            risk,
+            risk_flags,
+        }
     }
 }
 
@@ -511,7 +580,7 @@ pub struct LineageView {
 /// paper's post-task experience), never the paper's "direct memory injection", which names a
 /// write that bypassed the agent and that the engine's doors do not have. Every other route is
 /// what the door fixed (observations only from tools and sources, see `route_allowed`).
-fn lifecycle_route(route: Route) -> Route {
+pub(crate) fn lifecycle_route(route: Route) -> Route {
     match route {
         Route::Direct => Route::PostTaskExperience,
         other => other,
@@ -520,7 +589,10 @@ fn lifecycle_route(route: Route) -> Route {
 
 /// Milliseconds since the Unix epoch.
 pub fn system_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// The engine.
@@ -533,10 +605,12 @@ pub struct Engine {
     /// (the store holds the truth; evicting is always safe; an entry from before another
     /// process wrote the tenant is re-read).
     sessions: Mutex<HashMap<SessionKey, (Observed, u64)>>,
-    /// The lineage layer, if on.
-    lineage: Option<lineage::Lineage>,
-    /// The lifecycle write gate, if on.
+    /// The lineage layer, if on (its graphs; its stage holds the same).
+    lineage: Option<Arc<lineage::Lineage>>,
+    /// The lifecycle layer's scorer, if on (outcome feedback; its stage holds the same).
     lifecycle: Option<Arc<memwarden_lifecycle::RiskScorer>>,
+    /// The pipeline: the stages that are on, in their one fixed order.
+    stages: Vec<Box<dyn Stage>>,
     /// Recent query embeddings.
     query_cache: Mutex<QueryCache>,
     /// Hybrid (vector + lexical) search.
@@ -548,25 +622,26 @@ pub const DEFAULT_SESSION: &str = "default";
 /// Most sessions kept in the in-memory cache before it is dropped and refilled from the store.
 pub const SESSIONS_CACHED_MAX: usize = 65_536;
 
-type SessionKey = (TenantId, PrincipalId, SessionId);
+pub(crate) type SessionKey = (TenantId, PrincipalId, SessionId);
 
 fn session_key(actor: &Actor) -> SessionKey {
-    (actor.tenant().clone(), actor.id().clone(), actor.session.clone())
-}
-
-fn one(mut rs: Vec<Result<Receipt, CommitError>>) -> Result<Receipt, EngineError> {
-    match rs.pop() {
-        Some(r) => Ok(r?),
-        None => Err(EngineError::Invalid("empty commit result".into())),
-    }
+    (
+        actor.tenant().clone(),
+        actor.id().clone(),
+        actor.session.clone(),
+    )
 }
 
 /// `None` for the zero vector (see [`Engine::embed_one`]).
 fn with_direction(v: Vec<f32>) -> Option<Vec<f32>> {
-    if v.iter().all(|x| *x == 0.0) { None } else { Some(v) }
+    if v.iter().all(|x| *x == 0.0) {
+        None
+    } else {
+        Some(v)
+    }
 }
 
-fn new_id(now_ms: u64) -> Result<ItemId, EngineError> {
+pub(crate) fn new_id(now_ms: u64) -> Result<ItemId, EngineError> {
     let mut r = [0u8; 10];
     getrandom::fill(&mut r).map_err(|e| EngineError::Invalid(format!("no randomness: {e}")))?;
     Ok(ItemId::from_time_and_random(now_ms, r))
@@ -580,86 +655,369 @@ impl Engine {
 
     /// [`Engine::open`], reporting progress (`stage`, `done`, `total`; total 0 when unknown)
     /// while the store loads or rebuilds its vector indexes.
-    pub fn open_with_progress(dir: &Path, config: EngineConfig, progress: memwarden_store::Progress<'_>) -> Result<Self, EngineError> {
+    pub fn open_with_progress(
+        dir: &Path,
+        config: EngineConfig,
+        progress: memwarden_store::Progress<'_>,
+    ) -> Result<Self, EngineError> {
         let store = SqliteStore::open_with_progress(dir, config.store.clone(), progress)?;
         Self::with_store(Arc::new(store), config)
     }
 
-    /// An engine over any store. Refuses an invalid lineage configuration.
+    /// An engine over any store. Refuses an invalid lineage configuration. The stages run in
+    /// one fixed order, authority, lifecycle, lineage; the configuration only says which are on.
     pub fn with_store(store: Arc<dyn Store>, config: EngineConfig) -> Result<Self, EngineError> {
-        let lineage = config.lineage.map(lineage::Lineage::new).transpose()?;
+        let lineage = config
+            .lineage
+            .map(lineage::Lineage::new)
+            .transpose()?
+            .map(Arc::new);
+        let authority = Authority::new(config.authority);
+        let mut stages: Vec<Box<dyn Stage>> = vec![Box::new(stages::AuthorityStage {
+            authority: authority.clone(),
+        })];
+        if let Some(scorer) = &config.lifecycle {
+            stages.push(Box::new(stages::LifecycleStage {
+                scorer: Arc::clone(scorer),
+                authority: authority.clone(),
+            }));
+        }
+        if let Some(l) = &lineage {
+            stages.push(Box::new(stages::LineageStage {
+                lineage: Arc::clone(l),
+            }));
+        }
         Ok(Self {
             store,
-            authority: Authority::new(config.authority),
+            authority,
             embedder: config.embedder,
             clock: config.clock,
             sessions: Mutex::new(HashMap::new()),
             lineage,
             lifecycle: config.lifecycle,
+            stages,
             query_cache: Mutex::new(QueryCache::new(config.query_cache_entries)),
             hybrid: config.hybrid,
         })
     }
 
-    /// The lineage configuration, if the layer is on.
-    pub fn lineage_config(&self) -> Option<&LineageConfig> {
-        self.lineage.as_ref().map(lineage::Lineage::config)
+    /// The layers whose stages run, in pipeline order (`authority` always first).
+    pub fn stages(&self) -> Vec<&'static str> {
+        self.stages.iter().map(|s| s.layer()).collect()
     }
 
-    fn lineage_on(&self) -> Result<&lineage::Lineage, EngineError> {
-        self.lineage.as_ref().ok_or(EngineError::LayerOff("lineage"))
+    fn cx<'a>(&'a self, actor: &'a Actor, now_ms: u64) -> Cx<'a> {
+        Cx {
+            actor,
+            store: self.store.as_ref(),
+            now_ms,
+        }
     }
 
-    /// Record committed items in the tenant's graph (no-op with the layer off). A failure drops
-    /// the graph (rebuilt from the store on next use) and is not reported to the writer: the
-    /// write is durable, and the rebuilt graph decides about it.
-    fn lineage_items(&self, tenant: &TenantId, items: &[&MemoryItem]) {
-        if let Some(l) = &self.lineage {
+    /// Commit one operation's effects in one atomic transaction, then bring the engine's views
+    /// up to date (the lineage graph records the written memories and events; the session cache
+    /// takes the hand-over). Returns the operation's own receipt (its primary mutation's, else
+    /// the last), `None` when there was nothing to commit. If the commit fails, nothing of the
+    /// operation is applied, and a graph a stage changed ahead of it is dropped.
+    fn finish(
+        &self,
+        tenant: &TenantId,
+        now: u64,
+        fx: Effects,
+    ) -> Result<Option<Receipt>, EngineError> {
+        let p = fx.into_parts(tenant)?;
+        if p.mutations.is_empty() {
+            return Ok(None);
+        }
+        let committed = match self.store.commit_atomic(now, p.mutations) {
+            Ok(Ok(receipts)) => receipts,
+            failed => {
+                if p.graph_ahead
+                    && let Some(l) = &self.lineage
+                {
+                    l.forget(tenant);
+                }
+                return Err(match failed {
+                    Ok(Err(e)) => e.into(),
+                    Err(e) => e.into(),
+                    Ok(Ok(_)) => EngineError::Invalid("unreachable commit result".into()),
+                });
+            }
+        };
+        if let Some(l) = &self.lineage
+            && (!p.items.is_empty() || !p.events.is_empty())
+        {
+            // A failed apply drops the graph (rebuilt from the store, this commit included):
+            // the operation is durable, and the rebuilt graph decides about it.
             let _ = l.with(self.store.as_ref(), tenant, |g| {
-                for i in items {
+                for i in &p.items {
                     lineage::apply_item(g, i)?;
+                }
+                for ev in p.events {
+                    lineage::apply_event(g, ev)?;
                 }
                 Ok(())
             });
         }
+        if let Some((key, observed, version)) = p.session {
+            let mut cache = self.lock_sessions();
+            let merged = match cache.get(&key) {
+                Some((o, _)) => o.clone().meet(&observed),
+                None => observed,
+            };
+            cache.insert(key, (merged, version));
+        }
+        Ok(p.primary
+            .and_then(|i| committed.get(i))
+            .or(committed.last())
+            .cloned())
     }
 
-    /// Refuse parents the graph does not let `actor` read (the graph's `CanRead` also covers
-    /// records a pending propagation may still reach).
-    fn lineage_check_parents(&self, actor: &Actor, parents: &[ItemId]) -> Result<(), EngineError> {
-        let Some(l) = &self.lineage else { return Ok(()) };
-        if parents.is_empty() {
-            return Ok(());
+    /// [`Engine::finish`] for an operation that must produce a receipt.
+    fn finish_one(&self, tenant: &TenantId, now: u64, fx: Effects) -> Result<Receipt, EngineError> {
+        self.finish(tenant, now, fx)?
+            .ok_or_else(|| EngineError::Invalid("empty commit result".into()))
+    }
+
+    /// Refuse an operation with `e`: what its stages logged about the refusal commits (in one
+    /// transaction), nothing else; a graph a stage changed ahead is dropped. A failure to log
+    /// is returned instead of `e` (an internal failure, never a quiet refusal).
+    fn refuse(&self, tenant: &TenantId, now: u64, mut fx: Effects, e: EngineError) -> EngineError {
+        let ahead = std::mem::take(&mut fx.graph_ahead);
+        fx.session = None;
+        let logged = if fx.is_empty() {
+            Ok(None)
+        } else {
+            self.finish(tenant, now, fx)
+        };
+        if ahead && let Some(l) = &self.lineage {
+            l.forget(tenant);
         }
-        let refused = l.with(self.store.as_ref(), actor.tenant(), |g| Ok(parents.iter().find_map(|p| g.can_read(actor.id(), *p).err().map(|r| (*p, r)))))?;
-        match refused {
-            Some((id, reason)) => Err(lineage::deny(id, reason)),
-            None => Ok(()),
+        match logged {
+            Ok(_) => e,
+            Err(failed) => failed,
         }
+    }
+
+    /// The one typed view of each memory the stages read: parents with their routes and labels
+    /// (read in one batch), writers' reputations (one read per writer) and, for reads with the
+    /// lineage layer on (`ceilings`), the graph's ancestry ceiling. Built bare when no stage
+    /// reads views.
+    fn views(
+        &self,
+        tenant: &TenantId,
+        items: Vec<MemoryItem>,
+        ceilings: bool,
+    ) -> Result<Vec<MemoryView>, EngineError> {
+        let bare = |item: MemoryItem| MemoryView {
+            parents: item
+                .parents()
+                .iter()
+                .map(|p| ParentView {
+                    id: p.id,
+                    route: None,
+                    label: None,
+                })
+                .collect(),
+            writer_reputation: None,
+            ceiling: Ceiling::NotTracked,
+            item,
+        };
+        if !self.stages.iter().any(|s| s.reads_views()) {
+            return Ok(items.into_iter().map(bare).collect());
+        }
+        let mut parent_ids: Vec<ItemId> = items
+            .iter()
+            .flat_map(|i| i.parents().iter().map(|p| p.id))
+            .collect();
+        parent_ids.sort();
+        parent_ids.dedup();
+        // A parent the store cannot return reads as unknown (external, untrusted): an error
+        // never lowers risk.
+        let parents: HashMap<ItemId, (Route, Integrity)> = self
+            .items_of(tenant, &parent_ids)
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .map(|p| (p.id(), (p.route(), p.label().integrity())))
+            .collect();
+        let mut reputations: HashMap<PrincipalId, Option<f64>> = HashMap::new();
+        for i in &items {
+            if !reputations.contains_key(i.writer()) {
+                reputations.insert(
+                    i.writer().clone(),
+                    self.store.reputation(tenant, i.writer()).ok().flatten(),
+                );
+            }
+        }
+        let ceilings: Option<Vec<Ceiling>> = match &self.lineage {
+            Some(l) if ceilings => Some(l.with(self.store.as_ref(), tenant, |g| {
+                Ok(items
+                    .iter()
+                    .map(|i| {
+                        g.record(i.id()).map_or(Ceiling::Unknown, |r| {
+                            Ceiling::Known(r.summary().ceiling.clone())
+                        })
+                    })
+                    .collect())
+            })?),
+            _ => None,
+        };
+        let views: Vec<MemoryView> = items
+            .into_iter()
+            .enumerate()
+            .map(|(n, item)| {
+                let mut v = bare(item);
+                for p in &mut v.parents {
+                    if let Some((route, label)) = parents.get(&p.id) {
+                        p.route = Some(*route);
+                        p.label = Some(*label);
+                    }
+                }
+                v.writer_reputation = reputations.get(v.item.writer()).copied().flatten();
+                if let Some(c) = ceilings.as_ref().and_then(|c| c.get(n)) {
+                    v.ceiling = c.clone();
+                }
+                v
+            })
+            .collect();
+        Ok(views)
+    }
+
+    fn view(
+        &self,
+        tenant: &TenantId,
+        item: MemoryItem,
+        ceilings: bool,
+    ) -> Result<MemoryView, EngineError> {
+        self.views(tenant, vec![item], ceilings)?
+            .pop()
+            .ok_or_else(|| EngineError::Invalid("no view".into()))
+    }
+
+    /// The write stages over a write the authority layer minted (`cited`: the memories it names).
+    fn admit_write(
+        &self,
+        actor: &Actor,
+        write: &mut AdmittedWrite,
+        cited: &[ItemId],
+        now: u64,
+        fx: &mut Effects,
+    ) -> Result<(), EngineError> {
+        let view = self.view(actor.tenant(), write.item().clone(), false)?;
+        let cx = self.cx(actor, now);
+        for s in &self.stages {
+            s.admit_write(&cx, write, &view, cited, fx)?;
+        }
+        Ok(())
+    }
+
+    /// The one place that decides what `actor` may be handed, for every door: scope (and, for
+    /// history, superseded versions), the session's floor (`min_label`, a planning session's
+    /// `agent`), then every stage's read filter. Marks the candidates it withholds.
+    fn admit_reads(
+        &self,
+        actor: &Actor,
+        read: Read<'_>,
+        min_label: Integrity,
+        candidates: &mut [Candidate],
+        now: u64,
+        fx: &mut Effects,
+    ) -> Result<(), EngineError> {
+        let floor = min_label.max(Self::session_min_label(actor));
+        for c in candidates.iter_mut() {
+            let i = c.item();
+            let in_scope = match read {
+                Read::History => {
+                    matches!(i.status(), Status::Active | Status::Superseded)
+                        && i.scope().admits(actor.id())
+                }
+                _ => i.readable_by(actor.id()),
+            };
+            if !in_scope {
+                c.withhold(Withheld::Scope);
+            } else if i.label().integrity() < floor {
+                c.withhold(Withheld::SessionFloor);
+            }
+        }
+        let cx = self.cx(actor, now);
+        for s in &self.stages {
+            s.filter_reads(&cx, read, candidates, fx)?;
+        }
+        Ok(())
+    }
+
+    /// Hand `handed` to `actor`: every stage sees what was handed, and the session's floor falls.
+    fn hand_out(
+        &self,
+        actor: &Actor,
+        read: Read<'_>,
+        handed: &[Candidate],
+        now: u64,
+        fx: &mut Effects,
+    ) -> Result<(), EngineError> {
+        debug_assert!(
+            handed.iter().all(|c| c.withheld.is_none()),
+            "only admitted memories are handed over"
+        );
+        let cx = self.cx(actor, now);
+        for s in &self.stages {
+            s.handed(&cx, read, handed, fx)?;
+        }
+        self.hand_over(actor, handed.iter().map(Candidate::item), fx)
+    }
+
+    /// The lineage configuration, if the layer is on.
+    pub fn lineage_config(&self) -> Option<&LineageConfig> {
+        self.lineage.as_deref().map(lineage::Lineage::config)
+    }
+
+    fn lineage_on(&self) -> Result<&lineage::Lineage, EngineError> {
+        self.lineage
+            .as_deref()
+            .ok_or(EngineError::LayerOff("lineage"))
     }
 
     /// What the lineage layer knows about `id`, as `actor` may see it.
     pub fn lineage_of(&self, actor: &Actor, id: &ItemId) -> Result<LineageView, EngineError> {
         let l = self.lineage_on()?;
         let g = l.graph(self.store.as_ref(), actor.tenant())?;
-        let g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
-        g.can_read(actor.id(), *id).map_err(|r| lineage::deny(*id, r))?;
+        let g = g
+            .lock()
+            .map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        g.can_read(actor.id(), *id)
+            .map_err(|r| lineage::deny(*id, r))?;
         let record = g.record(*id).cloned().ok_or(EngineError::NotFound(*id))?;
-        let path_trust = g.path_trust(*id, actor.id()).ok_or(EngineError::NotFound(*id))?;
-        let (parents, parents_hidden) = lineage::split_readable(&g, actor.id(), record.parents().iter().map(|p| p.id));
-        let (children, children_hidden) = lineage::split_readable(&g, actor.id(), g.children(*id).iter().copied());
-        Ok(LineageView { record, path_trust, parents, parents_hidden, children, children_hidden })
+        let path_trust = g
+            .path_trust(*id, actor.id())
+            .ok_or(EngineError::NotFound(*id))?;
+        let (parents, parents_hidden) =
+            lineage::split_readable(&g, actor.id(), record.parents().iter().map(|p| p.id));
+        let (children, children_hidden) =
+            lineage::split_readable(&g, actor.id(), g.children(*id).iter().copied());
+        Ok(LineageView {
+            record,
+            path_trust,
+            parents,
+            parents_hidden,
+            children,
+            children_hidden,
+        })
     }
 
     /// The tenant's whole lineage audit trail (every node and edge, decisions, erasures; no
     /// text). Users of the tenant only: it names every memory and principal.
     pub fn audit_trail(&self, actor: &Actor) -> Result<AuditTrail, EngineError> {
         if actor.principal().kind != PrincipalKind::User {
-            return Err(EngineError::Forbidden("only users of the tenant may export its lineage".into()));
+            return Err(EngineError::Forbidden(
+                "only users of the tenant may export its lineage".into(),
+            ));
         }
         let l = self.lineage_on()?;
         let g = l.graph(self.store.as_ref(), actor.tenant())?;
-        let g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        let g = g
+            .lock()
+            .map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
         Ok(g.audit_trail())
     }
 
@@ -686,23 +1044,43 @@ impl Engine {
     /// Register a principal (administrative). Principals are immutable once registered.
     pub fn register_principal(&self, p: Principal) -> Result<Receipt, EngineError> {
         if p.kind == PrincipalKind::User && p.public_key.is_none() {
-            return Err(EngineError::Invalid(format!("user {} needs a public key to sign grants", p.id)));
+            return Err(EngineError::Invalid(format!(
+                "user {} needs a public key to sign grants",
+                p.id
+            )));
         }
         if p.kind != PrincipalKind::Tool && p.allow_listed {
-            return Err(EngineError::Invalid(format!("only tools can be allow-listed; {} is a {}", p.id, p.kind.as_str())));
+            return Err(EngineError::Invalid(format!(
+                "only tools can be allow-listed; {} is a {}",
+                p.id,
+                p.kind.as_str()
+            )));
         }
         if let Some(a) = &p.action {
             if p.kind != PrincipalKind::Tool {
-                return Err(EngineError::Invalid(format!("only tools carry an action class; {} is a {}", p.id, p.kind.as_str())));
+                return Err(EngineError::Invalid(format!(
+                    "only tools carry an action class; {} is a {}",
+                    p.id,
+                    p.kind.as_str()
+                )));
             }
-            a.validate().map_err(|e| EngineError::Invalid(e.to_string()))?;
+            a.validate()
+                .map_err(|e| EngineError::Invalid(e.to_string()))?;
         }
         if p.public_key.is_some() && !matches!(p.kind, PrincipalKind::User | PrincipalKind::Tool) {
-            return Err(EngineError::Invalid(format!("only users and tools hold signing keys; {} is a {}", p.id, p.kind.as_str())));
+            return Err(EngineError::Invalid(format!(
+                "only users and tools hold signing keys; {} is a {}",
+                p.id,
+                p.kind.as_str()
+            )));
         }
-        let receipt = one(self.store.commit(self.now_ms(), vec![Mutation::Principal(p.clone())])?)?;
+        let mut fx = Effects::default();
+        fx.primary(Mutation::Principal(p.clone()));
+        let receipt = self.finish_one(&p.tenant, self.now_ms(), fx)?;
         if let Some(l) = &self.lineage {
-            let _ = l.with(self.store.as_ref(), &p.tenant, |g| lineage::ensure_principal(g, &p));
+            let _ = l.with(self.store.as_ref(), &p.tenant, |g| {
+                lineage::ensure_principal(g, &p)
+            });
         }
         Ok(receipt)
     }
@@ -711,17 +1089,26 @@ impl Engine {
     /// principal's [`DEFAULT_SESSION`], which never resets: a runtime that clears its agent's
     /// context should open a new session with [`Engine::authenticate_session`].
     pub fn authenticate(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Actor, EngineError> {
-        let session = SessionId::new(DEFAULT_SESSION).map_err(|e| EngineError::Invalid(e.to_string()))?;
+        let session =
+            SessionId::new(DEFAULT_SESSION).map_err(|e| EngineError::Invalid(e.to_string()))?;
         self.authenticate_session(tenant, id, session)
     }
 
     /// Authenticate into a named session. Everything the engine hands this session (reads,
     /// search hits, tool outputs) lowers its floor, and every write, attestation, tool argument
     /// and action proposal of the session is labelled at most that floor, declared inputs or not.
-    pub fn authenticate_session(&self, tenant: &TenantId, id: &PrincipalId, session: SessionId) -> Result<Actor, EngineError> {
+    pub fn authenticate_session(
+        &self,
+        tenant: &TenantId,
+        id: &PrincipalId,
+        session: SessionId,
+    ) -> Result<Actor, EngineError> {
         match self.store.principal(tenant, id)? {
             Some(principal) => Ok(Actor { principal, session }),
-            None => Err(EngineError::UnknownPrincipal { tenant: tenant.to_string(), principal: id.to_string() }),
+            None => Err(EngineError::UnknownPrincipal {
+                tenant: tenant.to_string(),
+                principal: id.to_string(),
+            }),
         }
     }
 
@@ -736,25 +1123,44 @@ impl Engine {
     ///   labelled below `agent` (get, list and search leave them out, as `min_label` does);
     /// - [`SessionKind::Quarantine`] starts at `untrusted`: it may read everything, and every
     ///   write of it is untrusted from the start.
-    pub fn open_session(&self, actor: &Actor, kind: SessionKind) -> Result<(SessionId, Receipt), EngineError> {
+    pub fn open_session(
+        &self,
+        actor: &Actor,
+        kind: SessionKind,
+    ) -> Result<(SessionId, Receipt), EngineError> {
         let kind = match kind {
-            SessionKind::Fork if session_kind_of(&actor.session) == Some(SessionKind::Planning) => SessionKind::Planning,
+            SessionKind::Fork if session_kind_of(&actor.session) == Some(SessionKind::Planning) => {
+                SessionKind::Planning
+            }
             k => k,
         };
         let observed = match kind {
             SessionKind::Fork => self.observed(actor)?,
             SessionKind::Planning => Observed::clean(),
-            SessionKind::Quarantine => Observed::restore(Integrity::Untrusted, &[], &[], false, Readers::All),
+            SessionKind::Quarantine => {
+                Observed::restore(Integrity::Untrusted, &[], &[], false, Readers::All)
+            }
         };
         let mut r = [0u8; 16];
         getrandom::fill(&mut r).map_err(|e| EngineError::Invalid(format!("no randomness: {e}")))?;
-        let handle = SessionId::new(&format!("{}-{}", kind.prefix(), hex::encode(r))).map_err(|e| EngineError::Invalid(e.to_string()))?;
+        let handle = SessionId::new(&format!("{}-{}", kind.prefix(), hex::encode(r)))
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
         debug_assert_eq!(session_kind_of(&handle), Some(kind));
-        let m = Mutation::SessionTaint { tenant: actor.tenant().clone(), principal: actor.id().clone(), session: handle.clone(), observed: observed.clone() };
+        let m = Mutation::SessionTaint {
+            tenant: actor.tenant().clone(),
+            principal: actor.id().clone(),
+            session: handle.clone(),
+            observed: observed.clone(),
+        };
         let version = self.store.foreign_version(actor.tenant());
-        let receipt = one(self.store.commit(self.now_ms(), vec![m])?)?;
-        let key = (actor.tenant().clone(), actor.id().clone(), handle.clone());
-        self.lock_sessions().insert(key, (observed, version));
+        let mut fx = Effects::default();
+        fx.primary(m);
+        fx.session = Some((
+            (actor.tenant().clone(), actor.id().clone(), handle.clone()),
+            observed,
+            version,
+        ));
+        let receipt = self.finish_one(actor.tenant(), self.now_ms(), fx)?;
         Ok((handle, receipt))
     }
 
@@ -762,9 +1168,16 @@ impl Engine {
     /// ([`Engine::open_session`]) or one it has a record of, or the [`DEFAULT_SESSION`]; any
     /// other name is [`EngineError::UnknownSession`] (a fresh made-up name would be a clean
     /// slate). The doors a remote caller uses (HTTP, MCP over HTTP) authenticate this way.
-    pub fn authenticate_issued(&self, tenant: &TenantId, id: &PrincipalId, session: SessionId) -> Result<Actor, EngineError> {
+    pub fn authenticate_issued(
+        &self,
+        tenant: &TenantId,
+        id: &PrincipalId,
+        session: SessionId,
+    ) -> Result<Actor, EngineError> {
         let actor = self.authenticate_session(tenant, id, session)?;
-        if actor.session.as_str() != DEFAULT_SESSION && self.store.session(tenant, id, &actor.session)?.is_none() {
+        if actor.session.as_str() != DEFAULT_SESSION
+            && self.store.session(tenant, id, &actor.session)?.is_none()
+        {
             return Err(EngineError::UnknownSession);
         }
         Ok(actor)
@@ -773,7 +1186,11 @@ impl Engine {
     /// The lowest label the engine hands `actor`'s session: `agent` in a planning session
     /// ([`SessionKind::Planning`]), else `untrusted` (everything, labelled).
     fn session_min_label(actor: &Actor) -> Integrity {
-        if session_kind_of(&actor.session) == Some(SessionKind::Planning) { Integrity::Agent } else { Integrity::Untrusted }
+        if session_kind_of(&actor.session) == Some(SessionKind::Planning) {
+            Integrity::Agent
+        } else {
+            Integrity::Untrusted
+        }
     }
 
     /// What `actor`'s session has been handed so far (cached; rebuilt from the store, with the
@@ -788,10 +1205,17 @@ impl Engine {
         {
             return Ok(o.clone());
         }
-        let restored = match self.store.session(actor.tenant(), actor.id(), &actor.session)? {
+        let restored = match self
+            .store
+            .session(actor.tenant(), actor.id(), &actor.session)?
+        {
             None => Observed::clean(),
             Some(row) => {
-                let items: Vec<MemoryItem> = self.items_of(actor.tenant(), &row.witnesses)?.into_iter().flatten().collect();
+                let items: Vec<MemoryItem> = self
+                    .items_of(actor.tenant(), &row.witnesses)?
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 let refs: Vec<&MemoryItem> = items.iter().collect();
                 Observed::restore(row.floor, &row.witnesses, &refs, row.overflow, row.readers)
             }
@@ -812,33 +1236,37 @@ impl Engine {
 
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, (Observed, u64)>> {
         // A poisoned cache is still a valid cache: entries only ever fall.
-        self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Record that `items` are about to be handed to `actor`'s session. If that lowers the
-    /// floor (or adds a witness), the change is committed (and logged) before this returns; if
-    /// the commit fails, the caller must not hand the items over.
-    fn hand_over<'a>(&self, actor: &Actor, items: impl IntoIterator<Item = &'a MemoryItem>) -> Result<(), EngineError> {
+    /// Record in `fx` that `items` are handed to `actor`'s session: if that lowers the floor (or
+    /// adds a witness), the new observation commits with the operation, so the items are
+    /// handed over only if it does.
+    fn hand_over<'a>(
+        &self,
+        actor: &Actor,
+        items: impl IntoIterator<Item = &'a MemoryItem>,
+        fx: &mut Effects,
+    ) -> Result<(), EngineError> {
         // Read before the session is: if another process writes after this, the cache entry
-        // below is older than the store's version and the next read goes back to the store.
+        // is older than the store's version and the next read goes back to the store.
         let version = self.store.foreign_version(actor.tenant());
-        let mut observed = self.observed(actor)?;
+        let mut observed = match &fx.session {
+            Some((_, o, _)) => o.clone(),
+            None => self.observed(actor)?,
+        };
         if !observed.observe_all(items) {
             return Ok(());
         }
-        let m = Mutation::SessionTaint {
+        fx.log(Mutation::SessionTaint {
             tenant: actor.tenant().clone(),
             principal: actor.id().clone(),
             session: actor.session.clone(),
             observed: observed.clone(),
-        };
-        one(self.store.commit(self.now_ms(), vec![m])?)?;
-        let mut cache = self.lock_sessions();
-        let merged = match cache.get(&session_key(actor)) {
-            Some((o, _)) => o.clone().meet(&observed),
-            None => observed,
-        };
-        cache.insert(session_key(actor), (merged, version));
+        });
+        fx.session = Some((session_key(actor), observed, version));
         Ok(())
     }
 
@@ -866,7 +1294,11 @@ impl Engine {
 
     /// A query's embedding, from the cache when the same text was embedded recently.
     fn embed_query(&self, query: &str) -> Result<Option<Vec<f32>>, EngineError> {
-        let lock = || self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lock = || {
+            self.query_cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
         if let Some(v) = lock().get(query) {
             return Ok(v);
         }
@@ -877,118 +1309,133 @@ impl Engine {
 
     /// Query-embedding cache counters: (hits, misses).
     pub fn query_cache_stats(&self) -> (u64, u64) {
-        let c = self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let c = self
+            .query_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         (c.hits, c.misses)
     }
 
-    fn prepare_write(&self, actor: &Actor, req: WriteRequest, now: u64) -> Result<AdmittedWrite, EngineError> {
+    /// The write path up to the commit: the authority layer mints the write (origin and label
+    /// from the actor, its session and the parents; the request cannot claim them), then the
+    /// write stages admit it. Refusals' logged decisions are in `fx`.
+    fn prepare_write(
+        &self,
+        actor: &Actor,
+        req: WriteRequest,
+        now: u64,
+        fx: &mut Effects,
+    ) -> Result<AdmittedWrite, EngineError> {
         if req.parents.len() > memwarden_core::item::PARENTS_MAX {
-            return Err(WriteError::TooManyParents { count: req.parents.len() }.into());
+            return Err(WriteError::TooManyParents {
+                count: req.parents.len(),
+            }
+            .into());
         }
         let ids: Vec<ItemId> = req.parents.iter().map(|p| p.id).collect();
         let parents = self.resolve(actor, &ids)?;
-        self.lineage_check_parents(actor, &ids)?;
         let refs: Vec<&MemoryItem> = parents.iter().collect();
         let observed = self.observed(actor)?;
         let mut req = req;
         // The session tag is the authenticated session, never a claim in the request.
         req.session = Some(actor.session.to_string());
-        let mut write = self.authority.admit_write_observed(actor.principal(), actor.tenant(), req, &refs, &observed, new_id(now)?, now)?;
-        self.lifecycle_write_gate(actor, &mut write, now)?;
+        let mut write = self.authority.admit_write_observed(
+            actor.principal(),
+            actor.tenant(),
+            req,
+            &refs,
+            &observed,
+            new_id(now)?,
+            now,
+        )?;
+        self.admit_write(actor, &mut write, &ids, now, fx)?;
         Ok(write)
-    }
-
-    /// The lifecycle write gate on an admitted write (no-op with the layer off): reject (logged,
-    /// nothing stored), quarantine (stored, never retrievable), rewrite as an unverified note, or
-    /// allow; the guard state it derives is stored with the item. Non-allow decisions are logged.
-    fn lifecycle_write_gate(&self, actor: &Actor, write: &mut AdmittedWrite, now: u64) -> Result<(), EngineError> {
-        use memwarden_lifecycle::{LifecycleMemory, WriteOutcome, derive_and_write_gate};
-        let Some(scorer) = &self.lifecycle else { return Ok(()) };
-        let item = write.item();
-        // Rule 1 covers metadata as well as content: a secret stored as a metadata value is as
-        // stored as one in the text (and metadata is returned on every read). Findings name the
-        // entry's position and the credential's kind, never the key or value.
-        let in_metadata: Vec<String> = item
-            .metadata()
-            .iter()
-            .enumerate()
-            .flat_map(|(n, (k, v))| {
-                let mut found: Vec<String> = scorer.find_credentials(k).iter().map(|c| format!("{:?} in metadata entry {n} (key)", c.kind)).collect();
-                found.extend(scorer.find_credentials(v).iter().map(|c| format!("{:?} in metadata entry {n} (value)", c.kind)));
-                found
-            })
-            .collect();
-        if !in_metadata.is_empty() {
-            let decision = json!({"layer": "lifecycle", "item": item.id(), "decision": {"outcome": "reject", "rule": "credential", "where": "metadata", "findings": in_metadata}});
-            one(self.store.commit(now, vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
-            return Err(EngineError::Refused { layer: "lifecycle", rule: "credential".into(), reason: format!("credential material: {}", in_metadata.join(", ")) });
-        }
-        let mut m = LifecycleMemory::new(item.writer().clone(), item.content(), lifecycle_route(item.route()), item.guard().clone());
-        m.parents = self.parent_routes(actor.tenant(), item.parents());
-        let d = derive_and_write_gate(scorer, &m);
-        let rule = serde_json::to_value(d.rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into());
-        if d.outcome != WriteOutcome::Allow {
-            // The decision holds no text (credentials by kind and offsets only).
-            let decision = json!({"layer": "lifecycle", "item": item.id(), "decision": d});
-            one(self.store.commit(now, vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
-        }
-        match d.outcome {
-            WriteOutcome::Reject => {
-                let kinds: Vec<String> = d.credentials.iter().map(|c| format!("{:?} at bytes {}..{}", c.kind, c.start, c.end)).collect();
-                let reason = if kinds.is_empty() { "the write could not be evaluated".to_owned() } else { format!("credential material: {}", kinds.join(", ")) };
-                Err(EngineError::Refused { layer: "lifecycle", rule, reason })
-            }
-            WriteOutcome::Quarantine | WriteOutcome::Rewrite | WriteOutcome::Allow => {
-                write.restrict(d.effect.status, d.effect.guard.clone());
-                if let Some(note) = &d.effect.prepend_note {
-                    write.prepend_note(note)?;
-                }
-                Ok(())
-            }
-        }
     }
 
     /// Add a memory as `actor`, with its declared parents. Origin and label come from the actor
     /// and the parents; the request cannot claim them.
-    pub fn add(&self, actor: &Actor, req: WriteRequest) -> Result<(MemoryItem, Receipt), EngineError> {
+    pub fn add(
+        &self,
+        actor: &Actor,
+        req: WriteRequest,
+    ) -> Result<(MemoryItem, Receipt), EngineError> {
         let now = self.now_ms();
-        let write = self.prepare_write(actor, req, now)?;
+        let mut fx = Effects::default();
+        let write = match self.prepare_write(actor, req, now, &mut fx) {
+            Ok(w) => w,
+            Err(e) => return Err(self.refuse(actor.tenant(), now, fx, e)),
+        };
         let embedding = self.embed_one(write.item().content())?;
         let item = write.item().clone();
-        let receipt = one(self.store.commit(now, vec![Mutation::Item { write, embedding }])?)?;
-        self.lineage_items(actor.tenant(), &[&item]);
+        fx.primary(Mutation::Item { write, embedding });
+        fx.item(item.clone());
+        let receipt = self.finish_one(actor.tenant(), now, fx)?;
         Ok((item, receipt))
     }
 
-    /// Add many memories in one group commit; each succeeds or fails on its own.
-    pub fn add_many(&self, actor: &Actor, reqs: Vec<WriteRequest>) -> Result<Vec<AddOutcome>, EngineError> {
+    /// Add many memories in one group commit (one transaction); each succeeds or fails on its
+    /// own, with what its stages logged.
+    pub fn add_many(
+        &self,
+        actor: &Actor,
+        reqs: Vec<WriteRequest>,
+    ) -> Result<Vec<AddOutcome>, EngineError> {
         if reqs.len() > ADD_MANY_MAX {
-            return Err(EngineError::Invalid(format!("{} writes in one batch; the limit is {ADD_MANY_MAX}", reqs.len())));
+            return Err(EngineError::Invalid(format!(
+                "{} writes in one batch; the limit is {ADD_MANY_MAX}",
+                reqs.len()
+            )));
         }
         let now = self.now_ms();
         let mut out: Vec<Option<AddOutcome>> = Vec::with_capacity(reqs.len());
-        let mut muts = Vec::new();
-        let mut slots = Vec::new();
-        let admitted: Vec<Result<AdmittedWrite, EngineError>> = reqs.into_iter().map(|r| self.prepare_write(actor, r, now)).collect();
-        let texts: Vec<&str> = admitted.iter().filter_map(|a| a.as_ref().ok()).map(|w| w.item().content()).collect();
+        let mut logs: Vec<Mutation> = Vec::new();
+        let mut admitted: Vec<Result<AdmittedWrite, EngineError>> = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            let mut fx = Effects::default();
+            admitted.push(self.prepare_write(actor, r, now, &mut fx));
+            logs.extend(fx.into_parts(actor.tenant())?.mutations);
+        }
+        let texts: Vec<&str> = admitted
+            .iter()
+            .filter_map(|a| a.as_ref().ok())
+            .map(|w| w.item().content())
+            .collect();
         let mut embeddings = match &self.embedder {
-            Some(e) if !texts.is_empty() => e.embed(&texts)?.into_iter().map(with_direction).collect::<Vec<_>>(),
+            Some(e) if !texts.is_empty() => e
+                .embed(&texts)?
+                .into_iter()
+                .map(with_direction)
+                .collect::<Vec<_>>(),
             _ => vec![None; texts.len()],
         }
         .into_iter();
+        let mut muts = Vec::new();
+        let mut slots = Vec::new();
         let mut written = Vec::new();
         for (i, a) in admitted.into_iter().enumerate() {
             match a {
                 Ok(write) => {
                     slots.push((i, write.item().id()));
                     written.push(write.item().clone());
-                    muts.push(Mutation::Item { write, embedding: embeddings.next().flatten() });
+                    muts.push(Mutation::Item {
+                        write,
+                        embedding: embeddings.next().flatten(),
+                    });
                     out.push(None);
                 }
                 Err(e) => out.push(Some(Err(e))),
             }
         }
-        let results = if muts.is_empty() { Vec::new() } else { self.store.commit(now, muts)? };
+        let n_items = muts.len();
+        muts.extend(logs);
+        let mut results = if muts.is_empty() {
+            Vec::new()
+        } else {
+            self.store.commit(now, muts)?
+        };
+        for r in results.drain(n_items.min(results.len())..) {
+            r?; // a logged decision that did not commit is an internal failure
+        }
         let mut committed = Vec::new();
         for (((i, id), r), item) in slots.into_iter().zip(results).zip(&written) {
             if r.is_ok() {
@@ -996,70 +1443,136 @@ impl Engine {
             }
             out[i] = Some(r.map(|rc| (id, rc)).map_err(EngineError::from));
         }
-        self.lineage_items(actor.tenant(), &committed);
-        Ok(out.into_iter().map(|o| o.unwrap_or_else(|| Err(EngineError::Invalid("lost result".into())))).collect())
+        if let Some(l) = &self.lineage {
+            let _ = l.with(self.store.as_ref(), actor.tenant(), |g| {
+                for i in &committed {
+                    lineage::apply_item(g, i)?;
+                }
+                Ok(())
+            });
+        }
+        Ok(out
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(EngineError::Invalid("lost result".into()))))
+            .collect())
     }
 
     /// Update a memory: the new text becomes a new version derived from the old one (so its
     /// label is at most the old one's and the updater's, and its scope within the old one's),
     /// and the old version is superseded: kept for [`Engine::history`], never returned by
     /// search, list or get. Nothing is overwritten. Allowed to the memory's owner and to users
-    /// of its tenant. The lifecycle write gate (if on) decides about the new text as for any
-    /// write.
-    pub fn update(&self, actor: &Actor, id: &ItemId, content: String) -> Result<(MemoryItem, Receipt), EngineError> {
+    /// of its tenant. The write stages decide about the new version as for any write.
+    pub fn update(
+        &self,
+        actor: &Actor,
+        id: &ItemId,
+        content: String,
+    ) -> Result<(MemoryItem, Receipt), EngineError> {
         let old = match self.store.item(actor.tenant(), id)? {
             Some(i) if i.readable_by(actor.id()) => i,
             _ => return Err(EngineError::NotFound(*id)),
         };
-        self.lineage_check_parents(actor, &[*id])?;
         let now = self.now_ms();
         let observed = self.observed(actor)?;
-        let mut update = self.authority.admit_update(actor.principal(), &old, content, &observed, new_id(now)?, now).map_err(|e| match e {
-            UpdateError::NotAllowed => EngineError::Forbidden(e.to_string()),
-            UpdateError::NotActive => EngineError::Invalid(e.to_string()),
-            UpdateError::Write(w) => EngineError::Write(w),
-        })?;
-        self.lifecycle_write_gate(actor, update.write_mut(), now)?;
+        let mut update = self
+            .authority
+            .admit_update(
+                actor.principal(),
+                &old,
+                content,
+                &observed,
+                new_id(now)?,
+                now,
+            )
+            .map_err(|e| match e {
+                UpdateError::NotAllowed => EngineError::Forbidden(e.to_string()),
+                UpdateError::NotActive => EngineError::Invalid(e.to_string()),
+                UpdateError::Write(w) => EngineError::Write(w),
+            })?;
+        let mut fx = Effects::default();
+        if let Err(e) = self.admit_write(actor, update.write_mut(), &[*id], now, &mut fx) {
+            return Err(self.refuse(actor.tenant(), now, fx, e));
+        }
         let embedding = self.embed_one(update.write().item().content())?;
         let item = update.write().item().clone();
-        let receipt = one(self.store.commit(now, vec![Mutation::Update { update: Box::new(update), embedding }])?)?;
-        self.lineage_items(actor.tenant(), &[&item]);
+        fx.primary(Mutation::Update {
+            update: Box::new(update),
+            embedding,
+        });
+        fx.item(item.clone());
+        let receipt = self.finish_one(actor.tenant(), now, fx)?;
         Ok((item, receipt))
     }
 
     /// Every version of a memory the actor may see, oldest first: the chain of updates through
     /// `id` (older versions are superseded, the last is current unless it was revoked or held
-    /// back since). A version outside the actor's scope ends the chain there. Everything
+    /// back since). A version the read stages withhold ends the chain there. Everything
     /// returned counts as handed to the actor's session.
     pub fn history(&self, actor: &Actor, id: &ItemId) -> Result<Vec<MemoryItem>, EngineError> {
-        let visible = |i: &MemoryItem| matches!(i.status(), Status::Active | Status::Superseded) && i.scope().admits(actor.id());
-        let fetch = |id: &ItemId| -> Result<Option<MemoryItem>, EngineError> {
-            let Some(i) = self.store.item(actor.tenant(), id)? else { return Ok(None) };
-            if !visible(&i) {
+        let now = self.now_ms();
+        let mut fx = Effects::default();
+        let mut admitted: Vec<Candidate> = Vec::new();
+        let mut fetch = |id: &ItemId| -> Result<Option<MemoryItem>, EngineError> {
+            let Some(i) = self.store.item(actor.tenant(), id)? else {
+                return Ok(None);
+            };
+            let mut c = [Candidate::new(
+                self.view(actor.tenant(), i, true)?,
+                0.0,
+                0.0,
+            )];
+            self.admit_reads(
+                actor,
+                Read::History,
+                Integrity::Untrusted,
+                &mut c,
+                now,
+                &mut fx,
+            )?;
+            let [c] = c;
+            if c.withheld.is_some() {
                 return Ok(None);
             }
-            if let Some(l) = &self.lineage {
-                let ok = l.with(self.store.as_ref(), actor.tenant(), |g| Ok(lineage::readable(g, actor.id(), i.id())))?;
-                if !ok {
-                    return Ok(None);
-                }
-            }
-            Ok(Some(i))
+            let item = c.item().clone();
+            admitted.push(c);
+            Ok(Some(item))
         };
-        let first = fetch(id)?.ok_or(EngineError::NotFound(*id))?;
-        let out = version_chain(first, fetch)?;
-        self.hand_over(actor, &out)?;
+        let out = match fetch(id)? {
+            Some(first) => version_chain(first, &mut fetch)?,
+            None => return Err(self.refuse(actor.tenant(), now, fx, EngineError::NotFound(*id))),
+        };
+        let handed: Vec<Candidate> = out
+            .iter()
+            .filter_map(|i| admitted.iter().find(|c| c.item().id() == i.id()).cloned())
+            .collect();
+        debug_assert_eq!(handed.len(), out.len());
+        self.hand_out(actor, Read::History, &handed, now, &mut fx)?;
+        self.finish(actor.tenant(), now, fx)?;
         Ok(out)
     }
 
     /// Derive (summarise) a new memory from `parents`: label is the meet of the actor's and every
     /// parent's; scope is the intersection of the parents'.
-    pub fn derive(&self, actor: &Actor, namespace: Namespace, parents: &[ItemId], summary: String) -> Result<(MemoryItem, Receipt), EngineError> {
+    pub fn derive(
+        &self,
+        actor: &Actor,
+        namespace: Namespace,
+        parents: &[ItemId],
+        summary: String,
+    ) -> Result<(MemoryItem, Receipt), EngineError> {
         if parents.is_empty() {
-            return Err(EngineError::Invalid("derive needs at least one parent".into()));
+            return Err(EngineError::Invalid(
+                "derive needs at least one parent".into(),
+            ));
         }
         let mut req = WriteRequest::new(namespace, summary, Route::Summary);
-        req.parents = parents.iter().map(|id| ParentRef { id: *id, kind: EdgeKind::SummarizedFrom }).collect();
+        req.parents = parents
+            .iter()
+            .map(|id| ParentRef {
+                id: *id,
+                kind: EdgeKind::SummarizedFrom,
+            })
+            .collect();
         self.add(actor, req)
     }
 
@@ -1101,10 +1614,11 @@ impl Engine {
         let tool = self.authenticate(caller.tenant(), tool)?;
         let input_ids = inputs;
         let inputs = self.resolve(caller, inputs)?;
-        let source_ids: Vec<ItemId> = args.iter().flat_map(|a| a.sources.iter().copied()).collect();
+        let source_ids: Vec<ItemId> = args
+            .iter()
+            .flat_map(|a| a.sources.iter().copied())
+            .collect();
         let sources = self.resolve(caller, &source_ids)?;
-        self.lineage_check_parents(caller, input_ids)?;
-        self.lineage_check_parents(caller, &source_ids)?;
         let input_refs: Vec<&MemoryItem> = inputs.iter().collect();
         let source_refs: Vec<&MemoryItem> = sources.iter().collect();
         let now = self.now_ms();
@@ -1122,7 +1636,10 @@ impl Engine {
                 output: output.clone(),
             };
             if !statement.verify(tool.principal(), sig) {
-                return Err(EngineError::Forbidden(format!("the signature is not tool {}'s over this call and output", tool.id())));
+                return Err(EngineError::Forbidden(format!(
+                    "the signature is not tool {}'s over this call and output",
+                    tool.id()
+                )));
             }
             Vouch::Signature
         } else {
@@ -1142,45 +1659,80 @@ impl Engine {
             new_id(now)?,
             now,
         )?;
-        // A tool output is a write like any other: the lifecycle write gate sees it (a secret
-        // in a tool's output is refused, a poisoned one quarantined).
-        self.lifecycle_write_gate(caller, &mut write, now)?;
+        // A tool output is a write like any other: the write stages see it (a secret in a
+        // tool's output is refused, a poisoned one quarantined, an unreadable input refused).
+        let mut fx = Effects::default();
+        let cited: Vec<ItemId> = input_ids.iter().chain(&source_ids).copied().collect();
+        if let Err(e) = self.admit_write(caller, &mut write, &cited, now, &mut fx) {
+            return Err(self.refuse(caller.tenant(), now, fx, e));
+        }
         let embedding = self.embed_one(write.item().content())?;
         let item = write.item().clone();
-        let receipt = one(self.store.commit(now, vec![Mutation::Item { write, embedding }])?)?;
-        self.lineage_items(caller.tenant(), &[&item]);
-        // The output goes back to the caller: its session has now seen it.
-        self.hand_over(caller, [&item])?;
+        fx.primary(Mutation::Item { write, embedding });
+        fx.item(item.clone());
+        // The output goes back to the caller: its session has seen it once this commits.
+        self.hand_over(caller, [&item], &mut fx)?;
+        let receipt = self.finish_one(caller.tenant(), now, fx)?;
         Ok((item, receipt))
     }
 
     /// `actor` attests `value` for `key`. Kept for audit whatever its label; counts toward
     /// elevation only at trusted.
-    pub fn attest(&self, actor: &Actor, key: &str, value: &str, kind: ValueKind, sources: &[ItemId]) -> Result<(Attestation, Receipt), EngineError> {
+    pub fn attest(
+        &self,
+        actor: &Actor,
+        key: &str,
+        value: &str,
+        kind: ValueKind,
+        sources: &[ItemId],
+    ) -> Result<(Attestation, Receipt), EngineError> {
         let src = self.resolve(actor, sources)?;
         let refs: Vec<&MemoryItem> = src.iter().collect();
         let now = self.now_ms();
         let observed = self.observed(actor)?;
-        let a = self.authority.admit_attestation(actor.principal(), &observed, key, value, kind, &refs, now)?;
+        let a = self.authority.admit_attestation(
+            actor.principal(),
+            &observed,
+            key,
+            value,
+            kind,
+            &refs,
+            now,
+        )?;
         let att = a.attestation().clone();
-        let receipt = one(self.store.commit(now, vec![Mutation::Attestation(a)])?)?;
+        let mut fx = Effects::default();
+        fx.primary(Mutation::Attestation(a));
+        let receipt = self.finish_one(actor.tenant(), now, fx)?;
         Ok((att, receipt))
     }
 
     /// Record that a user issued a grant (audit). The signature is checked first.
     pub fn record_grant(&self, grant: &SignedGrant) -> Result<Receipt, EngineError> {
         let user = self.authenticate(&grant.grant.tenant, &grant.grant.user)?;
-        let ok = user.principal.kind == PrincipalKind::User && user.principal.public_key.is_some_and(|k| grant.verify_signature(&k));
+        let ok = user.principal.kind == PrincipalKind::User
+            && user
+                .principal
+                .public_key
+                .is_some_and(|k| grant.verify_signature(&k));
         if !ok {
-            return Err(EngineError::Forbidden(format!("grant is not signed by user {}", grant.grant.user)));
+            return Err(EngineError::Forbidden(format!(
+                "grant is not signed by user {}",
+                grant.grant.user
+            )));
         }
-        one(self.store.commit(self.now_ms(), vec![Mutation::GrantIssued(grant.clone())])?)
+        let mut fx = Effects::default();
+        fx.primary(Mutation::GrantIssued(grant.clone()));
+        self.finish_one(&grant.grant.tenant, self.now_ms(), fx)
     }
 
     /// Decide an action proposed by `actor` (Algorithm 1). Always returns a verdict (an invalid
     /// request is a logged `Block`); consumed grants and new elevations commit atomically with the
     /// decision's log entry.
-    pub fn decide(&self, actor: &Actor, action: &ActionRequest) -> Result<(Verdict, Receipt), EngineError> {
+    pub fn decide(
+        &self,
+        actor: &Actor,
+        action: &ActionRequest,
+    ) -> Result<(Verdict, Receipt), EngineError> {
         let now = self.now_ms();
         let tenant = actor.tenant().clone();
         let mut ids: Vec<ItemId> = action.context.clone();
@@ -1201,7 +1753,10 @@ impl Engine {
         // counts them as cited (a trusted record a note was derived from supports the note's
         // value; an untrusted one pushes it). One it may not read is simply not consulted.
         if unreadable.is_none() {
-            let mut frontier: std::collections::VecDeque<ItemId> = items.iter().flat_map(|i| i.parents().iter().map(|p| p.id)).collect();
+            let mut frontier: std::collections::VecDeque<ItemId> = items
+                .iter()
+                .flat_map(|i| i.parents().iter().map(|p| p.id))
+                .collect();
             let mut seen: std::collections::BTreeSet<ItemId> = ids.iter().copied().collect();
             let mut ancestors = 0usize;
             while let Some(id) = frontier.pop_front() {
@@ -1211,7 +1766,11 @@ impl Engine {
                 if !seen.insert(id) {
                     continue;
                 }
-                if let Some(i) = self.store.item(&tenant, &id)?.filter(|i| i.readable_by(actor.id())) {
+                if let Some(i) = self
+                    .store
+                    .item(&tenant, &id)?
+                    .filter(|i| i.readable_by(actor.id()))
+                {
                     ancestors += 1;
                     frontier.extend(i.parents().iter().map(|p| p.id));
                     items.push(i);
@@ -1237,11 +1796,19 @@ impl Engine {
         let grant_used = move |n: &[u8; 16]| store.grant_used(&t3, n).unwrap_or(true);
         let refs: Vec<&MemoryItem> = items.iter().collect();
         let observed = self.observed(actor)?;
-        let witness_items: Vec<MemoryItem> = self.items_of(&tenant, observed.witnesses())?.into_iter().flatten().collect();
+        let witness_items: Vec<MemoryItem> = self
+            .items_of(&tenant, observed.witnesses())?
+            .into_iter()
+            .flatten()
+            .collect();
         let witness_refs: Vec<&MemoryItem> = witness_items.iter().collect();
         // The system classes the action: the tool's registration, never the request.
         let registration = match PrincipalId::new(&action.tool) {
-            Ok(id) => self.store.principal(&tenant, &id)?.filter(|p| p.kind == PrincipalKind::Tool).and_then(|p| p.action),
+            Ok(id) => self
+                .store
+                .principal(&tenant, &id)?
+                .filter(|p| p.kind == PrincipalKind::Tool)
+                .and_then(|p| p.action),
             Err(_) => None,
         };
         let class = ActionClass::of(&action.tool, registration.as_ref());
@@ -1260,42 +1827,32 @@ impl Engine {
         };
         // An invalid request has no analysis: `Authority::decide` blocks it below.
         let analysis = self.authority.analyse(action, &ctx).ok();
-        let mut verdicts = Vec::new();
-        let mut lineage_event = None;
+        let mut fx = Effects::default();
         let mut outcome = match &analysis {
             None => self.authority.decide(action, &ctx),
             Some(analysis) => {
-                verdicts.push(self.authority.verdict(analysis));
-                if let Some(l) = &self.lineage {
-                    let witness_ids: Vec<ItemId> = {
-                        let mut c: Vec<ItemId> = analysis.values.iter().flat_map(|v| v.pushed_by.iter().copied()).filter(|w| !ids.contains(w)).collect();
-                        c.sort();
-                        c.dedup();
-                        c
-                    };
-                    let elevated: Vec<ItemId> = analysis.values.iter().filter(|v| v.elevated).flat_map(|v| v.pushed_by.iter().copied()).collect();
-                    let mut classed = action.clone();
-                    classed.kind = class.action.kind;
-                    classed.risk = class.action.risk;
-                    let request = lineage::gate_request(actor.id(), &classed, ids.clone(), witness_ids, elevated);
-                    // The product gate: per value, over the memories that carry or push it.
-                    match l.with(self.store.as_ref(), &tenant, |g| Ok(lineage::product_verdict(analysis, actor.id(), &mut |r| g.decide(r)))) {
-                        Ok(v) => {
-                            verdicts.push(v);
-                            lineage_event = Some(lineage::StoredEvent::Action(memwarden_lineage::ActionEvent {
-                                id: new_id(now)?,
-                                request,
-                                tool: action.tool.clone(),
-                                on_behalf_of: None,
-                                agent_proposal: None,
-                                at_ms: now,
-                            }));
-                        }
+                let mut classed = action.clone();
+                classed.kind = class.action.kind;
+                classed.risk = class.action.risk;
+                let input = DecideInput {
+                    classed: &classed,
+                    analysis,
+                    cited: &ids,
+                };
+                let cx = self.cx(actor, now);
+                // Every stage's verdict, in pipeline order; a stage that fails blocks.
+                let mut verdicts = Vec::with_capacity(self.stages.len());
+                for s in &self.stages {
+                    match s.decide(&cx, &input, &mut fx) {
+                        Ok(Some(v)) => verdicts.push(v),
+                        Ok(None) => {}
                         Err(e) => verdicts.push(Verdict {
                             decision: Decision::Block,
-                            layer: "lineage".into(),
-                            rule: Rule::DecisionError { reason: e.to_string() },
-                            cause: format!("the lineage layer failed: {e}"),
+                            layer: s.layer().into(),
+                            rule: Rule::DecisionError {
+                                reason: e.to_string(),
+                            },
+                            cause: format!("the {} layer failed: {e}", s.layer()),
                             supporting: Vec::new(),
                             affected: Vec::new(),
                             pushed: Vec::new(),
@@ -1305,42 +1862,72 @@ impl Engine {
                         }),
                     }
                 }
-                memwarden_core::authority::compose(&self.authority, action, Some(analysis), verdicts, &ctx)
+                // The one precedence rule over every layer's verdict.
+                memwarden_core::authority::compose(
+                    &self.authority,
+                    action,
+                    Some(analysis),
+                    verdicts,
+                    &ctx,
+                )
             }
         };
         if let Some(id) = unreadable {
-            outcome.deny(Rule::InvalidRequest { reason: format!("context item {id} is unknown or not readable by {}", actor.id()) }, format!("context item {id} is unknown or not readable"));
+            outcome.deny(
+                Rule::InvalidRequest {
+                    reason: format!(
+                        "context item {id} is unknown or not readable by {}",
+                        actor.id()
+                    ),
+                },
+                format!("context item {id} is unknown or not readable"),
+            );
         }
-        if let Some(lineage::StoredEvent::Action(ev)) = &mut lineage_event {
-            ev.on_behalf_of = outcome.grant_uses().first().map(|u| u.grant.grant.user.clone());
+        let on_behalf_of = outcome
+            .grant_uses()
+            .first()
+            .map(|u| u.grant.grant.user.clone());
+        for ev in fx.events_mut() {
+            if let lineage::StoredEvent::Action(a) = ev {
+                a.on_behalf_of.clone_from(&on_behalf_of);
+            }
         }
         let summary = json!({
             "tool": action.tool, "kind": action.kind, "risk": action.risk, "amount": action.amount,
             "values": action.values.iter().map(|v| json!({"key": v.key, "value": v.value, "kind": v.kind, "sources": v.sources})).collect::<Vec<_>>(),
             "context": action.context, "grants": action.grants.iter().map(|g| g.grant.nonce_hex()).collect::<Vec<_>>(),
         });
-        let mutation = |outcome: DecisionOutcome| Mutation::Decision { actor: actor.id().clone(), tenant: tenant.clone(), action: summary.clone(), outcome };
-        let mut batch = vec![mutation(outcome.clone())];
-        if let Some(ev) = &lineage_event {
-            batch.push(ev.mutation(&tenant)?);
-        }
-        let mut results = self.store.commit(now, batch)?;
-        if let (Some(ev), Some(l)) = (lineage_event, &self.lineage) {
-            match results.get(1) {
-                Some(Ok(_)) => {
-                    let _ = l.with(self.store.as_ref(), &tenant, |g| lineage::apply_event(g, ev));
-                }
-                _ => l.forget(&tenant),
-            }
-        }
-        results.truncate(1);
-        match one(results) {
+        let mutation = |outcome: DecisionOutcome| Mutation::Decision {
+            actor: actor.id().clone(),
+            tenant: tenant.clone(),
+            action: summary.clone(),
+            outcome,
+        };
+        // The decision, its consumed grants and new elevations, and the stages' records of it
+        // commit together.
+        let events = fx.events_mut().clone();
+        fx.primary(mutation(outcome.clone()));
+        match self.finish_one(&tenant, now, fx) {
             Ok(r) => Ok((outcome.verdict().clone(), r)),
             Err(EngineError::Commit(CommitError::GrantAlreadyUsed(nonce))) => {
                 // Another decision consumed the grant first: this one is refused, and logged as such.
                 let reason = format!("grant {nonce} was already used");
-                outcome.deny(Rule::GrantRefused { code: "reused".into(), reason: reason.clone() }, format!("grant refused: {reason}"));
-                let r = one(self.store.commit(now, vec![mutation(outcome.clone())])?)?;
+                outcome.deny(
+                    Rule::GrantRefused {
+                        code: "reused".into(),
+                        reason: reason.clone(),
+                    },
+                    format!("grant refused: {reason}"),
+                );
+                let mut fx = Effects::default();
+                fx.primary(mutation(outcome.clone()));
+                for mut ev in events {
+                    if let lineage::StoredEvent::Action(a) = &mut ev {
+                        a.on_behalf_of = None;
+                    }
+                    fx.event(ev);
+                }
+                let r = self.finish_one(&tenant, now, fx)?;
                 Ok((outcome.verdict().clone(), r))
             }
             Err(e) => Err(e),
@@ -1355,33 +1942,38 @@ impl Engine {
     /// [`Engine::get`] with the lifecycle scorer's risk and the evidence that fired
     /// ([`ReadMemory`]): the same checks, the same hand-over to the actor's session.
     pub fn get_scored(&self, actor: &Actor, id: &ItemId) -> Result<ReadMemory, EngineError> {
-        let item = self.get_checked(actor, id)?;
-        let risk = self.read_risk(actor.tenant(), &[&item]).pop().flatten();
-        Ok(ReadMemory::of(item, risk))
-    }
-
-    fn get_checked(&self, actor: &Actor, id: &ItemId) -> Result<MemoryItem, EngineError> {
-        match self.store.item(actor.tenant(), id)? {
-            Some(i) if i.readable_by(actor.id()) => {
-                if i.label().integrity() < Self::session_min_label(actor) {
-                    return Err(EngineError::Forbidden(format!(
-                        "memory {id} is labelled {}; a planning session is never handed memory below agent (read it in a quarantine session)",
-                        i.label().integrity().as_str()
-                    )));
-                }
-                if let Some(l) = &self.lineage
-                    && !l.with(self.store.as_ref(), actor.tenant(), |g| Ok(lineage::readable(g, actor.id(), *id)))?
-                {
-                    return Err(EngineError::NotFound(*id));
-                }
-                if self.lifecycle_broker(actor, &[&i])?.first() != Some(&true) {
-                    return Err(EngineError::NotFound(*id));
-                }
-                self.hand_over(actor, [&i])?;
-                Ok(i)
-            }
-            _ => Err(EngineError::NotFound(*id)),
+        let Some(item) = self.store.item(actor.tenant(), id)? else {
+            return Err(EngineError::NotFound(*id));
+        };
+        let now = self.now_ms();
+        let mut fx = Effects::default();
+        let mut c = [Candidate::new(
+            self.view(actor.tenant(), item, true)?,
+            0.0,
+            0.0,
+        )];
+        if let Err(e) =
+            self.admit_reads(actor, Read::Get, Integrity::Untrusted, &mut c, now, &mut fx)
+        {
+            return Err(self.refuse(actor.tenant(), now, fx, e));
         }
+        let [c] = c;
+        match c.withheld {
+            None => {}
+            Some(Withheld::SessionFloor) => {
+                let e = EngineError::Forbidden(format!(
+                    "memory {id} is labelled {}; a planning session is never handed memory below agent (read it in a quarantine session)",
+                    c.item().label().integrity().as_str()
+                ));
+                return Err(self.refuse(actor.tenant(), now, fx, e));
+            }
+            Some(Withheld::Scope | Withheld::Stage(_)) => {
+                return Err(self.refuse(actor.tenant(), now, fx, EngineError::NotFound(*id)));
+            }
+        }
+        self.hand_out(actor, Read::Get, std::slice::from_ref(&c), now, &mut fx)?;
+        self.finish(actor.tenant(), now, fx)?;
+        Ok(ReadMemory::of(c.view.item, c.risk))
     }
 
     /// Revoke a memory: afterwards no read returns it (by id, list or search), and the
@@ -1389,32 +1981,38 @@ impl Engine {
     /// tenant; a memory the actor cannot see is reported as not found.
     pub fn revoke(&self, actor: &Actor, id: &ItemId, reason: &str) -> Result<Receipt, EngineError> {
         let item = match self.store.item(actor.tenant(), id)? {
-            Some(i) if i.readable_by(actor.id()) || actor.principal().kind == PrincipalKind::User => i,
+            Some(i)
+                if i.readable_by(actor.id()) || actor.principal().kind == PrincipalKind::User =>
+            {
+                i
+            }
             _ => return Err(EngineError::NotFound(*id)),
         };
-        let admitted = self.authority.admit_revocation(actor.principal(), &item, reason).map_err(|e| match e {
-            RevokeError::NotAllowed => EngineError::Forbidden(e.to_string()),
-            RevokeError::OtherTenant => EngineError::NotFound(*id),
-            RevokeError::AlreadyRevoked | RevokeError::ReasonTooLong => EngineError::Invalid(e.to_string()),
-        })?;
+        let admitted = self
+            .authority
+            .admit_revocation(actor.principal(), &item, reason)
+            .map_err(|e| match e {
+                RevokeError::NotAllowed => EngineError::Forbidden(e.to_string()),
+                RevokeError::OtherTenant => EngineError::NotFound(*id),
+                RevokeError::AlreadyRevoked | RevokeError::ReasonTooLong => {
+                    EngineError::Invalid(e.to_string())
+                }
+            })?;
         let now = self.now_ms();
-        let Some(l) = &self.lineage else {
-            return one(self.store.commit(now, vec![Mutation::Revocation(admitted)])?);
-        };
-        // The revocation and its lineage event commit together; the graph then propagates it
-        // to every descendant (marked affected, kept for audit).
-        let ev = lineage::StoredEvent::Revoke(memwarden_lineage::RevokeEvent { id: *id, revoker: actor.id().clone(), at_ms: now });
-        let mut rs = self.store.commit(now, vec![Mutation::Revocation(admitted), ev.mutation(actor.tenant())?])?;
-        let lineage_receipt = rs.pop();
-        let receipt = one(rs)?;
-        match lineage_receipt {
-            Some(Ok(_)) => {
-                let _ = l.with(self.store.as_ref(), actor.tenant(), |g| lineage::apply_event(g, ev));
-            }
-            // Rebuilt from the store's revoked status on next use.
-            _ => l.forget(actor.tenant()),
+        let mut fx = Effects::default();
+        fx.primary(Mutation::Revocation(admitted));
+        // With the lineage layer on, the revocation and its lineage event commit together; the
+        // graph then propagates it to every descendant (marked affected, kept for audit).
+        if self.lineage.is_some() {
+            fx.event(lineage::StoredEvent::Revoke(
+                memwarden_lineage::RevokeEvent {
+                    id: *id,
+                    revoker: actor.id().clone(),
+                    at_ms: now,
+                },
+            ));
         }
-        Ok(receipt)
+        self.finish_one(actor.tenant(), now, fx)
     }
 
     /// Report a memory poisoned (a scanner's or an operator's finding): the lineage layer marks
@@ -1424,15 +2022,25 @@ impl Engine {
     /// owner, and only for a memory the reporter may read (any other is reported as not found).
     /// Needs the lineage layer.
     pub fn flag_poisoned(&self, actor: &Actor, id: &ItemId) -> Result<Receipt, EngineError> {
-        let l = self.lineage_on()?;
+        self.lineage_on()?;
         let item = self.readable_item(actor, id)?;
         let kind = actor.principal().kind;
-        if !matches!(kind, PrincipalKind::User | PrincipalKind::Tool) && item.scope().owner != *actor.id() {
-            return Err(EngineError::Forbidden("only users, tools and the memory's owner may report it poisoned".into()));
+        if !matches!(kind, PrincipalKind::User | PrincipalKind::Tool)
+            && item.scope().owner != *actor.id()
+        {
+            return Err(EngineError::Forbidden(
+                "only users, tools and the memory's owner may report it poisoned".into(),
+            ));
         }
         let now = self.now_ms();
-        let ev = lineage::StoredEvent::FlagPoisoned(memwarden_lineage::FlagPoisonedEvent { id: *id, reporter: actor.id().clone(), at_ms: now });
-        self.commit_lineage_event(l, actor.tenant(), now, ev)
+        let ev = lineage::StoredEvent::FlagPoisoned(memwarden_lineage::FlagPoisonedEvent {
+            id: *id,
+            reporter: actor.id().clone(),
+            at_ms: now,
+        });
+        let mut fx = Effects::default();
+        fx.event(ev);
+        self.finish_one(actor.tenant(), now, fx)
     }
 
     /// Verify a memory (a user or an allow-listed tool vouches for it): recorded in the lineage
@@ -1441,16 +2049,25 @@ impl Engine {
     /// allow-listed tools, and only for a memory they may read. It never changes an authority
     /// label (labels only go down). Needs the lineage layer.
     pub fn verify(&self, actor: &Actor, id: &ItemId) -> Result<Receipt, EngineError> {
-        let l = self.lineage_on()?;
+        self.lineage_on()?;
         self.readable_item(actor, id)?;
         let p = actor.principal();
-        let trusted = p.kind == PrincipalKind::User || (p.kind == PrincipalKind::Tool && p.allow_listed);
+        let trusted =
+            p.kind == PrincipalKind::User || (p.kind == PrincipalKind::Tool && p.allow_listed);
         if !trusted {
-            return Err(EngineError::Forbidden("only users and allow-listed tools may verify a memory".into()));
+            return Err(EngineError::Forbidden(
+                "only users and allow-listed tools may verify a memory".into(),
+            ));
         }
         let now = self.now_ms();
-        let ev = lineage::StoredEvent::Verify(memwarden_lineage::VerifyEvent { id: *id, verifier: actor.id().clone(), at_ms: now });
-        self.commit_lineage_event(l, actor.tenant(), now, ev)
+        let ev = lineage::StoredEvent::Verify(memwarden_lineage::VerifyEvent {
+            id: *id,
+            verifier: actor.id().clone(),
+            at_ms: now,
+        });
+        let mut fx = Effects::default();
+        fx.event(ev);
+        self.finish_one(actor.tenant(), now, fx)
     }
 
     /// A memory `actor` may read, or `NotFound` (whether it exists is not disclosed).
@@ -1461,15 +2078,6 @@ impl Engine {
         }
     }
 
-    /// Commit one lineage event on its own and apply it to the tenant's graph (dropped and
-    /// rebuilt from the store, event included, if the apply fails).
-    fn commit_lineage_event(&self, l: &lineage::Lineage, tenant: &TenantId, now: u64, ev: lineage::StoredEvent) -> Result<Receipt, EngineError> {
-        let receipt = one(self.store.commit(now, vec![ev.mutation(tenant)?])?)?;
-        // A failed apply has already dropped the graph: the rebuild replays the event.
-        let _ = l.with(self.store.as_ref(), tenant, |g| lineage::apply_event(g, ev));
-        Ok(receipt)
-    }
-
     /// Erase a memory — every version of it, whichever version `id` names — and every memory
     /// whose every supporting path runs through it (one with
     /// another live supporting source survives, keeping its marks). The text, metadata and
@@ -1477,13 +2085,22 @@ impl Engine {
     /// keep ids and lineage so survivors' ancestry stands; the erasure is in the verdict log
     /// (ids only). Allowed to users of the tenant and to the memory's owner. Needs the lineage
     /// layer (it finds the dependents).
-    pub fn erase(&self, actor: &Actor, id: &ItemId) -> Result<(memwarden_lineage::ErasureRecord, Receipt), EngineError> {
+    pub fn erase(
+        &self,
+        actor: &Actor,
+        id: &ItemId,
+    ) -> Result<(memwarden_lineage::ErasureRecord, Receipt), EngineError> {
         let l = self.lineage_on()?;
-        let item = self.store.item(actor.tenant(), id)?.ok_or(EngineError::NotFound(*id))?;
+        let item = self
+            .store
+            .item(actor.tenant(), id)?
+            .ok_or(EngineError::NotFound(*id))?;
         let is_user = actor.principal().kind == PrincipalKind::User;
         if !is_user && item.scope().owner != *actor.id() {
             return Err(if item.readable_by(actor.id()) {
-                EngineError::Forbidden("only the memory's owner or a user of the tenant may erase it".into())
+                EngineError::Forbidden(
+                    "only the memory's owner or a user of the tenant may erase it".into(),
+                )
             } else {
                 EngineError::NotFound(*id)
             });
@@ -1491,18 +2108,31 @@ impl Engine {
         // Erasing any version erases the memory: the erasure runs from its first version, and
         // every later version (each derives from the one before) goes with it. Without this,
         // erasing the current version (Mem0's DELETE) left the older versions' text in history.
-        let chain: Vec<ItemId> = version_chain(item, |v| Ok(self.store.item(actor.tenant(), v)?))?.iter().map(MemoryItem::id).collect();
+        let chain: Vec<ItemId> =
+            version_chain(item, |v| Ok(self.store.item(actor.tenant(), v)?))?
+                .iter()
+                .map(MemoryItem::id)
+                .collect();
         let id = &chain[0];
         let now = self.now_ms();
-        let ev = memwarden_lineage::EraseEvent { id: *id, erasure_id: new_id(now)?, requested_by: actor.id().clone(), at_ms: now };
+        let ev = memwarden_lineage::EraseEvent {
+            id: *id,
+            erasure_id: new_id(now)?,
+            requested_by: actor.id().clone(),
+            at_ms: now,
+        };
         let g = l.graph(self.store.as_ref(), actor.tenant())?;
-        let mut g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        let mut g = g
+            .lock()
+            .map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
         // The graph decides what goes (and records the erasure); the store then deletes exactly
         // that, with the event, in one transaction. If the commit fails the graph is rebuilt.
         // A memory the graph never took (it refused the write after the store had it; such a
         // memory is unreadable) has no dependents in the graph either: it goes alone.
         let (delete, record) = if g.record(*id).is_some() {
-            let fx = g.apply_erasure(ev.clone()).map_err(|e| EngineError::Lineage(format!("erasing {id}: {e}")))?;
+            let fx = g
+                .apply_erasure(ev.clone())
+                .map_err(|e| EngineError::Lineage(format!("erasing {id}: {e}")))?;
             (fx.delete, fx.record)
         } else {
             let record = memwarden_lineage::ErasureRecord {
@@ -1525,53 +2155,86 @@ impl Engine {
             }
         }
         debug_assert!(delete.contains(id), "an erasure deletes its root");
-        debug_assert!(chain.iter().all(|v| delete.contains(v)), "an erasure deletes every version");
-        let event = serde_json::to_value(lineage::StoredEvent::Erase(ev)).map_err(|e| EngineError::Lineage(e.to_string()))?;
-        let m = Mutation::Erasure { tenant: actor.tenant().clone(), ids: delete, event };
-        let committed = self.store.commit(now, vec![m]).map_err(EngineError::from).and_then(one);
+        debug_assert!(
+            chain.iter().all(|v| delete.contains(v)),
+            "an erasure deletes every version"
+        );
+        let event = serde_json::to_value(lineage::StoredEvent::Erase(ev))
+            .map_err(|e| EngineError::Lineage(e.to_string()))?;
+        let mut fx = Effects::default();
+        fx.primary(Mutation::Erasure {
+            tenant: actor.tenant().clone(),
+            ids: delete,
+            event,
+        });
+        // The graph took the erasure ahead of the commit (under its lock, held until the commit
+        // is done): a failed commit drops it.
+        fx.graph_ahead = true;
+        let committed = self.finish_one(actor.tenant(), now, fx);
         drop(g);
-        match committed {
-            Ok(r) => Ok((record, r)),
-            Err(e) => {
-                l.forget(actor.tenant());
-                Err(e)
-            }
-        }
+        Ok((record, committed?))
     }
 
     /// Memories of a namespace the actor may read, oldest first. Everything returned counts as
     /// handed to the actor's session.
-    pub fn list(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {
-        self.list_checked(actor, namespace, limit)
+    pub fn list(
+        &self,
+        actor: &Actor,
+        namespace: &Namespace,
+        limit: usize,
+    ) -> Result<Vec<MemoryItem>, EngineError> {
+        Ok(self
+            .list_scored(actor, namespace, limit)?
+            .into_iter()
+            .map(|r| r.item)
+            .collect())
     }
 
     /// [`Engine::list`] with the lifecycle scorer's risk and the evidence that fired for each
     /// memory ([`ReadMemory`]).
-    pub fn list_scored(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<ReadMemory>, EngineError> {
-        let items = self.list_checked(actor, namespace, limit)?;
-        let risks = self.read_risk(actor.tenant(), &items.iter().collect::<Vec<_>>());
-        debug_assert_eq!(risks.len(), items.len());
-        Ok(items.into_iter().zip(risks).map(|(i, r)| ReadMemory::of(i, r)).collect())
-    }
-
-    fn list_checked(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {
-        let items = self.store.list(actor.tenant(), namespace, limit.min(10_000))?;
-        let floor = Self::session_min_label(actor);
-        let mut items: Vec<MemoryItem> = items.into_iter().filter(|i| i.readable_by(actor.id()) && i.label().integrity() >= floor).collect();
-        if let Some(l) = &self.lineage {
-            l.with(self.store.as_ref(), actor.tenant(), |g| {
-                items.retain(|i| lineage::readable(g, actor.id(), i.id()));
-                Ok(())
-            })?;
+    pub fn list_scored(
+        &self,
+        actor: &Actor,
+        namespace: &Namespace,
+        limit: usize,
+    ) -> Result<Vec<ReadMemory>, EngineError> {
+        let items = self
+            .store
+            .list(actor.tenant(), namespace, limit.min(10_000))?;
+        let now = self.now_ms();
+        let mut fx = Effects::default();
+        let mut candidates: Vec<Candidate> = self
+            .views(actor.tenant(), items, true)?
+            .into_iter()
+            .map(|v| Candidate::new(v, 0.0, 0.0))
+            .collect();
+        if let Err(e) = self.admit_reads(
+            actor,
+            Read::List,
+            Integrity::Untrusted,
+            &mut candidates,
+            now,
+            &mut fx,
+        ) {
+            return Err(self.refuse(actor.tenant(), now, fx, e));
         }
-        let admitted = self.lifecycle_broker(actor, &items.iter().collect::<Vec<_>>())?;
-        let items: Vec<MemoryItem> = items.into_iter().zip(admitted).filter_map(|(i, ok)| ok.then_some(i)).collect();
-        self.hand_over(actor, &items)?;
-        Ok(items)
+        candidates.retain(|c| c.withheld.is_none());
+        self.hand_out(actor, Read::List, &candidates, now, &mut fx)?;
+        self.finish(actor.tenant(), now, fx)?;
+        Ok(candidates
+            .into_iter()
+            .map(|c| ReadMemory::of(c.view.item, c.risk))
+            .collect())
     }
 
     /// Semantic search: the permission filter decides eligibility before ranking.
-    pub fn search(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize) -> Result<Vec<SearchHit>, EngineError> {
+    pub fn search(
+        &self,
+        actor: &Actor,
+        namespace: &Namespace,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<SearchHit>, EngineError> {
         self.search_labelled(actor, namespace, query, k, Integrity::Untrusted)
     }
 
@@ -1580,13 +2243,24 @@ impl Engine {
     /// pattern): the others are never handed to it, so they do not taint it. Memories below the
     /// floor are not withheld from the caller for good — a search without the floor (best in
     /// another session) returns them, labelled.
-    pub fn search_labelled(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize, min_label: Integrity) -> Result<Vec<SearchHit>, EngineError> {
+    pub fn search_labelled(
+        &self,
+        actor: &Actor,
+        namespace: &Namespace,
+        query: &str,
+        k: usize,
+        min_label: Integrity,
+    ) -> Result<Vec<SearchHit>, EngineError> {
         let min_label = min_label.max(Self::session_min_label(actor));
         if query.trim().is_empty() || query.len() > QUERY_BYTES_MAX {
-            return Err(EngineError::Invalid(format!("query must be 1..={QUERY_BYTES_MAX} bytes of text")));
+            return Err(EngineError::Invalid(format!(
+                "query must be 1..={QUERY_BYTES_MAX} bytes of text"
+            )));
         }
         if k == 0 || k > SEARCH_K_MAX {
-            return Err(EngineError::Invalid(format!("k must be 1..={SEARCH_K_MAX}")));
+            return Err(EngineError::Invalid(format!(
+                "k must be 1..={SEARCH_K_MAX}"
+            )));
         }
         if self.embedder.is_none() {
             return Err(EngineError::NoEmbedder);
@@ -1595,66 +2269,64 @@ impl Engine {
         let Some(q) = self.embed_query(query)? else {
             return Ok(Vec::new());
         };
-        let Some(l) = &self.lineage else {
-            let fetch = if self.lifecycle.is_some() { k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX) } else { k };
-            let (hits, _) = self.candidates(actor, namespace, &q, query, fetch, k)?;
-            let hits: Vec<Ranked> = hits.into_iter().filter(|h| h.hit.item.label().integrity() >= min_label).collect();
-            let hits = self.lifecycle_firewall(actor, query, hits)?;
-            let mut hits = self.broker_hits(actor, hits)?;
-            hits.truncate(k);
-            self.hand_over(actor, hits.iter().map(|h| &h.hit.item))?;
-            return Ok(hits.into_iter().map(|h| SearchHit::of(h, None)).collect());
+        let now = self.now_ms();
+        // Eligibility is the store's permission filter (never a score); the read stages filter
+        // again and score what is left; the product ranks by relevance, path trust breaking
+        // ties. If filters withhold candidates the store admitted, fetch wider until k pass or
+        // the store has no more: no silent shortfall below the store's own bound
+        // (`memwarden_store::SEARCH_K_MAX` candidates). Each pass starts its effects afresh: only
+        // the pass whose results are handed over is logged.
+        let filtering = self.stages.len() > 1 || min_label > Integrity::Untrusted;
+        let mut fetch = if filtering {
+            k.saturating_mul(RERANK_FETCH_FACTOR)
+                .min(memwarden_store::SEARCH_K_MAX)
+        } else {
+            k
         };
-        // The store's filter decides eligibility (never a score); the graph's CanRead filters
-        // again, then reranks what is left by similarity × path trust.
-        // If the graph filters out candidates the store admitted (descendants of a revoked
-        // item), fetch wider until k pass or the store has no more: no silent shortfall below
-        // the store's own bound (`memwarden_store::SEARCH_K_MAX` candidates).
-        let mut fetch = k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
-        let (hits, ranking) = loop {
+        let (handed, mut fx) = loop {
             let (hits, exhausted) = self.candidates(actor, namespace, &q, query, fetch, k)?;
             let exhausted = exhausted || fetch == memwarden_store::SEARCH_K_MAX;
-            let hits: Vec<Ranked> = hits.into_iter().filter(|h| h.hit.item.label().integrity() >= min_label).collect();
-            // The lifecycle read firewall (if on) removes candidates before the rerank.
-            let hits = self.lifecycle_firewall(actor, query, hits)?;
-            let hits = self.broker_hits(actor, hits)?;
-            // The graph's semantic score is the candidate's relevance (cosine similarity, or the
-            // normalised fused rank under hybrid search), which the product ranks by.
-            let candidates: Vec<Candidate> = hits.iter().map(|h| Candidate { id: h.hit.item.id(), similarity: h.relevance }).collect();
-            // The graph filters by CanRead and scores every candidate; the product ranks what
-            // is left by relevance and reports the path trust with each hit (the paper's
-            // `similarity × path trust` ranking buried every external memory: source turns of
-            // LoCoMo fell from 36.5% to 3.8% in the top 5).
-            let wide = candidates.len().clamp(1, l.config().k_max);
-            let mut ranking = l.with(self.store.as_ref(), actor.tenant(), |g| {
-                let mut r = g.rank(actor.id(), &candidates, Some(wide)).map_err(|e| EngineError::Lineage(e.to_string()))?;
-                r.selected.retain(|c| lineage::readable(g, actor.id(), c.id));
-                Ok(r)
-            })?;
-            ranking.selected.sort_by(|a, b| b.scores.semantic.get().total_cmp(&a.scores.semantic.get()).then(b.scores.trust.get().total_cmp(&a.scores.trust.get())));
-            ranking.selected.truncate(k);
-            if ranking.selected.len() >= k || exhausted {
-                break (hits, ranking);
+            let (scores, items): (Vec<(f32, f64)>, Vec<MemoryItem>) = hits
+                .into_iter()
+                .map(|h| ((h.hit.similarity, h.relevance), h.hit.item))
+                .unzip();
+            let mut candidates: Vec<Candidate> = self
+                .views(actor.tenant(), items, true)?
+                .into_iter()
+                .zip(scores)
+                .map(|(v, (similarity, relevance))| Candidate::new(v, similarity, relevance))
+                .collect();
+            let mut fx = Effects::default();
+            if let Err(e) = self.admit_reads(
+                actor,
+                Read::Search { query },
+                min_label,
+                &mut candidates,
+                now,
+                &mut fx,
+            ) {
+                return Err(self.refuse(actor.tenant(), now, fx, e));
             }
-            fetch = fetch.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
+            candidates.retain(|c| c.withheld.is_none());
+            let trust = |c: &Candidate| c.path.as_ref().map_or(0.0, |p| p.scores.trust.get());
+            // Stable: equal relevance and trust keep the store's order.
+            candidates.sort_by(|a, b| {
+                b.relevance
+                    .total_cmp(&a.relevance)
+                    .then(trust(b).total_cmp(&trust(a)))
+            });
+            candidates.truncate(k);
+            if candidates.len() >= k || exhausted {
+                break (candidates, fx);
+            }
+            fetch = fetch
+                .saturating_mul(RERANK_FETCH_FACTOR)
+                .min(memwarden_store::SEARCH_K_MAX);
         };
-        let mut by_id: HashMap<ItemId, Ranked> = hits.into_iter().map(|h| (h.hit.item.id(), h)).collect();
-        let now = self.now_ms();
-        let ev = lineage::StoredEvent::Reads { reader: actor.id().clone(), selected: ranking.selected.clone(), at_ms: now };
-        if !ranking.selected.is_empty() {
-            one(self.store.commit(now, vec![ev.mutation(actor.tenant())?])?)?;
-            let _ = l.with(self.store.as_ref(), actor.tenant(), |g| lineage::apply_event(g, ev));
-        }
-        let out: Vec<SearchHit> = ranking
-            .selected
-            .iter()
-            .filter_map(|r| {
-                by_id.remove(&r.id).map(|h| SearchHit::of(h, Some(r.scores.trust.get())))
-            })
-            .collect();
-        debug_assert!(out.len() <= k);
-        self.hand_over(actor, out.iter().map(|h| &h.item))?;
-        Ok(out)
+        debug_assert!(handed.len() <= k);
+        self.hand_out(actor, Read::Search { query }, &handed, now, &mut fx)?;
+        self.finish(actor.tenant(), now, fx)?;
+        Ok(handed.into_iter().map(SearchHit::of).collect())
     }
 
     /// Search candidates for `actor`, best first: the store's vector hits and, under hybrid
@@ -1666,13 +2338,34 @@ impl Engine {
     /// so 1 is the top of both lists; a candidate below `depth` in both lists follows every
     /// fused one, by similarity. Also whether the store has no more candidates than these
     /// (every list came back short of `fetch`).
-    fn candidates(&self, actor: &Actor, namespace: &Namespace, q: &[f32], query: &str, fetch: usize, depth: usize) -> Result<(Vec<Ranked>, bool), EngineError> {
-        let vector = self.store.search(actor.tenant(), namespace, q, fetch, actor.id())?;
+    fn candidates(
+        &self,
+        actor: &Actor,
+        namespace: &Namespace,
+        q: &[f32],
+        query: &str,
+        fetch: usize,
+        depth: usize,
+    ) -> Result<(Vec<Ranked>, bool), EngineError> {
+        let vector = self
+            .store
+            .search(actor.tenant(), namespace, q, fetch, actor.id())?;
         if !self.hybrid {
             let exhausted = vector.len() < fetch;
-            return Ok((vector.into_iter().map(|hit| Ranked { relevance: f64::from(hit.similarity), hit, risk: None }).collect(), exhausted));
+            return Ok((
+                vector
+                    .into_iter()
+                    .map(|hit| Ranked {
+                        relevance: f64::from(hit.similarity),
+                        hit,
+                    })
+                    .collect(),
+                exhausted,
+            ));
         }
-        let lexical = self.store.search_lexical(actor.tenant(), namespace, query, q, fetch, actor.id())?;
+        let lexical =
+            self.store
+                .search_lexical(actor.tenant(), namespace, query, q, fetch, actor.id())?;
         let exhausted = vector.len() < fetch && lexical.len() < fetch;
         let mut fused: Vec<Ranked> = Vec::with_capacity(vector.len() + lexical.len());
         let mut at: HashMap<ItemId, usize> = HashMap::new();
@@ -1687,7 +2380,11 @@ impl Engine {
                     rank = pos;
                     prev = Some(score(&hit));
                 }
-                let add = if rank < depth { 1.0 / (RRF_K + rank as f64 + 1.0) } else { 0.0 };
+                let add = if rank < depth {
+                    1.0 / (RRF_K + rank as f64 + 1.0)
+                } else {
+                    0.0
+                };
                 match at.get(&hit.item.id()) {
                     Some(&i) => {
                         if let Some(r) = fused.get_mut(i) {
@@ -1696,7 +2393,10 @@ impl Engine {
                     }
                     None => {
                         at.insert(hit.item.id(), fused.len());
-                        fused.push(Ranked { hit, relevance: add, risk: None });
+                        fused.push(Ranked {
+                            hit,
+                            relevance: add,
+                        });
                     }
                 }
             }
@@ -1706,102 +2406,35 @@ impl Engine {
             // Below every fused score (the least is 1 / (RRF_K + depth) / top).
             // Rounded so that equal rank sums compare equal whichever list was added first
             // (then path trust, not float noise, breaks the tie).
-            r.relevance = if r.relevance > 0.0 { (r.relevance / top * 1e9).round() / 1e9 } else { f64::from(r.hit.similarity.max(0.0)) * 1e-3 };
+            r.relevance = if r.relevance > 0.0 {
+                (r.relevance / top * 1e9).round() / 1e9
+            } else {
+                f64::from(r.hit.similarity.max(0.0)) * 1e-3
+            };
             debug_assert!(r.relevance >= 0.0 && r.relevance <= 1.0 + 1e-9);
         }
-        fused.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then(b.hit.similarity.total_cmp(&a.hit.similarity)).then(a.hit.item.id().cmp(&b.hit.item.id())));
+        fused.sort_by(|a, b| {
+            b.relevance
+                .total_cmp(&a.relevance)
+                .then(b.hit.similarity.total_cmp(&a.hit.similarity))
+                .then(a.hit.item.id().cmp(&b.hit.item.id()))
+        });
         Ok((fused, exhausted))
-    }
-
-    /// The lifecycle layer's read firewall over search candidates (no-op with the layer off):
-    /// candidates it blocks (not active, out of scope, hazardous and untrusted, high risk,
-    /// trigger-sensitive, unverified answer binding, low score) are removed; the order of the
-    /// rest is kept. Blocks are logged (ids and rules only).
-    fn lifecycle_firewall(&self, actor: &Actor, query: &str, hits: Vec<Ranked>) -> Result<Vec<Ranked>, EngineError> {
-        use memwarden_lifecycle::{LifecycleMemory, RetrievalCandidate, RetrievalOutcome, RetrievalQuery, retrieval_gate};
-        let Some(scorer) = &self.lifecycle else { return Ok(hits) };
-        // The gate takes at most `candidates_max` candidates per call (its cluster signal is
-        // computed over one call's candidates): a wider fetch is gated in chunks, best first.
-        let chunk = scorer.config().limits.candidates_max.max(1);
-        let mut blocked = vec![false; hits.len()];
-        let mut risks: Vec<Option<(f64, Vec<&'static str>)>> = vec![None; hits.len()];
-        let mut logged = Vec::new();
-        let mut reputations = Reputations::new();
-        for (c, part) in hits.chunks(chunk).enumerate() {
-            let memories: Vec<LifecycleMemory> = part
-                .iter()
-                .map(|h| self.lifecycle_memory_in(actor.tenant(), &h.hit.item, &mut reputations))
-                .collect();
-            let candidates: Vec<RetrievalCandidate<'_>> =
-                memories.iter().zip(part).map(|(memory, h)| RetrievalCandidate { memory, similarity: f64::from(h.hit.similarity) }).collect();
-            let result = retrieval_gate(scorer, &RetrievalQuery { agent: actor.id(), task_class: None, text: query }, &candidates);
-            for d in &result.decisions {
-                if let (Some(slot), Some(sig)) = (risks.get_mut(c * chunk + d.index), &d.signals) {
-                    *slot = Some((sig.total, sig.flags()));
-                }
-            }
-            for d in result.decisions.iter().filter(|d| d.outcome == RetrievalOutcome::Block) {
-                if let Some(b) = blocked.get_mut(c * chunk + d.index) {
-                    *b = true;
-                }
-                logged.push(json!({"item": part.get(d.index).map(|h| h.hit.item.id()), "rule": d.rule}));
-            }
-        }
-        if !logged.is_empty() {
-            let decision = json!({"layer": "lifecycle", "gate": "retrieval", "blocked": logged});
-            one(self.store.commit(self.now_ms(), vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
-        }
-        Ok(hits
-            .into_iter()
-            .zip(blocked.into_iter().zip(risks))
-            .filter(|(_, (b, _))| !b)
-            .map(|(mut h, (_, risk))| {
-                h.risk = risk;
-                h
-            })
-            .collect())
-    }
-
-    /// The routes of a memory's parents, as the lifecycle scorer's lineage markers read them
-    /// (`web_retrieval`, `email_ingestion`, ...). A parent that cannot be read from the store
-    /// counts as external: an error never lowers the risk.
-    fn parent_routes(&self, tenant: &TenantId, parents: &[memwarden_core::item::ParentRef]) -> Vec<String> {
-        let ids: Vec<ItemId> = parents.iter().map(|p| p.id).collect();
-        let read = self.items_of(tenant, &ids).unwrap_or_default();
-        (0..ids.len())
-            .map(|n| match read.get(n) {
-                Some(Some(parent)) => memwarden_lifecycle::route_source_name(lifecycle_route(parent.route())).to_owned(),
-                _ => memwarden_lifecycle::route_source_name(Route::ExternalObservation).to_owned(),
-            })
-            .collect()
     }
 
     /// Items by id from the store, in batches of at most [`memwarden_store::ITEMS_BATCH_MAX`]
     /// (one read each): one answer per id, in order.
-    fn items_of(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<MemoryItem>>, EngineError> {
+    fn items_of(
+        &self,
+        tenant: &TenantId,
+        ids: &[ItemId],
+    ) -> Result<Vec<Option<MemoryItem>>, EngineError> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(memwarden_store::ITEMS_BATCH_MAX) {
             out.extend(self.store.items(tenant, chunk)?);
         }
         debug_assert_eq!(out.len(), ids.len());
         Ok(out)
-    }
-
-    /// The lifecycle layer's view of a stored memory (scope, status, guard state, the writer's
-    /// reputation; a reputation lookup error reads as none: the default, never a raised trust).
-    fn lifecycle_memory(&self, tenant: &TenantId, i: &MemoryItem) -> memwarden_lifecycle::LifecycleMemory {
-        self.lifecycle_memory_in(tenant, i, &mut Reputations::new())
-    }
-
-    /// [`Engine::lifecycle_memory`] within one operation: each writer's reputation is read from
-    /// the store once per operation (`seen`), not once per memory it wrote.
-    fn lifecycle_memory_in(&self, tenant: &TenantId, i: &MemoryItem, seen: &mut Reputations) -> memwarden_lifecycle::LifecycleMemory {
-        let mut m = memwarden_lifecycle::LifecycleMemory::new(i.scope().owner.clone(), i.content(), lifecycle_route(i.route()), i.guard().clone());
-        m.readers = i.scope().readers.clone();
-        m.status = i.status();
-        m.parents = self.parent_routes(tenant, i.parents());
-        m.source_agent_trust = *seen.entry(i.writer().clone()).or_insert_with(|| self.store.reputation(tenant, i.writer()).ok().flatten());
-        m
     }
 
     /// Promote a memory: widen who may read it (to everyone in the namespace with
@@ -1812,13 +2445,16 @@ impl Engine {
     /// on, the promotion gate (`B_p`) decides first: a blocked promotion quarantines the memory
     /// (logged) and is refused. With the lineage layer on, the graph checks the ancestry
     /// ceiling too and records the promotion. Returns the memory as promoted.
-    pub fn promote(&self, actor: &Actor, id: &ItemId, readers: Readers) -> Result<(MemoryItem, Receipt), EngineError> {
-        use memwarden_lifecycle::{PromotionOutcome, PromotionTarget, promotion_gate};
+    pub fn promote(
+        &self,
+        actor: &Actor,
+        id: &ItemId,
+        readers: Readers,
+    ) -> Result<(MemoryItem, Receipt), EngineError> {
         let item = match self.store.item(actor.tenant(), id)? {
             Some(i) if i.readable_by(actor.id()) => i,
             _ => return Err(EngineError::NotFound(*id)),
         };
-        self.lineage_check_parents(actor, &[*id])?;
         // The version chain: superseded predecessors of the same owner, oldest first, then the item.
         let mut chain = Vec::new();
         let mut cur = item.supersedes();
@@ -1827,7 +2463,10 @@ impl Engine {
                 break;
             }
             match self.store.item(actor.tenant(), &prev)? {
-                Some(p) if p.status() == Status::Superseded && p.scope().owner == item.scope().owner => {
+                Some(p)
+                    if p.status() == Status::Superseded
+                        && p.scope().owner == item.scope().owner =>
+                {
                     cur = p.supersedes();
                     chain.push(p);
                 }
@@ -1839,153 +2478,65 @@ impl Engine {
         // Authority admission of each, a widened predecessor standing in for the stored one.
         let mut admitted: Vec<AdmittedPromotion> = Vec::with_capacity(chain.len());
         for target in &chain {
-            if target.id() != *id && crate::lineage::readers_within(&readers, &target.scope().readers) {
+            if target.id() != *id
+                && crate::lineage::readers_within(&readers, &target.scope().readers)
+            {
                 continue; // a predecessor already as wide: nothing to do
             }
             let mut parents = Vec::with_capacity(target.parents().len());
             for p in target.parents() {
-                let widened = admitted.iter().find(|a| a.item().id() == p.id).map(|a| a.item().clone());
+                let widened = admitted
+                    .iter()
+                    .find(|a| a.item().id() == p.id)
+                    .map(|a| a.item().clone());
                 parents.push(match widened {
                     Some(w) => Some(w),
                     None => self.store.item(actor.tenant(), &p.id)?,
                 });
             }
             let refs: Vec<Option<&MemoryItem>> = parents.iter().map(Option::as_ref).collect();
-            let a = self.authority.admit_promotion(actor.principal(), target, readers.clone(), &refs).map_err(|e| match e {
-                PromoteError::NotOwner | PromoteError::ExceedsAncestry => EngineError::Forbidden(e.to_string()),
-                PromoteError::OtherTenant => EngineError::NotFound(*id),
-                PromoteError::NotActive | PromoteError::NotAWidening | PromoteError::TooManyReaders { .. } | PromoteError::ParentMismatch => {
-                    EngineError::Invalid(e.to_string())
-                }
-            })?;
+            let a = self
+                .authority
+                .admit_promotion(actor.principal(), target, readers.clone(), &refs)
+                .map_err(|e| match e {
+                    PromoteError::NotOwner | PromoteError::ExceedsAncestry => {
+                        EngineError::Forbidden(e.to_string())
+                    }
+                    PromoteError::OtherTenant => EngineError::NotFound(*id),
+                    PromoteError::NotActive
+                    | PromoteError::NotAWidening
+                    | PromoteError::TooManyReaders { .. }
+                    | PromoteError::ParentMismatch => EngineError::Invalid(e.to_string()),
+                })?;
             admitted.push(a);
         }
         let now = self.now_ms();
-        if let Some(scorer) = &self.lifecycle {
-            let m = self.lifecycle_memory(actor.tenant(), &item);
-            let d = promotion_gate(scorer, &m, PromotionTarget::Team);
-            if d.outcome == PromotionOutcome::Block {
-                let rule = serde_json::to_value(d.rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into());
-                let hold = self.authority.admit_hold(&item, actor.id(), &format!("lifecycle promotion gate: {rule}"));
-                let decision = json!({"layer": "lifecycle", "gate": "promotion", "item": id, "decision": d});
-                let gate = Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision };
-                for r in self.store.commit(now, vec![Mutation::Hold(hold), gate])? {
-                    r?;
-                }
-                return Err(EngineError::Refused { layer: "lifecycle", rule, reason: "the promotion gate held the memory back; it is quarantined".into() });
-            }
-        }
-        let promoted = admitted.last().map(|a| a.item().clone()).ok_or_else(|| EngineError::Invalid("nothing to promote".into()))?;
+        let promoted = admitted
+            .last()
+            .map(|a| a.item().clone())
+            .ok_or_else(|| EngineError::Invalid("nothing to promote".into()))?;
         debug_assert_eq!(promoted.id(), *id);
-        let Some(l) = &self.lineage else {
-            let rs = self.store.commit(now, admitted.into_iter().map(Mutation::Promotion).collect())?;
-            let mut last = None;
-            for r in rs {
-                last = Some(r?);
-            }
-            return Ok((promoted, last.ok_or_else(|| EngineError::Invalid("empty commit result".into()))?));
-        };
-        let g = l.graph(self.store.as_ref(), actor.tenant())?;
-        let mut g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
-        // The graph checks and records each; the store then commits them with their events. If
-        // the graph refuses one or the commit fails, the graph is rebuilt from the store.
-        let mut batch = Vec::with_capacity(admitted.len() * 2);
-        for a in admitted {
-            let ev = memwarden_lineage::PromoteEvent { id: a.item().id(), actor: actor.id().clone(), readers: a.item().scope().readers.clone(), at_ms: now };
-            if let Err(e) = g.apply_promotion(ev.clone()) {
-                drop(g);
-                l.forget(actor.tenant());
-                return Err(EngineError::Forbidden(format!("promoting {}: {e}", a.item().id())));
-            }
-            g.drain();
-            batch.push(Mutation::Promotion(a));
-            batch.push(lineage::StoredEvent::Promote(ev).mutation(actor.tenant())?);
-        }
-        let committed = self.store.commit(now, batch).map_err(EngineError::from).and_then(|rs| {
-            let mut first = None;
-            for (i, r) in rs.into_iter().enumerate() {
-                let r = r?;
-                if i % 2 == 0 {
-                    first = Some(r);
-                }
-            }
-            first.ok_or_else(|| EngineError::Invalid("empty commit result".into()))
-        });
-        drop(g);
-        match committed {
-            Ok(r) => Ok((promoted, r)),
-            Err(e) => {
-                l.forget(actor.tenant());
-                Err(e)
+        // The promotion stages: the lifecycle gate (a block holds the memory back), the lineage
+        // graph's readability and ancestry check (recorded ahead of the commit).
+        let view = self.view(actor.tenant(), item, false)?;
+        let cx = self.cx(actor, now);
+        let mut fx = Effects::default();
+        for s in &self.stages {
+            if let Err(e) = s.admit_promotion(&cx, &view, &admitted, &mut fx) {
+                return Err(self.refuse(actor.tenant(), now, fx, e));
             }
         }
-    }
-
-    /// The lifecycle scorer's write-time risk `r(m, ∅)` of memories handed over by id or list
-    /// (no query, so no query-dependent signals) and the evidence that fired; `None` per item
-    /// with the layer off. A memory the scorer cannot score (over its input limits) reads as
-    /// risk 1 with the flag `unscored`: an error never lowers the risk shown.
-    fn read_risk(&self, tenant: &TenantId, items: &[&MemoryItem]) -> Vec<Option<(f64, Vec<&'static str>)>> {
-        let Some(scorer) = &self.lifecycle else { return vec![None; items.len()] };
-        let mut reputations = Reputations::new();
-        items
-            .iter()
-            .map(|i| match scorer.score(&self.lifecycle_memory_in(tenant, i, &mut reputations)) {
-                Ok(b) => Some((b.total, b.flags())),
-                Err(_) => Some((1.0, vec!["unscored"])),
-            })
-            .collect()
-    }
-
-    /// [`Engine::lifecycle_broker`] over search candidates: those it blocks are removed.
-    fn broker_hits(&self, actor: &Actor, hits: Vec<Ranked>) -> Result<Vec<Ranked>, EngineError> {
-        if self.lifecycle.is_none() {
-            return Ok(hits);
-        }
-        let admitted = self.lifecycle_broker(actor, &hits.iter().map(|h| &h.hit.item).collect::<Vec<_>>())?;
-        Ok(hits.into_iter().zip(admitted).filter_map(|(h, ok)| ok.then_some(h)).collect())
-    }
-
-    /// The lifecycle layer's cross-agent broker (no-op with the layer off): before another
-    /// agent's memory enters `actor`'s context, check scope (owner or an allowed reader, and
-    /// every restriction carried from upstream: the lineage layer's ancestry ceiling) and status.
-    /// Returns, per item, whether it may enter; blocks are logged (ids and rules only). A
-    /// principal's own memories pass untouched.
-    fn lifecycle_broker(&self, actor: &Actor, items: &[&MemoryItem]) -> Result<Vec<bool>, EngineError> {
-        use memwarden_lifecycle::{BrokerOutcome, BrokerRequest, broker};
-        let Some(scorer) = &self.lifecycle else { return Ok(vec![true; items.len()]) };
-        let mut admit = Vec::with_capacity(items.len());
-        let mut logged = Vec::new();
-        // The ancestry ceilings of every other principal's memory, from one look at the graph.
-        let ceilings: Option<Vec<Option<Readers>>> = match &self.lineage {
-            None => None,
-            Some(l) => Some(l.with(self.store.as_ref(), actor.tenant(), |g| {
-                Ok(items.iter().map(|i| if i.scope().owner == *actor.id() { None } else { g.record(i.id()).map(|r| r.summary().ceiling.clone()) }).collect())
-            })?),
-        };
-        let mut reputations = Reputations::new();
-        for (n, i) in items.iter().enumerate() {
-            if i.scope().owner == *actor.id() {
-                admit.push(true);
-                continue;
+        // The promoted version's receipt is the operation's; its predecessors commit with it.
+        let last = admitted.len().saturating_sub(1);
+        for (n, a) in admitted.into_iter().enumerate() {
+            if n == last {
+                fx.primary(Mutation::Promotion(a))
+            } else {
+                fx.log(Mutation::Promotion(a))
             }
-            let mut m = self.lifecycle_memory_in(actor.tenant(), i, &mut reputations);
-            if let Some(c) = &ceilings {
-                // A memory the graph does not know carries no readable ancestry: nobody.
-                m.carried.readers = c.get(n).cloned().flatten().unwrap_or_else(|| Readers::Only(Default::default()));
-            }
-            let d = broker(scorer, &m, &BrokerRequest { agent: actor.id(), task_class: None });
-            let ok = d.outcome == BrokerOutcome::Admit;
-            if !ok {
-                logged.push(json!({"item": i.id(), "rule": d.rule}));
-            }
-            admit.push(ok);
         }
-        if !logged.is_empty() {
-            let decision = json!({"layer": "lifecycle", "gate": "broker", "blocked": logged});
-            one(self.store.commit(self.now_ms(), vec![Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision }])?)?;
-        }
-        Ok(admit)
+        let receipt = self.finish_one(actor.tenant(), now, fx)?;
+        Ok((promoted, receipt))
     }
 
     /// Report a task outcome for the memories `used` (lifecycle layer): each one's utility,
@@ -1993,29 +2544,54 @@ impl Engine {
     /// h +.05`; counts) and its writer's reputation moves (`+.015 / −.020`), all committed and
     /// logged together. Every used memory must be readable by the reporter. Needs the lifecycle
     /// layer.
-    pub fn feedback(&self, actor: &Actor, used: &[ItemId], success: bool) -> Result<(Vec<memwarden_lifecycle::FeedbackRecord>, Receipt), EngineError> {
+    pub fn feedback(
+        &self,
+        actor: &Actor,
+        used: &[ItemId],
+        success: bool,
+    ) -> Result<(Vec<memwarden_lifecycle::FeedbackRecord>, Receipt), EngineError> {
         use memwarden_lifecycle::{FeedbackState, Outcome, feedback};
-        let scorer = self.lifecycle.as_ref().ok_or(EngineError::LayerOff("lifecycle"))?;
+        let scorer = self
+            .lifecycle
+            .as_ref()
+            .ok_or(EngineError::LayerOff("lifecycle"))?;
         if used.is_empty() || used.len() > FEEDBACK_ITEMS_MAX {
-            return Err(EngineError::Invalid(format!("feedback names 1..={FEEDBACK_ITEMS_MAX} memories")));
+            return Err(EngineError::Invalid(format!(
+                "feedback names 1..={FEEDBACK_ITEMS_MAX} memories"
+            )));
         }
         let mut ids = used.to_vec();
         ids.sort();
         ids.dedup();
         let items = self.resolve(actor, &ids)?;
-        let outcome = if success { Outcome::Success } else { Outcome::Failure };
+        let outcome = if success {
+            Outcome::Success
+        } else {
+            Outcome::Failure
+        };
         let mut reputations: HashMap<PrincipalId, Option<f64>> = HashMap::new();
         let mut records = Vec::with_capacity(items.len());
         let mut guards = Vec::with_capacity(items.len());
         // A principal's feedback about its own memories moves neither their trust nor its
         // reputation: a writer cannot vouch for itself (issue 19 item 7).
-        let own: Vec<ItemId> = items.iter().filter(|i| i.writer() == actor.id()).map(|i| i.id()).collect();
+        let own: Vec<ItemId> = items
+            .iter()
+            .filter(|i| i.writer() == actor.id())
+            .map(|i| i.id())
+            .collect();
         for item in items.iter().filter(|i| i.writer() != actor.id()) {
             let rep = match reputations.get(item.writer()) {
                 Some(r) => *r,
                 None => self.store.reputation(actor.tenant(), item.writer())?,
             };
-            let rec = feedback(scorer.config(), &FeedbackState { guard: item.guard().clone(), source_agent_trust: rep }, outcome);
+            let rec = feedback(
+                scorer.config(),
+                &FeedbackState {
+                    guard: item.guard().clone(),
+                    source_agent_trust: rep,
+                },
+                outcome,
+            );
             reputations.insert(item.writer().clone(), rec.after.source_agent_trust);
             guards.push((item.id(), item.version(), rec.after.guard.clone()));
             records.push(rec);
@@ -2025,10 +2601,15 @@ impl Engine {
             tenant: actor.tenant().clone(),
             actor: actor.id().clone(),
             guards,
-            reputations: reputations.into_iter().filter_map(|(p, r)| r.map(|r| (p, r))).collect(),
+            reputations: reputations
+                .into_iter()
+                .filter_map(|(p, r)| r.map(|r| (p, r)))
+                .collect(),
             record,
         };
-        let receipt = one(self.store.commit(self.now_ms(), vec![m])?)?;
+        let mut fx = Effects::default();
+        fx.primary(m);
+        let receipt = self.finish_one(actor.tenant(), self.now_ms(), fx)?;
         Ok((records, receipt))
     }
 
@@ -2073,9 +2654,17 @@ mod config_tests {
     #[test]
     fn default_is_full() {
         let d = EngineConfig::default();
-        assert_eq!(d.preset(), Some(Preset::Full), "EngineConfig::default() is the shipped full preset");
+        assert_eq!(
+            d.preset(),
+            Some(Preset::Full),
+            "EngineConfig::default() is the shipped full preset"
+        );
         let scorer = d.lifecycle.as_ref().unwrap();
-        assert_eq!(scorer.config().mode, memwarden_lifecycle::RuleMode::Evidence, "the product runs the evidence rules");
+        assert_eq!(
+            scorer.config().mode,
+            memwarden_lifecycle::RuleMode::Evidence,
+            "the product runs the evidence rules"
+        );
         for p in Preset::ALL {
             assert_eq!(EngineConfig::for_preset(p).unwrap().preset(), Some(p));
         }

@@ -1,0 +1,304 @@
+//! The pipeline every operation runs: one fixed sequence of named stages, then one commit.
+//!
+//! ```text
+//!   write:    authority mints AdmittedWrite ─▶ Stage::admit_write (lineage, lifecycle) ─▶ commit
+//!   read:     store's permission filter ─▶ session floor ─▶ Stage::filter_reads
+//!             (lineage CanRead + path trust, lifecycle firewall + broker) ─▶ select ─▶
+//!             Stage::handed (lineage read_by) ─▶ session hand-over ─▶ commit
+//!   decide:   context + analysis ─▶ Stage::decide (authority, lineage) ─▶ compose ─▶ commit
+//!   promote:  authority mints AdmittedPromotion ─▶ Stage::admit_promotion (lifecycle, lineage)
+//!             ─▶ commit
+//! ```
+//!
+//! A stage never writes to the store: it returns its verdict (an error refuses the operation)
+//! and adds what must persist to the operation's [`Effects`] — a gate decision for the log, a
+//! lineage event, a restriction of the write. The engine commits the effects once, in one
+//! atomic transaction ([`memwarden_store::Store::commit_atomic`]); a refused operation commits
+//! only its logged decisions. A preset is the list of stages that are on: every preset runs the
+//! same code path, with fewer stages.
+
+use crate::lineage::StoredEvent;
+use crate::{Actor, EngineError, SessionKey};
+use memwarden_core::prelude::*;
+use memwarden_store::{Mutation, Store};
+
+/// What one operation persists, gathered by the engine and its stages and committed together.
+#[derive(Default)]
+pub(crate) struct Effects {
+    /// Store mutations, in log order.
+    mutations: Vec<Mutation>,
+    /// The index in `mutations` whose receipt is the operation's own.
+    primary: Option<usize>,
+    /// Lineage events: logged after `mutations`, applied to the graph once committed.
+    events: Vec<StoredEvent>,
+    /// Committed memories to record in the lineage graph.
+    items: Vec<MemoryItem>,
+    /// The session observation to cache once committed (with the store version it was read at).
+    pub(crate) session: Option<(SessionKey, Observed, u64)>,
+    /// A stage changed the tenant's lineage graph ahead of the commit: if the operation does
+    /// not commit, the graph is dropped (and rebuilt from the store on next use).
+    pub(crate) graph_ahead: bool,
+}
+
+impl Effects {
+    /// The operation's own mutation: its receipt is the one the operation returns.
+    pub(crate) fn primary(&mut self, m: Mutation) {
+        debug_assert!(self.primary.is_none(), "one primary mutation per operation");
+        self.primary = Some(self.mutations.len());
+        self.mutations.push(m);
+    }
+
+    /// A further mutation of the operation (a gate decision, a hold, a session's hand-over).
+    pub(crate) fn log(&mut self, m: Mutation) {
+        self.mutations.push(m);
+    }
+
+    /// A lineage event of the operation.
+    pub(crate) fn event(&mut self, ev: StoredEvent) {
+        self.events.push(ev);
+    }
+
+    /// A memory the operation writes (recorded in the lineage graph once committed).
+    pub(crate) fn item(&mut self, item: MemoryItem) {
+        self.items.push(item);
+    }
+
+    /// The lineage events gathered so far.
+    pub(crate) fn events_mut(&mut self) -> &mut Vec<StoredEvent> {
+        &mut self.events
+    }
+
+    /// Whether nothing is to be committed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.mutations.is_empty() && self.events.is_empty()
+    }
+
+    /// The mutations to commit (events encoded after the others), the primary's index, the
+    /// events, the items and the session to apply once committed.
+    pub(crate) fn into_parts(self, tenant: &TenantId) -> Result<Parts, EngineError> {
+        let mut mutations = self.mutations;
+        for ev in &self.events {
+            mutations.push(ev.mutation(tenant)?);
+        }
+        Ok(Parts {
+            mutations,
+            primary: self.primary,
+            events: self.events,
+            items: self.items,
+            session: self.session,
+            graph_ahead: self.graph_ahead,
+        })
+    }
+}
+
+/// [`Effects`] taken apart for the commit.
+pub(crate) struct Parts {
+    pub(crate) mutations: Vec<Mutation>,
+    pub(crate) primary: Option<usize>,
+    pub(crate) events: Vec<StoredEvent>,
+    pub(crate) items: Vec<MemoryItem>,
+    pub(crate) session: Option<(SessionKey, Observed, u64)>,
+    pub(crate) graph_ahead: bool,
+}
+
+/// What every stage may know about the operation.
+pub(crate) struct Cx<'a> {
+    /// The authenticated caller.
+    pub(crate) actor: &'a Actor,
+    /// The store (read only: stages persist through [`Effects`]).
+    pub(crate) store: &'a dyn Store,
+    /// The operation's time.
+    pub(crate) now_ms: u64,
+}
+
+/// A memory's parent as every layer reads it: `None` fields when the store could not return it
+/// (a reader then treats the parent as external and untrusted: an error never lowers risk).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ParentView {
+    /// The parent's id.
+    pub(crate) id: ItemId,
+    /// How it entered.
+    pub(crate) route: Option<Route>,
+    /// Its label.
+    pub(crate) label: Option<Integrity>,
+}
+
+/// The one typed view of a memory that every stage reads: the memory, its parents with their
+/// routes and labels, and its writer's reputation (lifecycle feedback; `None`: none stored, or
+/// the lookup failed — the default, never a raised trust). Built once per operation, in batches
+/// ([`crate::Engine::views`]).
+#[derive(Debug, Clone)]
+pub(crate) struct MemoryView {
+    /// The memory.
+    pub(crate) item: MemoryItem,
+    /// Its declared parents, in order.
+    pub(crate) parents: Vec<ParentView>,
+    /// Its writer's stored reputation.
+    pub(crate) writer_reputation: Option<f64>,
+    /// The readers its ancestry admits, as the lineage graph computed them.
+    pub(crate) ceiling: Ceiling,
+}
+
+/// The ancestry ceiling of a memory (who its ancestry lets read it), as the lineage graph knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Ceiling {
+    /// The lineage layer is off, or the memory is the reader's own.
+    NotTracked,
+    /// The graph's ceiling.
+    Known(Readers),
+    /// The graph does not know the memory: its ancestry admits nobody.
+    Unknown,
+}
+
+/// Which door hands memories over: decides which read stages apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read<'q> {
+    /// A search for `query` (the read firewall scores it).
+    Search {
+        /// The query text.
+        query: &'q str,
+    },
+    /// A read by id.
+    Get,
+    /// A namespace listing.
+    List,
+    /// A memory's versions (superseded ones included).
+    History,
+}
+
+/// A memory on its way to a reader, with what the stages found.
+#[derive(Debug, Clone)]
+pub(crate) struct Candidate {
+    /// The memory and what every layer reads of it.
+    pub(crate) view: MemoryView,
+    /// Cosine similarity to the query (searches; 0 otherwise).
+    pub(crate) similarity: f32,
+    /// What the product ranks by (searches; 0 otherwise).
+    pub(crate) relevance: f64,
+    /// The lifecycle scorer's risk and the evidence that fired.
+    pub(crate) risk: Option<(f64, Vec<&'static str>)>,
+    /// The lineage layer's scores for the reader (searches).
+    pub(crate) path: Option<memwarden_lineage::Ranked>,
+    /// Why a stage withheld it (`None`: still on its way).
+    pub(crate) withheld: Option<Withheld>,
+}
+
+impl Candidate {
+    /// A candidate nothing has scored yet.
+    pub(crate) fn new(view: MemoryView, similarity: f32, relevance: f64) -> Self {
+        Self {
+            view,
+            similarity,
+            relevance,
+            risk: None,
+            path: None,
+            withheld: None,
+        }
+    }
+
+    /// The memory.
+    pub(crate) fn item(&self) -> &MemoryItem {
+        &self.view.item
+    }
+
+    /// Withhold it (the first reason stands).
+    pub(crate) fn withhold(&mut self, why: Withheld) {
+        self.withheld.get_or_insert(why);
+    }
+}
+
+/// Why a memory was not handed over. Every door reports all of them as not found, except a
+/// planning session's floor, which says so (the caller can read it elsewhere).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Withheld {
+    /// Out of the reader's scope, or not active.
+    Scope,
+    /// Below the session's floor (a planning session, or a caller's `min_label`).
+    SessionFloor,
+    /// A layer's stage withheld it.
+    Stage(&'static str),
+}
+
+/// A defense layer's part in the pipeline. Every method has a default that changes nothing, so
+/// a layer implements only the gates it has. Errors refuse the operation (any error in a
+/// security decision denies); what a stage logs about a refusal goes in `fx` and is committed
+/// even when the operation is refused.
+pub(crate) trait Stage: Send + Sync {
+    /// The layer's name (`lineage`, `lifecycle`).
+    fn layer(&self) -> &'static str;
+
+    /// Whether the stage reads parents and writer reputations ([`MemoryView`] is built without
+    /// them when no stage does).
+    fn reads_views(&self) -> bool {
+        false
+    }
+
+    /// Admit a write the authority layer minted (`cited`: what the write names as its parents,
+    /// inputs and argument sources). May restrict it (status, guard state, a prepended note).
+    fn admit_write(
+        &self,
+        _cx: &Cx<'_>,
+        _write: &mut AdmittedWrite,
+        _view: &MemoryView,
+        _cited: &[ItemId],
+        _fx: &mut Effects,
+    ) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    /// Filter and annotate memories on their way to a reader: withhold some (never re-admit
+    /// one), score the rest.
+    fn filter_reads(
+        &self,
+        _cx: &Cx<'_>,
+        _read: Read<'_>,
+        _candidates: &mut [Candidate],
+        _fx: &mut Effects,
+    ) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    /// The memories the reader is handed (after selection).
+    fn handed(
+        &self,
+        _cx: &Cx<'_>,
+        _read: Read<'_>,
+        _handed: &[Candidate],
+        _fx: &mut Effects,
+    ) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    /// The layer's verdict on an action (`None`: the layer has no action gate). An error is a
+    /// `Block` for the composition.
+    fn decide(
+        &self,
+        _cx: &Cx<'_>,
+        _input: &DecideInput<'_>,
+        _fx: &mut Effects,
+    ) -> Result<Option<Verdict>, EngineError> {
+        Ok(None)
+    }
+
+    /// Admit a promotion the authority layer minted (`admitted`: the memory's version chain,
+    /// oldest first, the promoted memory last).
+    fn admit_promotion(
+        &self,
+        _cx: &Cx<'_>,
+        _memory: &MemoryView,
+        _admitted: &[AdmittedPromotion],
+        _fx: &mut Effects,
+    ) -> Result<(), EngineError> {
+        Ok(())
+    }
+}
+
+/// What the action stages read.
+pub(crate) struct DecideInput<'a> {
+    /// The request, with the system's action class applied (`kind`, `risk`).
+    pub(crate) classed: &'a ActionRequest,
+    /// The authority layer's analysis of it.
+    pub(crate) analysis: &'a memwarden_core::authority::ActionAnalysis,
+    /// The cited memories' ids (context and value sources), sorted.
+    pub(crate) cited: &'a [ItemId],
+}
