@@ -434,7 +434,7 @@ impl Stage for LineageStage {
             return Ok(());
         }
         let selected: Vec<memwarden_lineage::Ranked> =
-            handed.iter().filter_map(|c| c.path.clone()).collect();
+            handed.iter().filter_map(|c| c.path).collect();
         debug_assert_eq!(
             selected.len(),
             handed.len(),
