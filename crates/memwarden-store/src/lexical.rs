@@ -66,10 +66,9 @@ pub const STOPWORDS: &[&str] = &[
     "yourselves", "s", "t", "d", "ll", "m", "re", "ve",
 ];
 
-/// The FTS5 query for free text: its words (letters and digits, lower-cased, each quoted so no
-/// query syntax survives, [`STOPWORDS`] left out), any of which may match. `None` when the text
-/// has no such word.
-pub fn match_query(text: &str) -> Option<String> {
+/// The words of a free-text query: letters and digits, lower-cased, [`STOPWORDS`] left out,
+/// duplicates dropped, at most [`QUERY_TERMS_MAX`] of at most [`QUERY_TERM_BYTES_MAX`] bytes.
+pub fn query_terms(text: &str) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     for w in text.split(|c: char| !c.is_alphanumeric()) {
         if w.is_empty() || w.len() > QUERY_TERM_BYTES_MAX {
@@ -86,10 +85,49 @@ pub fn match_query(text: &str) -> Option<String> {
             break;
         }
     }
+    terms
+}
+
+fn quoted_any(terms: &[String]) -> Option<String> {
     if terms.is_empty() {
         return None;
     }
     Some(terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
+}
+
+/// The FTS5 query for free text: its words ([`query_terms`]), each quoted so no query syntax
+/// survives, any of which may match. `None` when the text has no such word.
+pub fn match_query(text: &str) -> Option<String> {
+    quoted_any(&query_terms(text))
+}
+
+/// A query term matching more than this many memories of the namespace is left out of the
+/// lexical query: ranking costs time in proportion to the matches (a term in every memory, such
+/// as a speaker's name in a transcript, made one search rank all 10,000 rows: 9 ms), and such a
+/// term tells the memories little apart (its inverse document frequency is near zero); the
+/// vector search still sees the whole query.
+///
+/// Known limit: the count is over the namespace's memories, whoever may read them (counting
+/// only what the reader may read would mean reading every match), so whether a lexical query
+/// uses a word tells a reader whether more than this many memories of the namespace contain it.
+/// Nothing else is disclosed: every proposed memory is still read back, verified and filtered
+/// for the reader.
+pub const TERM_MATCHES_MAX: usize = 512;
+
+/// [`match_query`] without the terms that match more than [`TERM_MATCHES_MAX`] of the
+/// namespace's memories, or that match none (each counted up to the limit, without ranking).
+/// `None` when no term is left: the lexical search then proposes nothing.
+pub(crate) fn selective_query(conn: &Connection, tenant: &str, namespace: &str, text: &str) -> Result<Option<String>, StoreError> {
+    let mut stmt = conn.prepare_cached("SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ?1 AND tenant = ?2 AND namespace = ?3 LIMIT ?4)")?;
+    let mut kept = Vec::new();
+    for t in query_terms(text) {
+        let one = format!("\"{t}\"");
+        let n: i64 = stmt.query_row(params![one, tenant, namespace, i64::try_from(TERM_MATCHES_MAX + 1).unwrap_or(i64::MAX)], |r| r.get(0))?;
+        if n > 0 && usize::try_from(n).unwrap_or(usize::MAX) <= TERM_MATCHES_MAX {
+            kept.push(t);
+        }
+    }
+    Ok(quoted_any(&kept))
 }
 
 /// Row ids of `tenant`'s items in `namespace` whose text matches `query` (from
@@ -104,6 +142,33 @@ pub(crate) fn candidates(conn: &Connection, tenant: &str, namespace: &str, query
 #[cfg(test)]
 mod tests {
     use super::match_query;
+
+    /// A word in more than [`super::TERM_MATCHES_MAX`] memories of the namespace leaves the
+    /// query (it would make the search rank every one of them); one in fewer stays; a query of
+    /// frequent words only proposes nothing; another namespace's memories do not count.
+    #[test]
+    fn terms_in_too_many_memories_leave_the_query() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE items (id BLOB, record TEXT, tenant TEXT, namespace TEXT);").unwrap();
+        super::prepare(&conn).unwrap();
+        let add = |n: usize, ns: &str, text: &str| {
+            conn.execute("INSERT INTO items_fts(rowid, content, tenant, namespace) VALUES (?1, ?2, 't', ?3)", rusqlite::params![n as i64, text, ns]).unwrap();
+        };
+        for n in 0..=super::TERM_MATCHES_MAX {
+            add(n, "a", &format!("caroline said note {n}"));
+        }
+        add(10_000, "a", "caroline adopted a zebra");
+        for n in 0..2 * super::TERM_MATCHES_MAX {
+            add(20_000 + n, "b", "zebra zebra");
+        }
+        let q = |text: &str| super::selective_query(&conn, "t", "a", text).unwrap();
+        // `caroline` is in 514 memories of `a`, `adopt` in none (no stemming), `zebra` in one
+        // (the 1,024 of namespace `b` do not count).
+        assert_eq!(q("What did Caroline adopt, a zebra?").as_deref(), Some("\"zebra\""));
+        assert_eq!(q("What did Caroline adopted").as_deref(), Some("\"adopted\""));
+        assert_eq!(q("caroline said"), None);
+        assert_eq!(q("note 7").as_deref(), Some("\"7\""));
+    }
 
     #[test]
     fn queries_keep_words_only() {

@@ -933,8 +933,8 @@ impl Store for SqliteStore {
         if k == 0 || k > SEARCH_K_MAX {
             return Err(StoreError::BadQuery(format!("k must be 1..={SEARCH_K_MAX}")));
         }
-        let Some(fts) = crate::lexical::match_query(text) else { return Ok(Vec::new()) };
         let conn = lock(&self.shared.reader);
+        let Some(fts) = crate::lexical::selective_query(&conn, tenant.as_str(), namespace.as_str(), text)? else { return Ok(Vec::new()) };
         // Fetch wider until k eligible matches are found or the index has no more: the
         // permission filter runs on the verified item, never on the index.
         let mut limit = k.saturating_mul(4);
