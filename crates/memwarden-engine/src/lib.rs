@@ -2309,11 +2309,12 @@ impl Engine {
             }
             candidates.retain(|c| c.withheld.is_none());
             let trust = |c: &Candidate| c.path.as_ref().map_or(0.0, |p| p.scores.trust.get());
-            // Stable: equal relevance and trust keep the store's order.
+            // Relevance, then path trust, then the older memory (ids are time-ordered).
             candidates.sort_by(|a, b| {
                 b.relevance
                     .total_cmp(&a.relevance)
                     .then(trust(b).total_cmp(&trust(a)))
+                    .then(a.item().id().cmp(&b.item().id()))
             });
             candidates.truncate(k);
             if candidates.len() >= k || exhausted {
