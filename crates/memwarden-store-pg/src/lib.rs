@@ -60,8 +60,11 @@
 //! built from the verified rows at open and kept in step by the catch-up): eligibility before
 //! ranking, `min(k, eligible)`, never an ineligible hit. Lexical search uses PostgreSQL full text
 //! (`to_tsvector('simple', content)` in a `tsvector` column with a GIN index, ranked with
-//! `ts_rank`, not BM25): the same query words as SQLite ([`memwarden_store::lexical::match_query`]),
-//! any of which may match; every candidate is read back, verified and permission-filtered.
+//! `ts_rank`, not BM25): the same query words as SQLite ([`memwarden_store::lexical::query_terms`]),
+//! any of which may match, except that SQLite also leaves out a word matching more than
+//! [`memwarden_store::lexical::TERM_MATCHES_MAX`] memories of the namespace and this store keeps
+//! it (counting the matches through a GIN index cost more than the ranking it saves; measured in
+//! `search_lexical`); every candidate is read back, verified and permission-filtered.
 //!
 //! This is a measured choice, not only a workaround (issue 17 item 1; numbers, commands and
 //! limits in the repository's `docs/bench-pgvector.md`). On the same embeddings (N = 10,000),
