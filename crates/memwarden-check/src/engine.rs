@@ -20,9 +20,7 @@
 //! and **conformance** (the engine never labels a slot above the core gate's label for it; it
 //! may be lower: the engine's session taint and lifecycle gates only restrict).
 
-use crate::model::{
-    AuthorityModel, ModelState, Presented, REPORTED_TOOL, SlotOp, Stats, Step, tool_text,
-};
+use crate::model::{AuthorityModel, ModelState, Presented, REPORTED_TOOL, SlotOp, Stats, Step, tool_text};
 use crate::world::{ACT_AMOUNT, KEY, TOOL, Who, now_ms};
 use crate::{CheckConfig, GateKind};
 use memwarden_core::prelude::*;
@@ -82,10 +80,7 @@ pub struct EngineReplayReport {
 impl EngineReplayReport {
     /// Whether nothing was violated and nothing failed.
     pub fn holds(&self) -> bool {
-        self.sec_violations.is_empty()
-            && self.nm_violations.is_empty()
-            && self.above_core_label.is_empty()
-            && self.errors.is_empty()
+        self.sec_violations.is_empty() && self.nm_violations.is_empty() && self.above_core_label.is_empty() && self.errors.is_empty()
     }
 }
 
@@ -128,30 +123,17 @@ impl Walk {
         config.query_cache_entries = 0;
         let engine = Engine::open(dir.path(), config).map_err(|e| e.to_string())?;
         for who in Who::ALL {
-            engine
-                .register_principal(model.world.principal(who)?.clone())
-                .map_err(|e| format!("registering {}: {e}", who.id()))?;
+            engine.register_principal(model.world.principal(who)?.clone()).map_err(|e| format!("registering {}: {e}", who.id()))?;
         }
-        Ok(Self {
-            _dir: dir,
-            engine,
-            clock,
-            tenant: model.world.tenant.clone(),
-            slots: Vec::new(),
-            used: Vec::new(),
-            sessions: 0,
-        })
+        Ok(Self { _dir: dir, engine, clock, tenant: model.world.tenant.clone(), slots: Vec::new(), used: Vec::new(), sessions: 0 })
     }
 
     /// `who` in a session of its own.
     fn fresh(&mut self, who: Who) -> Result<Actor, String> {
         self.sessions += 1;
         let id = PrincipalId::new(who.id()).map_err(|e| e.to_string())?;
-        let session =
-            SessionId::new(&format!("walk-{}", self.sessions)).map_err(|e| e.to_string())?;
-        self.engine
-            .authenticate_session(&self.tenant, &id, session)
-            .map_err(|e| e.to_string())
+        let session = SessionId::new(&format!("walk-{}", self.sessions)).map_err(|e| e.to_string())?;
+        self.engine.authenticate_session(&self.tenant, &id, session).map_err(|e| e.to_string())
     }
 
     /// Hand slot `i` to `actor`'s session; `None` if the engine has no such item or withholds it.
@@ -187,19 +169,9 @@ pub fn replay_engine(cfg: &CheckConfig, walks: usize, seed: u64) -> EngineReplay
 
 /// [`replay_engine`] through an engine under `preset` (the ablations show what the oracle
 /// catches: under `none` no gate decides, and Sec fails).
-pub fn replay_engine_preset(
-    cfg: &CheckConfig,
-    walks: usize,
-    seed: u64,
-    preset: Preset,
-) -> EngineReplayReport {
+pub fn replay_engine_preset(cfg: &CheckConfig, walks: usize, seed: u64, preset: Preset) -> EngineReplayReport {
     let started = Instant::now();
-    let mut report = EngineReplayReport {
-        config: Some(*cfg),
-        seed,
-        preset: preset.as_str().into(),
-        ..EngineReplayReport::default()
-    };
+    let mut report = EngineReplayReport { config: Some(*cfg), seed, preset: preset.as_str().into(), ..EngineReplayReport::default() };
     if let Err(e) = cfg.validate() {
         report.errors.push(e);
         return report;
@@ -225,19 +197,9 @@ pub fn replay_engine_preset(
     report
 }
 
-fn walk(
-    model: &AuthorityModel,
-    cfg: &CheckConfig,
-    preset: Preset,
-    rng: &mut Rng,
-    report: &mut EngineReplayReport,
-) -> Result<(), String> {
+fn walk(model: &AuthorityModel, cfg: &CheckConfig, preset: Preset, rng: &mut Rng, report: &mut EngineReplayReport) -> Result<(), String> {
     let mut w = Walk::new(model, cfg, preset)?;
-    let mut state = model
-        .init_states()
-        .into_iter()
-        .next()
-        .ok_or("no initial state")?;
+    let mut state = model.init_states().into_iter().next().ok_or("no initial state")?;
     let mut trace: Vec<String> = Vec::new();
     for _ in 0..WALK_STEPS_MAX {
         let mut steps = Vec::new();
@@ -254,10 +216,7 @@ fn walk(
             None => break,
         };
         trace.push(model.describe(&state, step, Some(&next)));
-        *report
-            .steps_by_kind
-            .entry(step_kind(&step).into())
-            .or_insert(0) += 1;
+        *report.steps_by_kind.entry(step_kind(&step).into()).or_insert(0) += 1;
         report.steps += 1;
         perform(model, &mut w, &state, &next, step, &trace, report)?;
         state = next;
@@ -277,25 +236,14 @@ fn perform(
 ) -> Result<(), String> {
     let ns = model.world.namespace.clone();
     let pid = |who: Who| PrincipalId::new(who.id()).map_err(|e| e.to_string());
-    let value_arg = |v: &'static str| ToolArg {
-        key: KEY.into(),
-        value: v.into(),
-        kind: ValueKind::Account,
-        sources: vec![],
-    };
+    let value_arg = |v: &'static str| ToolArg { key: KEY.into(), value: v.into(), kind: ValueKind::Account, sources: vec![] };
     // The slot this step makes, if any: (engine item, the slot it derives from).
     let mut made: Option<(Option<MemoryItem>, Option<usize>)> = None;
     match step {
         Step::Write { writer, value } => {
             let actor = w.fresh(writer)?;
             let (text, route) = writer.write_text(value);
-            made = Some((
-                w.engine
-                    .add(&actor, WriteRequest::new(ns, text, route))
-                    .ok()
-                    .map(|(i, _)| i),
-                None,
-            ));
+            made = Some((w.engine.add(&actor, WriteRequest::new(ns, text, route)).ok().map(|(i, _)| i), None));
         }
         Step::Paraphrase { of } => {
             let agent = w.fresh(Who::Agent)?;
@@ -303,16 +251,8 @@ fn perform(
             made = Some(match w.hand(&agent, of) {
                 None => (None, Some(of)),
                 Some(_) => {
-                    let value = after
-                        .slots
-                        .get(before.slots.len())
-                        .map(|s| s.value)
-                        .ok_or("no new slot")?;
-                    let req = WriteRequest::new(
-                        ns,
-                        format!("Summary: the payee account is {}.", value.raw()),
-                        Route::Summary,
-                    );
+                    let value = after.slots.get(before.slots.len()).map(|s| s.value).ok_or("no new slot")?;
+                    let req = WriteRequest::new(ns, format!("Summary: the payee account is {}.", value.raw()), Route::Summary);
                     (w.engine.add(&agent, req).ok().map(|(i, _)| i), Some(of))
                 }
             });
@@ -327,74 +267,31 @@ fn perform(
             made = Some(match w.hand(&agent, of) {
                 None => (None, Some(of)),
                 Some(_) => {
-                    let value = after
-                        .slots
-                        .get(before.slots.len())
-                        .map(|s| s.value)
-                        .ok_or("no new slot")?;
-                    let args = if args {
-                        vec![value_arg(value.raw())]
-                    } else {
-                        Vec::new()
-                    };
-                    let out = w.engine.tool_call(
-                        &agent,
-                        &pid(tool)?,
-                        ns,
-                        args,
-                        &[],
-                        tool_text(tool, value),
-                    );
+                    let value = after.slots.get(before.slots.len()).map(|s| s.value).ok_or("no new slot")?;
+                    let args = if args { vec![value_arg(value.raw())] } else { Vec::new() };
+                    let out = w.engine.tool_call(&agent, &pid(tool)?, ns, args, &[], tool_text(tool, value));
                     (out.ok().map(|(i, _)| i), Some(of))
                 }
             });
         }
-        Step::Report {
-            caller,
-            value,
-            args,
-        } => {
+        Step::Report { caller, value, args } => {
             let actor = w.fresh(caller)?;
-            let args = if args {
-                vec![value_arg(value.raw())]
-            } else {
-                Vec::new()
-            };
-            let out = w.engine.tool_call(
-                &actor,
-                &pid(REPORTED_TOOL)?,
-                ns,
-                args,
-                &[],
-                tool_text(REPORTED_TOOL, value),
-            );
+            let args = if args { vec![value_arg(value.raw())] } else { Vec::new() };
+            let out = w.engine.tool_call(&actor, &pid(REPORTED_TOOL)?, ns, args, &[], tool_text(REPORTED_TOOL, value));
             made = Some((out.ok().map(|(i, _)| i), None));
         }
         Step::OwnOutput { tool, value } => {
             let actor = w.fresh(tool)?;
-            let out = w.engine.tool_call(
-                &actor,
-                &pid(tool)?,
-                ns,
-                Vec::new(),
-                &[],
-                tool_text(tool, value),
-            );
+            let out = w.engine.tool_call(&actor, &pid(tool)?, ns, Vec::new(), &[], tool_text(tool, value));
             made = Some((out.ok().map(|(i, _)| i), None));
         }
         Step::Attest { attester, value } => {
             let actor = w.fresh(attester)?;
-            w.engine
-                .attest(&actor, KEY, value.raw(), ValueKind::Account, &[])
-                .map_err(|e| err("attest", e))?;
+            w.engine.attest(&actor, KEY, value.raw(), ValueKind::Account, &[]).map_err(|e| err("attest", e))?;
         }
         Step::Grant { .. } => {}
         Step::Tick => w.clock.store(now_ms(after.session), Ordering::SeqCst),
-        Step::Act {
-            value,
-            context,
-            grant,
-        } => {
+        Step::Act { value, context, grant } => {
             let agent = w.fresh(Who::Agent)?;
             let wanted: Vec<usize> = match context {
                 crate::model::Ctx::Slot(i) => vec![usize::from(i)],
@@ -416,53 +313,30 @@ fn perform(
                 tool: TOOL.into(),
                 kind: ActionKind::Act,
                 risk: Risk::High,
-                values: vec![ActionValue {
-                    key: KEY.into(),
-                    value: value.raw().into(),
-                    kind: ValueKind::Account,
-                    sources: vec![],
-                }],
+                values: vec![ActionValue { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }],
                 amount: Some(ACT_AMOUNT.into()),
                 context: handed.iter().map(|(_, i)| i.id()).collect(),
                 grants: signed.iter().cloned().collect(),
             };
-            let (verdict, _) = w
-                .engine
-                .decide(&agent, &action)
-                .map_err(|e| err("decide", e))?;
-            *report
-                .decisions
-                .entry(verdict.decision.as_str().into())
-                .or_insert(0) += 1;
+            let (verdict, _) = w.engine.decide(&agent, &action).map_err(|e| err("decide", e))?;
+            *report.decisions.entry(verdict.decision.as_str().into()).or_insert(0) += 1;
             let executed = matches!(verdict.decision, Decision::Allow | Decision::Redact);
             let mut consumed = Vec::new();
             if let (Some(Presented::Issued(g)), Some(sg)) = (grant, &signed)
                 && !w.used.contains(&g)
-                && w.engine
-                    .store()
-                    .grant_used(&w.tenant, &sg.grant.nonce)
-                    .map_err(|e| err("grant lookup", e))?
+                && w.engine.store().grant_used(&w.tenant, &sg.grant.nonce).map_err(|e| err("grant lookup", e))?
             {
                 consumed.push(g);
             }
             let slots: Vec<usize> = handed.iter().map(|(i, _)| *i).collect();
             if executed {
                 report.executed += 1;
-                if slots.iter().any(|&i| {
-                    before
-                        .slots
-                        .get(i)
-                        .is_some_and(|s| s.ghost_untrusted && s.value == value)
-                }) {
+                if slots.iter().any(|&i| before.slots.get(i).is_some_and(|s| s.ghost_untrusted && s.value == value)) {
                     report.executed_with_untrusted_push += 1;
                 }
                 if !model.ghost_sec_ok_on(before, value, &slots, grant, &consumed, &w.used) {
                     let mut t = trace.to_vec();
-                    t.push(format!(
-                        "engine: {} ({:?}) on context {slots:?}",
-                        verdict.decision.as_str(),
-                        verdict.rule
-                    ));
+                    t.push(format!("engine: {} ({:?}) on context {slots:?}", verdict.decision.as_str(), verdict.rule));
                     report.sec_violations.push(t);
                 }
             }
@@ -470,54 +344,33 @@ fn perform(
         }
     }
     if let Some((item, source)) = made {
-        let slot = after
-            .slots
-            .get(before.slots.len())
-            .ok_or("the model made no slot")?;
+        let slot = after.slots.get(before.slots.len()).ok_or("the model made no slot")?;
         match &item {
             None => report.skipped += 1,
             Some(item) => {
                 let label = item.label().integrity();
                 if label > slot.label {
                     let mut t = trace.to_vec();
-                    t.push(format!(
-                        "engine labelled slot {} {} where the core gate gave {}",
-                        before.slots.len(),
-                        label.as_str(),
-                        slot.label.as_str()
-                    ));
+                    t.push(format!("engine labelled slot {} {} where the core gate gave {}", before.slots.len(), label.as_str(), slot.label.as_str()));
                     report.above_core_label.push(t);
                 } else if label == slot.label {
                     report.labels_equal += 1;
                 } else {
                     report.labels_lower += 1;
                 }
-                let derived = matches!(
-                    slot.op,
-                    SlotOp::Paraphrase(_) | SlotOp::Echo(..) | SlotOp::BareEcho(_)
-                );
-                if let (true, Some(src)) = (
-                    derived,
-                    source.and_then(|s| w.slots.get(s)).and_then(Option::as_ref),
-                ) && label > src.label().integrity()
+                let derived = matches!(slot.op, SlotOp::Paraphrase(_) | SlotOp::Echo(..) | SlotOp::BareEcho(_));
+                if let (true, Some(src)) = (derived, source.and_then(|s| w.slots.get(s)).and_then(Option::as_ref))
+                    && label > src.label().integrity()
                 {
                     let mut t = trace.to_vec();
-                    t.push(format!(
-                        "engine labelled a derived slot {} above its source {}",
-                        label.as_str(),
-                        src.label().integrity().as_str()
-                    ));
+                    t.push(format!("engine labelled a derived slot {} above its source {}", label.as_str(), src.label().integrity().as_str()));
                     report.nm_violations.push(t);
                 }
             }
         }
         w.slots.push(item);
     }
-    debug_assert_eq!(
-        w.slots.len(),
-        after.slots.len(),
-        "one engine entry per model slot"
-    );
+    debug_assert_eq!(w.slots.len(), after.slots.len(), "one engine entry per model slot");
     Ok(())
 }
 
@@ -526,11 +379,7 @@ pub fn render_engine_markdown(r: &EngineReplayReport) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let c = r.config.unwrap_or_default();
-    let _ = writeln!(
-        s,
-        "## The model's steps through the shipped engine (`{}`)\n",
-        r.preset
-    );
+    let _ = writeln!(s, "## The model's steps through the shipped engine (`{}`)\n", r.preset);
     let _ = writeln!(
         s,
         "{} random walks (seed {}) at bound {} slots / {} sessions, k = {}, tool outputs {}: {} steps in {:.1} s, each walk on a fresh `Engine` under `{}` with an embedded store of its own.\n",
@@ -545,66 +394,18 @@ pub fn render_engine_markdown(r: &EngineReplayReport) -> String {
         r.preset
     );
     let _ = writeln!(s, "| check | result |\n| --- | --- |");
-    let _ = writeln!(
-        s,
-        "| Sec on the engine's decisions | {} violations |",
-        r.sec_violations.len()
-    );
-    let _ = writeln!(
-        s,
-        "| non-malleability (derived slot above its source) | {} violations |",
-        r.nm_violations.len()
-    );
-    let _ = writeln!(
-        s,
-        "| engine label above the core gate's | {} slots |",
-        r.above_core_label.len()
-    );
-    let _ = writeln!(
-        s,
-        "| engine label equal to / below the core gate's | {} / {} slots |",
-        r.labels_equal, r.labels_lower
-    );
-    let _ = writeln!(
-        s,
-        "| decisions | {} |",
-        r.decisions
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let _ = writeln!(
-        s,
-        "| executed / with an untrusted carrier of the value in the context | {} / {} |",
-        r.executed, r.executed_with_untrusted_push
-    );
-    let _ = writeln!(
-        s,
-        "| steps not performed (source never handed over) | {} |",
-        r.skipped
-    );
+    let _ = writeln!(s, "| Sec on the engine's decisions | {} violations |", r.sec_violations.len());
+    let _ = writeln!(s, "| non-malleability (derived slot above its source) | {} violations |", r.nm_violations.len());
+    let _ = writeln!(s, "| engine label above the core gate's | {} slots |", r.above_core_label.len());
+    let _ = writeln!(s, "| engine label equal to / below the core gate's | {} / {} slots |", r.labels_equal, r.labels_lower);
+    let _ = writeln!(s, "| decisions | {} |", r.decisions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(s, "| executed / with an untrusted carrier of the value in the context | {} / {} |", r.executed, r.executed_with_untrusted_push);
+    let _ = writeln!(s, "| steps not performed (source never handed over) | {} |", r.skipped);
     let _ = writeln!(s, "| engine errors | {} |", r.errors.len());
-    let _ = writeln!(
-        s,
-        "\nSteps: {}.",
-        r.steps_by_kind
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    for (name, list) in [
-        ("Sec", &r.sec_violations),
-        ("non-malleability", &r.nm_violations),
-        ("above the core label", &r.above_core_label),
-    ] {
+    let _ = writeln!(s, "\nSteps: {}.", r.steps_by_kind.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+    for (name, list) in [("Sec", &r.sec_violations), ("non-malleability", &r.nm_violations), ("above the core label", &r.above_core_label)] {
         if let Some(t) = list.first() {
-            let _ = writeln!(
-                s,
-                "\nFirst {name} counterexample:\n\n```\n{}\n```",
-                t.join("\n")
-            );
+            let _ = writeln!(s, "\nFirst {name} counterexample:\n\n```\n{}\n```", t.join("\n"));
         }
     }
     for e in r.errors.iter().take(5) {

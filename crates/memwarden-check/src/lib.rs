@@ -78,10 +78,7 @@ mod engine;
 mod model;
 mod world;
 
-pub use engine::{
-    EngineReplayReport, WALK_STEPS_MAX, WALKS_MAX, render_engine_markdown, replay_engine,
-    replay_engine_preset,
-};
+pub use engine::{EngineReplayReport, WALK_STEPS_MAX, WALKS_MAX, render_engine_markdown, replay_engine, replay_engine_preset};
 
 use model::{AuthorityModel, ModelState, Stats, Step};
 use serde::Serialize;
@@ -121,36 +118,19 @@ pub struct CheckConfig {
 impl CheckConfig {
     /// The paper's bound: 3 slots, 2 sessions, k = 2.
     pub const fn paper() -> Self {
-        Self {
-            slots: 3,
-            sessions: 2,
-            k: 2,
-            threads: 1,
-            tool_outputs: false,
-        }
+        Self { slots: 3, sessions: 2, k: 2, threads: 1, tool_outputs: false }
     }
     /// The larger bound run by the benchmark: 4 slots, 3 sessions, k = 2.
     pub const fn larger() -> Self {
-        Self {
-            slots: 4,
-            sessions: 3,
-            k: 2,
-            threads: 1,
-            tool_outputs: false,
-        }
+        Self { slots: 4, sessions: 3, k: 2, threads: 1, tool_outputs: false }
     }
     /// The paper's bound with every transition the product offers (tool outputs included).
     pub const fn product() -> Self {
-        Self {
-            tool_outputs: true,
-            ..Self::paper()
-        }
+        Self { tool_outputs: true, ..Self::paper() }
     }
     fn validate(&self) -> Result<(), String> {
         if !(1..=BOUND_MAX).contains(&self.slots) || !(1..=BOUND_MAX).contains(&self.sessions) {
-            return Err(format!(
-                "slots and sessions must be between 1 and {BOUND_MAX}"
-            ));
+            return Err(format!("slots and sessions must be between 1 and {BOUND_MAX}"));
         }
         if self.k == 0 {
             return Err("k must be at least 1".into());
@@ -192,13 +172,8 @@ pub enum GateKind {
 
 impl GateKind {
     /// Every gate, in report order.
-    pub const ALL: [GateKind; 5] = [
-        GateKind::Real,
-        GateKind::NoOriginBinding,
-        GateKind::ContentBased,
-        GateKind::LineageEdges,
-        GateKind::UnvouchedToolOutputs,
-    ];
+    pub const ALL: [GateKind; 5] =
+        [GateKind::Real, GateKind::NoOriginBinding, GateKind::ContentBased, GateKind::LineageEdges, GateKind::UnvouchedToolOutputs];
 
     /// Kebab-case name (as on the command line).
     pub fn as_str(self) -> &'static str {
@@ -302,13 +277,8 @@ impl CheckReport {
             return false;
         }
         // Without the tool-output transitions the unvouched-output gate is the real gate.
-        let expects_sec = self.gate.expects_sec()
-            || (self.gate == GateKind::UnvouchedToolOutputs && !self.config.tool_outputs);
-        if expects_sec {
-            self.sec_holds && self.nonmalleable_holds && self.exhaustive
-        } else {
-            self.counterexample.is_some()
-        }
+        let expects_sec = self.gate.expects_sec() || (self.gate == GateKind::UnvouchedToolOutputs && !self.config.tool_outputs);
+        if expects_sec { self.sec_holds && self.nonmalleable_holds && self.exhaustive } else { self.counterexample.is_some() }
     }
 }
 
@@ -344,21 +314,14 @@ pub fn check(gate: GateKind, cfg: &CheckConfig) -> CheckReport {
         elapsed_ms: 0,
     };
     let stats = Arc::new(Stats::default());
-    let model = match cfg
-        .validate()
-        .and_then(|()| AuthorityModel::new(gate, *cfg, Arc::clone(&stats)))
-    {
+    let model = match cfg.validate().and_then(|()| AuthorityModel::new(gate, *cfg, Arc::clone(&stats))) {
         Ok(m) => m,
         Err(e) => {
             report.errors.push(e);
             return report;
         }
     };
-    let checker = model
-        .checker()
-        .threads(cfg.threads.max(1))
-        .spawn_bfs()
-        .join();
+    let checker = model.checker().threads(cfg.threads.max(1)).spawn_bfs().join();
     report.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report.states = checker.unique_state_count();
     report.generated = checker.state_count();
@@ -374,8 +337,7 @@ pub fn check(gate: GateKind, cfg: &CheckConfig) -> CheckReport {
     report.verdicts = stats.verdicts();
     report.errors = stats.errors();
     report.sec_holds = report.counterexample.is_none() && report.errors.is_empty();
-    report.nonmalleable_holds =
-        report.nonmalleability_counterexample.is_none() && report.errors.is_empty();
+    report.nonmalleable_holds = report.nonmalleability_counterexample.is_none() && report.errors.is_empty();
     report
 }
 
@@ -392,11 +354,7 @@ pub fn render_markdown(reports: &[CheckReport]) -> String {
          |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in reports {
-        let states = if r.exhaustive {
-            r.states.to_string()
-        } else {
-            format!("{} (not expanded past Sec violations)", r.states)
-        };
+        let states = if r.exhaustive { r.states.to_string() } else { format!("{} (not expanded past Sec violations)", r.states) };
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} ms |\n",
             r.gate,
@@ -414,18 +372,9 @@ pub fn render_markdown(reports: &[CheckReport]) -> String {
             r.elapsed_ms
         ));
     }
-    out.push_str(&format!(
-        "\nThe paper's TLC run reached {PAPER_TLC_STATES} states at 3 slots, 2 sessions, k = 2.\n"
-    ));
-    for r in reports
-        .iter()
-        .filter(|r| r.gate == GateKind::Real && !r.verdicts.is_empty())
-    {
-        let v: Vec<String> = r
-            .verdicts
-            .iter()
-            .map(|(k, n)| format!("{k}: {n}"))
-            .collect();
+    out.push_str(&format!("\nThe paper's TLC run reached {PAPER_TLC_STATES} states at 3 slots, 2 sessions, k = 2.\n"));
+    for r in reports.iter().filter(|r| r.gate == GateKind::Real && !r.verdicts.is_empty()) {
+        let v: Vec<String> = r.verdicts.iter().map(|(k, n)| format!("{k}: {n}")).collect();
         out.push_str(&format!(
             "\nVerdicts of the real gate over the evaluated actions ({} slots, {} sessions): {}.\n",
             r.config.slots,
@@ -434,10 +383,7 @@ pub fn render_markdown(reports: &[CheckReport]) -> String {
         ));
     }
     for r in reports {
-        for (what, t) in [
-            ("Sec", &r.counterexample),
-            ("non-malleability", &r.nonmalleability_counterexample),
-        ] {
+        for (what, t) in [("Sec", &r.counterexample), ("non-malleability", &r.nonmalleability_counterexample)] {
             if let Some(t) = t {
                 out.push_str(&format!("\n`{}`: {what} counterexample\n\n", r.gate));
                 for (n, line) in t.iter().enumerate() {

@@ -1,9 +1,7 @@
 //! The stateright model: abstract slot records plus each item's serialized JSON, ghost provenance,
 //! and transitions that call the real gate code.
 
-use crate::world::{
-    ACT_AMOUNT, EPOCH_MS, KEY, SESSION_MS, TOOL, Val, Who, World, now_ms, slot_id, slot_of,
-};
+use crate::world::{ACT_AMOUNT, EPOCH_MS, KEY, SESSION_MS, TOOL, Val, Who, World, now_ms, slot_id, slot_of};
 use crate::{AllowCounts, CheckConfig, GateKind};
 use memwarden_core::normalize::fold;
 use memwarden_core::prelude::*;
@@ -27,10 +25,7 @@ impl Json {
         use std::hash::{Hash, Hasher};
         let mut h = std::hash::DefaultHasher::new();
         text.hash(&mut h);
-        Self {
-            hash: h.finish(),
-            text: Arc::from(text),
-        }
+        Self { hash: h.finish(), text: Arc::from(text) }
     }
 }
 
@@ -79,11 +74,7 @@ impl fmt::Debug for Json {
 /// an allow-listed tool by echoing (origin `trusted_tool`), so every (origin, label) pair the gate
 /// can produce occurs: user/trusted, agent/agent, agent/untrusted, trusted_tool/trusted,
 /// trusted_tool/untrusted and untrusted_external/untrusted.
-pub(crate) const WRITES: [(Who, Val); 3] = [
-    (Who::Inbox, Val::Attack),
-    (Who::Inbox, Val::Legit),
-    (Who::User, Val::Legit),
-];
+pub(crate) const WRITES: [(Who, Val); 3] = [(Who::Inbox, Val::Attack), (Who::Inbox, Val::Legit), (Who::User, Val::Legit)];
 /// Allow-listed tools the agent can have echo a stored value.
 pub(crate) const ECHO_TOOLS: [Who; 1] = [Who::RegA];
 /// Tool outputs reported by a caller other than the tool (with [`CheckConfig::tool_outputs`]):
@@ -93,34 +84,21 @@ pub(crate) const ECHO_TOOLS: [Who; 1] = [Who::RegA];
 /// The inbox reports either value, as it writes either (the model's `v_attack` is spelled with
 /// look-alikes, which the gate always asks about, so a forged trusted report of `v_legit` is what
 /// an attack on the tool-output door can get allowed).
-pub(crate) const REPORTS: [(Who, Val); 4] = [
-    (Who::User, Val::Legit),
-    (Who::RegB, Val::Legit),
-    (Who::Inbox, Val::Attack),
-    (Who::Inbox, Val::Legit),
-];
+pub(crate) const REPORTS: [(Who, Val); 4] = [(Who::User, Val::Legit), (Who::RegB, Val::Legit), (Who::Inbox, Val::Attack), (Who::Inbox, Val::Legit)];
 /// The tool whose output is reported, and which also writes its own.
 pub(crate) const REPORTED_TOOL: Who = Who::RegA;
 /// Attestations the model offers (each principal attests at most once). All are for the
 /// legitimate value, so an attacker-value action can count them only by ignoring the value; the
 /// mirror shares registry A's domain; the sock puppet is untrusted.
-pub(crate) const ATTESTS: [(Who, Val); 4] = [
-    (Who::RegA, Val::Legit),
-    (Who::RegAMirror, Val::Legit),
-    (Who::RegB, Val::Legit),
-    (Who::Sock, Val::Legit),
-];
+pub(crate) const ATTESTS: [(Who, Val); 4] =
+    [(Who::RegA, Val::Legit), (Who::RegAMirror, Val::Legit), (Who::RegB, Val::Legit), (Who::Sock, Val::Legit)];
 /// Most grants issued in one run (it can be presented any number of times, in any session).
 pub(crate) const GRANTS_MAX: usize = 1;
 /// Grants the user can issue, as (tool, value, amount): exactly the attack action, the same value
 /// and tool with another amount, and the same value and amount for another tool. Presenting one
 /// with another value exercises the value binding. (A grant forged by the attacker is not issued:
 /// the agent can present one with any single-item action.)
-pub(crate) const GRANTS: [(&str, Val, u32); 3] = [
-    (TOOL, Val::Attack, 1500),
-    (TOOL, Val::Attack, 9000),
-    ("wire", Val::Attack, 1500),
-];
+pub(crate) const GRANTS: [(&str, Val, u32); 3] = [(TOOL, Val::Attack, 1500), (TOOL, Val::Attack, 9000), ("wire", Val::Attack, 1500)];
 /// The nonce byte of the attacker's forged grant (it names the user but is signed with another key).
 const FORGED: u8 = 0xEF;
 
@@ -334,18 +312,11 @@ impl Stats {
         }
     }
     pub(crate) fn verdicts(&self) -> BTreeMap<String, usize> {
-        self.verdicts
-            .lock()
-            .map(|v| v.iter().map(|(k, n)| (k.clone(), *n)).collect())
-            .unwrap_or_default()
+        self.verdicts.lock().map(|v| v.iter().map(|(k, n)| (k.clone(), *n)).collect()).unwrap_or_default()
     }
     pub(crate) fn errors(&self) -> Vec<String> {
         let n = self.errors.load(Ordering::Relaxed);
-        let mut v = self
-            .first_errors
-            .lock()
-            .map(|v| v.clone())
-            .unwrap_or_default();
+        let mut v = self.first_errors.lock().map(|v| v.clone()).unwrap_or_default();
         if n > v.len() {
             v.push(format!("... {n} model errors in all"));
         }
@@ -427,9 +398,7 @@ pub(crate) struct AuthorityModel {
 }
 
 fn js<T: serde::Serialize>(v: &T) -> Result<Json, String> {
-    serde_json::to_string(v)
-        .map(Json::new)
-        .map_err(|e| e.to_string())
+    serde_json::to_string(v).map(Json::new).map_err(|e| e.to_string())
 }
 
 fn nonce(g: u8) -> [u8; 16] {
@@ -451,11 +420,7 @@ fn byte(i: usize) -> u8 {
 
 impl AuthorityModel {
     pub(crate) fn new(gate: GateKind, cfg: CheckConfig, stats: Arc<Stats>) -> Result<Self, String> {
-        let config = AuthorityConfig {
-            k: cfg.k,
-            origin_binding: gate != GateKind::NoOriginBinding,
-            ..AuthorityConfig::default()
-        };
+        let config = AuthorityConfig { k: cfg.k, origin_binding: gate != GateKind::NoOriginBinding, ..AuthorityConfig::default() };
         Ok(Self {
             gate,
             cfg,
@@ -483,15 +448,10 @@ impl AuthorityModel {
             }
             item
         } else {
-            serde_json::from_str(&slot.json)
-                .map_err(|e| format!("slot {i} does not decode: {e}"))?
+            serde_json::from_str(&slot.json).map_err(|e| format!("slot {i} does not decode: {e}"))?
         };
         let item = Arc::new(item);
-        remember(
-            &self.caches.items,
-            Json::clone(&slot.json),
-            Arc::clone(&item),
-        );
+        remember(&self.caches.items, Json::clone(&slot.json), Arc::clone(&item));
         Ok(item)
     }
 
@@ -512,61 +472,27 @@ impl AuthorityModel {
     }
 
     /// Admit the item of slot `i` made by `op` (carrying `value`) through the real gate.
-    fn admit_slot(
-        &self,
-        s: &ModelState,
-        i: usize,
-        op: SlotOp,
-        value: Val,
-    ) -> Result<AdmittedWrite, String> {
+    fn admit_slot(&self, s: &ModelState, i: usize, op: SlotOp, value: Val) -> Result<AdmittedWrite, String> {
         let w = &self.world;
         let err = |e: WriteError| format!("admission of slot {i} refused: {e}");
         match op {
             SlotOp::Write(writer) => {
                 let (text, route) = writer.write_text(value);
                 let req = WriteRequest::new(w.namespace.clone(), text, route);
-                self.authority
-                    .admit_write(
-                        w.principal(writer)?,
-                        &w.tenant,
-                        req,
-                        &[],
-                        slot_id(i),
-                        EPOCH_MS,
-                    )
-                    .map_err(err)
+                self.authority.admit_write(w.principal(writer)?, &w.tenant, req, &[], slot_id(i), EPOCH_MS).map_err(err)
             }
             SlotOp::Paraphrase(j) => {
                 // The agent was handed the parent and writes a paraphrase declaring no parent.
                 let parent = self.item(s, usize::from(j))?;
-                let req = WriteRequest::new(
-                    w.namespace.clone(),
-                    format!("Summary: the payee account is {}.", value.raw()),
-                    Route::Summary,
-                );
+                let req = WriteRequest::new(w.namespace.clone(), format!("Summary: the payee account is {}.", value.raw()), Route::Summary);
                 let observed = self.observed(&[&parent]);
-                self.authority
-                    .admit_write_observed(
-                        w.principal(Who::Agent)?,
-                        &w.tenant,
-                        req,
-                        &[],
-                        &observed,
-                        slot_id(i),
-                        EPOCH_MS,
-                    )
-                    .map_err(err)
+                self.authority.admit_write_observed(w.principal(Who::Agent)?, &w.tenant, req, &[], &observed, slot_id(i), EPOCH_MS).map_err(err)
             }
             SlotOp::Echo(tool, j) => {
                 // The agent was handed the parent and types its value into a trusted tool,
                 // declaring neither a source nor an input.
                 let parent = self.item(s, usize::from(j))?;
-                let args = [ToolArg {
-                    key: KEY.into(),
-                    value: value.raw().into(),
-                    kind: ValueKind::Account,
-                    sources: vec![],
-                }];
+                let args = [ToolArg { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }];
                 let output = tool_text(tool, value);
                 let observed = self.observed(&[&parent]);
                 self.authority
@@ -587,16 +513,8 @@ impl AuthorityModel {
                     .map_err(err)
             }
             SlotOp::Report(caller, with_arg) => {
-                let args: Vec<ToolArg> = if with_arg {
-                    vec![ToolArg {
-                        key: KEY.into(),
-                        value: value.raw().into(),
-                        kind: ValueKind::Account,
-                        sources: vec![],
-                    }]
-                } else {
-                    Vec::new()
-                };
+                let args: Vec<ToolArg> =
+                    if with_arg { vec![ToolArg { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }] } else { Vec::new() };
                 self.admit_reported(i, caller, &Observed::clean(), &args, value)
             }
             SlotOp::BareEcho(j) => {
@@ -613,34 +531,14 @@ impl AuthorityModel {
         let w = &self.world;
         let p = w.principal(tool)?;
         self.authority
-            .admit_tool_output(
-                p,
-                &Observed::clean(),
-                p,
-                Vouch::Writer,
-                &[],
-                &[],
-                &[],
-                &w.tenant,
-                w.namespace.clone(),
-                tool_text(tool, value),
-                slot_id(i),
-                EPOCH_MS,
-            )
+            .admit_tool_output(p, &Observed::clean(), p, Vouch::Writer, &[], &[], &[], &w.tenant, w.namespace.clone(), tool_text(tool, value), slot_id(i), EPOCH_MS)
             .map_err(|e| format!("admission of slot {i} refused: {e}"))
     }
 
     /// A caller's report of [`REPORTED_TOOL`]'s output through the real gate. Under
     /// [`GateKind::UnvouchedToolOutputs`] a report without arguments is admitted the way the
     /// pre-fix engine did: as the tool's own output, whoever reported it.
-    fn admit_reported(
-        &self,
-        i: usize,
-        caller: Who,
-        observed: &Observed,
-        args: &[ToolArg],
-        value: Val,
-    ) -> Result<AdmittedWrite, String> {
+    fn admit_reported(&self, i: usize, caller: Who, observed: &Observed, args: &[ToolArg], value: Val) -> Result<AdmittedWrite, String> {
         if self.gate == GateKind::UnvouchedToolOutputs && args.is_empty() {
             return self.admit_own(i, REPORTED_TOOL, value);
         }
@@ -664,18 +562,11 @@ impl AuthorityModel {
     }
 
     /// The label and JSON of a new slot `i` (memoized admission).
-    fn new_slot(
-        &self,
-        s: &ModelState,
-        op: SlotOp,
-        value: Val,
-    ) -> Result<(Integrity, Json), String> {
+    fn new_slot(&self, s: &ModelState, op: SlotOp, value: Val) -> Result<(Integrity, Json), String> {
         let i = s.slots.len();
         let parent = match op {
             SlotOp::Write(_) => None,
-            SlotOp::Paraphrase(j) | SlotOp::Echo(_, j) | SlotOp::BareEcho(j) => Some(Json::clone(
-                &s.slots.get(usize::from(j)).ok_or("no parent slot")?.json,
-            )),
+            SlotOp::Paraphrase(j) | SlotOp::Echo(_, j) | SlotOp::BareEcho(j) => Some(Json::clone(&s.slots.get(usize::from(j)).ok_or("no parent slot")?.json)),
             SlotOp::Report(..) | SlotOp::OwnOutput(_) => None,
         };
         let key = (i, op, value, parent);
@@ -689,29 +580,10 @@ impl AuthorityModel {
     }
 
     /// The signed grant an action presents: the user's grant `Issued(g)`, or the attacker's forgery.
-    pub(crate) fn signed_grant(
-        &self,
-        s: &ModelState,
-        presented: Presented,
-    ) -> Result<SignedGrant, String> {
+    pub(crate) fn signed_grant(&self, s: &ModelState, presented: Presented) -> Result<SignedGrant, String> {
         let (rec, g, forged) = match presented {
-            Presented::Issued(g) => (
-                *s.grants
-                    .get(usize::from(g))
-                    .ok_or_else(|| format!("no grant {g}"))?,
-                g,
-                false,
-            ),
-            Presented::Forged => (
-                GrantRec {
-                    tool: TOOL,
-                    value: Val::Attack,
-                    amount: 1500,
-                    session: s.session,
-                },
-                FORGED,
-                true,
-            ),
+            Presented::Issued(g) => (*s.grants.get(usize::from(g)).ok_or_else(|| format!("no grant {g}"))?, g, false),
+            Presented::Forged => (GrantRec { tool: TOOL, value: Val::Attack, amount: 1500, session: s.session }, FORGED, true),
         };
         if let Some(sg) = cached(&self.caches.grants, &(rec, g, forged)) {
             return Ok(sg);
@@ -721,18 +593,13 @@ impl AuthorityModel {
             user: PrincipalId::new(Who::User.id()).map_err(|e| e.to_string())?,
             tool: rec.tool.into(),
             key: KEY.into(),
-            value: NormValue::new(ValueKind::Account, rec.value.raw())
-                .map_err(|e| e.to_string())?,
+            value: NormValue::new(ValueKind::Account, rec.value.raw()).map_err(|e| e.to_string())?,
             amount: Some(rec.amount.to_string()),
             nonce: nonce(g),
             issued_ms: now_ms(rec.session),
             expires_ms: EPOCH_MS + (u64::from(rec.session) + 1) * SESSION_MS - 1,
         };
-        let sg = grant.sign(if forged {
-            &self.world.forger_key
-        } else {
-            &self.world.user_key
-        });
+        let sg = grant.sign(if forged { &self.world.forger_key } else { &self.world.user_key });
         remember(&self.caches.grants, (rec, g, forged), sg.clone());
         Ok(sg)
     }
@@ -745,54 +612,24 @@ impl AuthorityModel {
     }
 
     /// Decide an action with this model's gate (memoized on everything the gate reads).
-    fn decide(
-        &self,
-        s: &ModelState,
-        value: Val,
-        ctx: Ctx,
-        grant: Option<Presented>,
-    ) -> Result<Arc<ActResult>, String> {
+    fn decide(&self, s: &ModelState, value: Val, ctx: Ctx, grant: Option<Presented>) -> Result<Arc<ActResult>, String> {
         let ctx_slots = Self::context_slots(s, ctx);
-        let json_of = |i: &usize| {
-            s.slots
-                .get(*i)
-                .map(|sl| Json::clone(&sl.json))
-                .ok_or_else(|| format!("no slot {i}"))
-        };
-        let real = matches!(
-            self.gate,
-            GateKind::Real | GateKind::NoOriginBinding | GateKind::UnvouchedToolOutputs
-        );
+        let json_of = |i: &usize| s.slots.get(*i).map(|sl| Json::clone(&sl.json)).ok_or_else(|| format!("no slot {i}"));
+        let real = matches!(self.gate, GateKind::Real | GateKind::NoOriginBinding | GateKind::UnvouchedToolOutputs);
         let key = DecideKey {
             items: if self.gate == GateKind::LineageEdges {
-                (0..s.slots.len())
-                    .map(|i| json_of(&i))
-                    .collect::<Result<_, _>>()?
+                (0..s.slots.len()).map(|i| json_of(&i)).collect::<Result<_, _>>()?
             } else {
                 ctx_slots.iter().map(json_of).collect::<Result<_, _>>()?
             },
-            ctx: if self.gate == GateKind::LineageEdges {
-                ctx_slots.clone()
-            } else {
-                Vec::new()
-            },
+            ctx: if self.gate == GateKind::LineageEdges { ctx_slots.clone() } else { Vec::new() },
             value,
-            attested: if real {
-                s.attested.iter().map(|(_, _, j)| Json::clone(j)).collect()
-            } else {
-                Vec::new()
-            },
-            elevations: if real {
-                s.elevations.clone()
-            } else {
-                Vec::new()
-            },
+            attested: if real { s.attested.iter().map(|(_, _, j)| Json::clone(j)).collect() } else { Vec::new() },
+            elevations: if real { s.elevations.clone() } else { Vec::new() },
             grant: match (real, grant) {
-                (true, Some(Presented::Issued(g))) => Some((
-                    Some(*s.grants.get(usize::from(g)).ok_or("no grant")?),
-                    g,
-                    s.used.contains(&g),
-                )),
+                (true, Some(Presented::Issued(g))) => {
+                    Some((Some(*s.grants.get(usize::from(g)).ok_or("no grant")?), g, s.used.contains(&g)))
+                }
                 (true, Some(Presented::Forged)) => Some((None, FORGED, s.used.contains(&FORGED))),
                 _ => None,
             },
@@ -801,14 +638,9 @@ impl AuthorityModel {
         if let Some(r) = cached(&self.caches.decisions, &key) {
             return Ok(r);
         }
-        let items: Vec<Arc<MemoryItem>> = ctx_slots
-            .iter()
-            .map(|&i| self.item(s, i))
-            .collect::<Result<_, _>>()?;
+        let items: Vec<Arc<MemoryItem>> = ctx_slots.iter().map(|&i| self.item(s, i)).collect::<Result<_, _>>()?;
         let r = Arc::new(match self.gate {
-            GateKind::Real | GateKind::NoOriginBinding | GateKind::UnvouchedToolOutputs => {
-                self.decide_real(s, value, &items, grant)?
-            }
+            GateKind::Real | GateKind::NoOriginBinding | GateKind::UnvouchedToolOutputs => self.decide_real(s, value, &items, grant)?,
             GateKind::ContentBased => {
                 let marked = items.iter().find(|i| {
                     let f = fold(i.content());
@@ -830,9 +662,7 @@ impl AuthorityModel {
                 }
             }
             GateKind::LineageEdges => {
-                let all: Vec<Arc<MemoryItem>> = (0..s.slots.len())
-                    .map(|i| self.item(s, i))
-                    .collect::<Result<_, _>>()?;
+                let all: Vec<Arc<MemoryItem>> = (0..s.slots.len()).map(|i| self.item(s, i)).collect::<Result<_, _>>()?;
                 let mut seen: BTreeSet<ItemId> = BTreeSet::new();
                 let mut todo: Vec<ItemId> = items.iter().map(|i| i.id()).collect();
                 let mut tainted = None;
@@ -840,10 +670,7 @@ impl AuthorityModel {
                     if !seen.insert(id) {
                         continue;
                     }
-                    let item = all
-                        .iter()
-                        .find(|i| i.id() == id)
-                        .ok_or_else(|| format!("edge to unknown item {id}"))?;
+                    let item = all.iter().find(|i| i.id() == id).ok_or_else(|| format!("edge to unknown item {id}"))?;
                     if item.label().integrity() == Integrity::Untrusted {
                         tainted = Some(id);
                         break;
@@ -855,10 +682,7 @@ impl AuthorityModel {
                         allowed: None,
                         consumed: vec![],
                         new_elevations: vec![],
-                        verdict: format!(
-                            "block (recorded lineage reaches untrusted {})",
-                            slot_name(&id)
-                        ),
+                        verdict: format!("block (recorded lineage reaches untrusted {})", slot_name(&id)),
                     },
                     None => ActResult {
                         allowed: Some(Allowed::Other),
@@ -873,44 +697,21 @@ impl AuthorityModel {
         Ok(r)
     }
 
-    fn decide_real(
-        &self,
-        s: &ModelState,
-        value: Val,
-        items: &[Arc<MemoryItem>],
-        grant: Option<Presented>,
-    ) -> Result<ActResult, String> {
+    fn decide_real(&self, s: &ModelState, value: Val, items: &[Arc<MemoryItem>], grant: Option<Presented>) -> Result<ActResult, String> {
         let w = &self.world;
         let refs: Vec<&MemoryItem> = items.iter().map(|i| &**i).collect();
         // The acting session was handed exactly the context it acts on.
         let observed = self.observed(&refs);
-        let attestations: Vec<Attestation> = s
-            .attested
-            .iter()
-            .map(|(_, _, j)| serde_json::from_str(j))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
-        let elevations: Vec<Elevation> = s
-            .elevations
-            .iter()
-            .map(|j| serde_json::from_str(j))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
-        let grants: Vec<SignedGrant> = grant
-            .map(|g| self.signed_grant(s, g))
-            .transpose()?
-            .into_iter()
-            .collect();
+        let attestations: Vec<Attestation> =
+            s.attested.iter().map(|(_, _, j)| serde_json::from_str(j)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+        let elevations: Vec<Elevation> =
+            s.elevations.iter().map(|j| serde_json::from_str(j)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+        let grants: Vec<SignedGrant> = grant.map(|g| self.signed_grant(s, g)).transpose()?.into_iter().collect();
         let action = ActionRequest {
             tool: TOOL.into(),
             kind: ActionKind::Act,
             risk: Risk::High,
-            values: vec![ActionValue {
-                key: KEY.into(),
-                value: value.raw().into(),
-                kind: ValueKind::Account,
-                sources: vec![],
-            }],
+            values: vec![ActionValue { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }],
             amount: Some(ACT_AMOUNT.into()),
             context: items.iter().map(|i| i.id()).collect(),
             grants,
@@ -935,13 +736,7 @@ impl AuthorityModel {
         let v = out.verdict();
         let allowed = (v.decision == Decision::Allow).then(|| match v.rule {
             Rule::NoUntrustedPush | Rule::Supported => Allowed::NoUntrustedPush,
-            Rule::Elevated
-                if v.pushed
-                    .iter()
-                    .any(|p| matches!(p.accepted, Some(Acceptance::Corroborated { .. }))) =>
-            {
-                Allowed::Corroborated
-            }
+            Rule::Elevated if v.pushed.iter().any(|p| matches!(p.accepted, Some(Acceptance::Corroborated { .. }))) => Allowed::Corroborated,
             Rule::Granted => Allowed::Granted,
             _ => Allowed::Other,
         });
@@ -950,103 +745,45 @@ impl AuthorityModel {
             .iter()
             .map(|u| grant_index(&u.grant.grant.nonce).ok_or("consumed an unknown nonce"))
             .collect::<Result<_, _>>()?;
-        let new_elevations = out
-            .new_elevations()
-            .iter()
-            .map(js)
-            .collect::<Result<_, _>>()?;
+        let new_elevations = out.new_elevations().iter().map(js).collect::<Result<_, _>>()?;
         let rule = match &v.rule {
             Rule::GrantRefused { code, .. } => format!("grant refused: {code}"),
-            r => serde_json::to_value(r)
-                .ok()
-                .and_then(|r| r.get("rule").and_then(|r| r.as_str()).map(str::to_owned))
-                .unwrap_or_default(),
+            r => serde_json::to_value(r).ok().and_then(|r| r.get("rule").and_then(|r| r.as_str()).map(str::to_owned)).unwrap_or_default(),
         };
-        Ok(ActResult {
-            allowed,
-            consumed,
-            new_elevations,
-            verdict: format!("{} ({rule})", v.decision.as_str()),
-        })
+        Ok(ActResult { allowed, consumed, new_elevations, verdict: format!("{} ({rule})", v.decision.as_str()) })
     }
 
     /// Ghost Sec for an allowed action: if a context slot descending from an untrusted write
     /// carries the value, the user stated that same value in a cited slot of its own (positive
     /// support: the user's statement), `k` distinct-domain trusted principals attested it, or a
     /// genuine, fresh, unused grant bound to (tool, value, amount) was consumed by this action.
-    fn ghost_sec_ok(
-        &self,
-        s: &ModelState,
-        value: Val,
-        ctx: Ctx,
-        grant: Option<Presented>,
-        consumed: &[u8],
-    ) -> bool {
-        self.ghost_sec_ok_on(
-            s,
-            value,
-            &Self::context_slots(s, ctx),
-            grant,
-            consumed,
-            &s.used,
-        )
+    fn ghost_sec_ok(&self, s: &ModelState, value: Val, ctx: Ctx, grant: Option<Presented>, consumed: &[u8]) -> bool {
+        self.ghost_sec_ok_on(s, value, &Self::context_slots(s, ctx), grant, consumed, &s.used)
     }
 
     /// [`AuthorityModel::ghost_sec_ok`] for an action whose context is exactly `slots`, with the
     /// grants `used` before it (what another implementation driven through the same steps, the
     /// engine, actually cited and consumed).
-    pub(crate) fn ghost_sec_ok_on(
-        &self,
-        s: &ModelState,
-        value: Val,
-        slots: &[usize],
-        grant: Option<Presented>,
-        consumed: &[u8],
-        used: &[u8],
-    ) -> bool {
-        let pushed = slots.iter().any(|&i| {
-            s.slots
-                .get(i)
-                .is_some_and(|sl| sl.ghost_untrusted && sl.value == value)
-        });
+    pub(crate) fn ghost_sec_ok_on(&self, s: &ModelState, value: Val, slots: &[usize], grant: Option<Presented>, consumed: &[u8], used: &[u8]) -> bool {
+        let pushed = slots.iter().any(|&i| s.slots.get(i).is_some_and(|sl| sl.ghost_untrusted && sl.value == value));
         if !pushed {
             return true;
         }
-        let carriers: Vec<&Slot> = slots
-            .iter()
-            .filter_map(|&i| s.slots.get(i))
-            .filter(|sl| sl.value == value)
-            .collect();
+        let carriers: Vec<&Slot> = slots.iter().filter_map(|&i| s.slots.get(i)).filter(|sl| sl.value == value).collect();
         // The user's own statement: a write, or the user's report of a tool output.
-        if carriers.iter().any(|sl| {
-            matches!(
-                sl.op,
-                SlotOp::Write(Who::User) | SlotOp::Report(Who::User, _)
-            )
-        }) {
+        if carriers.iter().any(|sl| matches!(sl.op, SlotOp::Write(Who::User) | SlotOp::Report(Who::User, _))) {
             return true;
         }
         // Independent confirmations: honest trusted attesters, and honest trusted principals that
         // stated the value themselves anywhere in memory (a tool's own output, a tool's report;
         // an elevation the gate recorded from them outlives the context), each counted for the
         // domain of whoever made the claim.
-        let stated_by = s
-            .slots
-            .iter()
-            .filter(|sl| sl.value == value)
-            .filter_map(|sl| match sl.op {
-                SlotOp::OwnOutput(w) | SlotOp::Report(w, _) if w.ghost_trusted() => {
-                    Some(w.ghost_domain())
-                }
-                _ => None,
-            });
-        let domains: BTreeSet<&str> = s
-            .attested
-            .iter()
-            .filter(|(w, v, _)| *v == value && w.ghost_trusted())
-            .map(|(w, _, _)| w.ghost_domain())
-            .chain(stated_by)
-            .collect();
+        let stated_by = s.slots.iter().filter(|sl| sl.value == value).filter_map(|sl| match sl.op {
+            SlotOp::OwnOutput(w) | SlotOp::Report(w, _) if w.ghost_trusted() => Some(w.ghost_domain()),
+            _ => None,
+        });
+        let domains: BTreeSet<&str> =
+            s.attested.iter().filter(|(w, v, _)| *v == value && w.ghost_trusted()).map(|(w, _, _)| w.ghost_domain()).chain(stated_by).collect();
         if domains.len() >= self.cfg.k.max(1) {
             return true;
         }
@@ -1069,19 +806,9 @@ impl AuthorityModel {
             Step::Write { writer, value } => {
                 let op = SlotOp::Write(writer);
                 let (label, json) = self.new_slot(s, op, value)?;
-                n.slots.push(Slot {
-                    op,
-                    value,
-                    ghost_untrusted: writer.ghost_untrusted_origin(),
-                    label,
-                    json,
-                });
+                n.slots.push(Slot { op, value, ghost_untrusted: writer.ghost_untrusted_origin(), label, json });
             }
-            Step::Report {
-                caller,
-                value,
-                args,
-            } => {
+            Step::Report { caller, value, args } => {
                 let op = SlotOp::Report(caller, args);
                 let (label, json) = self.new_slot(s, op, value)?;
                 // A report is the caller's claim: it may not rise above the caller's own label.
@@ -1089,24 +816,12 @@ impl AuthorityModel {
                 if label > caller_label {
                     n.nm_violated = true;
                 }
-                n.slots.push(Slot {
-                    op,
-                    value,
-                    ghost_untrusted: caller.ghost_untrusted_origin(),
-                    label,
-                    json,
-                });
+                n.slots.push(Slot { op, value, ghost_untrusted: caller.ghost_untrusted_origin(), label, json });
             }
             Step::OwnOutput { tool, value } => {
                 let op = SlotOp::OwnOutput(tool);
                 let (label, json) = self.new_slot(s, op, value)?;
-                n.slots.push(Slot {
-                    op,
-                    value,
-                    ghost_untrusted: tool.ghost_untrusted_origin(),
-                    label,
-                    json,
-                });
+                n.slots.push(Slot { op, value, ghost_untrusted: tool.ghost_untrusted_origin(), label, json });
             }
             Step::Paraphrase { of } | Step::Echo { of, .. } | Step::BareEcho { of } => {
                 let op = match step {
@@ -1114,21 +829,12 @@ impl AuthorityModel {
                     Step::BareEcho { .. } => SlotOp::BareEcho(of),
                     _ => SlotOp::Paraphrase(of),
                 };
-                let src = s
-                    .slots
-                    .get(usize::from(of))
-                    .ok_or_else(|| format!("no slot {of}"))?;
+                let src = s.slots.get(usize::from(of)).ok_or_else(|| format!("no slot {of}"))?;
                 let (label, json) = self.new_slot(s, op, src.value)?;
                 if label > src.label {
                     n.nm_violated = true;
                 }
-                n.slots.push(Slot {
-                    op,
-                    value: src.value,
-                    ghost_untrusted: src.ghost_untrusted,
-                    label,
-                    json,
-                });
+                n.slots.push(Slot { op, value: src.value, ghost_untrusted: src.ghost_untrusted, label, json });
             }
             Step::Attest { attester, value } => {
                 let json = match cached(&self.caches.attestations, &(attester, value)) {
@@ -1136,48 +842,23 @@ impl AuthorityModel {
                     None => {
                         let admitted = self
                             .authority
-                            .admit_attestation(
-                                self.world.principal(attester)?,
-                                &Observed::clean(),
-                                KEY,
-                                value.raw(),
-                                ValueKind::Account,
-                                &[],
-                                EPOCH_MS,
-                            )
+                            .admit_attestation(self.world.principal(attester)?, &Observed::clean(), KEY, value.raw(), ValueKind::Account, &[], EPOCH_MS)
                             .map_err(|e| format!("attestation refused: {e}"))?;
                         let j = js(admitted.attestation())?;
-                        remember(
-                            &self.caches.attestations,
-                            (attester, value),
-                            Json::clone(&j),
-                        );
+                        remember(&self.caches.attestations, (attester, value), Json::clone(&j));
                         j
                     }
                 };
                 n.attested.push((attester, value, json));
                 n.attested.sort();
             }
-            Step::Grant {
-                tool,
-                value,
-                amount,
-            } => {
-                n.grants.push(GrantRec {
-                    tool,
-                    value,
-                    amount,
-                    session: s.session,
-                });
+            Step::Grant { tool, value, amount } => {
+                n.grants.push(GrantRec { tool, value, amount, session: s.session });
             }
             Step::Tick => {
                 n.session = s.session.saturating_add(1);
             }
-            Step::Act {
-                value,
-                context,
-                grant,
-            } => {
+            Step::Act { value, context, grant } => {
                 let r = self.decide(s, value, context, grant)?;
                 self.stats.count(&r);
                 if r.allowed.is_none() && (!r.consumed.is_empty() || !r.new_elevations.is_empty()) {
@@ -1191,8 +872,7 @@ impl AuthorityModel {
                 n.used.sort_unstable();
                 n.elevations.extend(r.new_elevations.iter().cloned());
                 n.elevations.sort();
-                if r.allowed.is_some() && !self.ghost_sec_ok(s, value, context, grant, &r.consumed)
-                {
+                if r.allowed.is_some() && !self.ghost_sec_ok(s, value, context, grant, &r.consumed) {
                     n.sec_violated = true;
                 }
             }
@@ -1202,112 +882,40 @@ impl AuthorityModel {
 
     /// A readable line for one step of a trace (`post` is the state after it).
     pub(crate) fn describe(&self, s: &ModelState, step: Step, post: Option<&ModelState>) -> String {
-        let label_of = |i: usize| {
-            post.and_then(|p| p.slots.get(i))
-                .map(|sl| sl.label.as_str())
-                .unwrap_or("?")
-        };
+        let label_of = |i: usize| post.and_then(|p| p.slots.get(i)).map(|sl| sl.label.as_str()).unwrap_or("?");
         let i = s.slots.len();
         match step {
             Step::Write { writer, value } => {
-                let origin = self
-                    .world
-                    .principal(writer)
-                    .map(|p| p.origin().as_str())
-                    .unwrap_or("?");
-                format!(
-                    "write({} [{origin}], {}) => slot {i}, label {}",
-                    writer.id(),
-                    value.short(),
-                    label_of(i)
-                )
+                let origin = self.world.principal(writer).map(|p| p.origin().as_str()).unwrap_or("?");
+                format!("write({} [{origin}], {}) => slot {i}, label {}", writer.id(), value.short(), label_of(i))
             }
             Step::Paraphrase { of } => {
-                let edges = if self.observes_sessions() {
-                    format!("no declared parent; session saw slot {of}")
-                } else {
-                    "no recorded parent".into()
-                };
-                format!(
-                    "paraphrase(slot {of}) by agent => slot {i}, label {}, {edges}",
-                    label_of(i)
-                )
+                let edges = if self.observes_sessions() { format!("no declared parent; session saw slot {of}") } else { "no recorded parent".into() };
+                format!("paraphrase(slot {of}) by agent => slot {i}, label {}, {edges}", label_of(i))
             }
-            Step::Echo { tool, of } => format!(
-                "echo({}, slot {of}) => slot {i}, label {}",
-                tool.id(),
-                label_of(i)
-            ),
-            Step::Report {
-                caller,
-                value,
-                args,
-            } => {
-                let kind = self
-                    .world
-                    .principal(caller)
-                    .map(|p| p.kind.as_str())
-                    .unwrap_or("?");
-                let with = if args {
-                    "with the value as argument"
-                } else {
-                    "no arguments"
-                };
-                format!(
-                    "report_tool_output({} [{kind}] reports {}, {}, {with}) => slot {i}, label {}",
-                    caller.id(),
-                    REPORTED_TOOL.id(),
-                    value.short(),
-                    label_of(i)
-                )
+            Step::Echo { tool, of } => format!("echo({}, slot {of}) => slot {i}, label {}", tool.id(), label_of(i)),
+            Step::Report { caller, value, args } => {
+                let kind = self.world.principal(caller).map(|p| p.kind.as_str()).unwrap_or("?");
+                let with = if args { "with the value as argument" } else { "no arguments" };
+                format!("report_tool_output({} [{kind}] reports {}, {}, {with}) => slot {i}, label {}", caller.id(), REPORTED_TOOL.id(), value.short(), label_of(i))
             }
             Step::BareEcho { of } => {
-                format!(
-                    "report_tool_output(agent reports {}, value of slot {of}, no arguments; session saw slot {of}) => slot {i}, label {}",
-                    REPORTED_TOOL.id(),
-                    label_of(i)
-                )
+                format!("report_tool_output(agent reports {}, value of slot {of}, no arguments; session saw slot {of}) => slot {i}, label {}", REPORTED_TOOL.id(), label_of(i))
             }
-            Step::OwnOutput { tool, value } => format!(
-                "tool_output({} writes its own, {}) => slot {i}, label {}",
-                tool.id(),
-                value.short(),
-                label_of(i)
-            ),
+            Step::OwnOutput { tool, value } => format!("tool_output({} writes its own, {}) => slot {i}, label {}", tool.id(), value.short(), label_of(i)),
             Step::Attest { attester, value } => {
                 let label = post
-                    .and_then(|p| {
-                        p.attested
-                            .iter()
-                            .find(|(w, v, _)| *w == attester && *v == value)
-                    })
+                    .and_then(|p| p.attested.iter().find(|(w, v, _)| *w == attester && *v == value))
                     .and_then(|(_, _, j)| serde_json::from_str::<Attestation>(j).ok())
                     .map(|a| a.label.as_str())
                     .unwrap_or("?");
-                format!(
-                    "attest({}, {}) => label {label}",
-                    attester.id(),
-                    value.short()
-                )
+                format!("attest({}, {}) => label {label}", attester.id(), value.short())
             }
-            Step::Grant {
-                tool,
-                value,
-                amount,
-            } => {
-                format!(
-                    "grant(user signs {tool} {}, amount {amount}) => grant #{} in session {}",
-                    value.short(),
-                    s.grants.len(),
-                    s.session
-                )
+            Step::Grant { tool, value, amount } => {
+                format!("grant(user signs {tool} {}, amount {amount}) => grant #{} in session {}", value.short(), s.grants.len(), s.session)
             }
             Step::Tick => format!("session_tick => session {}", s.session.saturating_add(1)),
-            Step::Act {
-                value,
-                context,
-                grant,
-            } => {
+            Step::Act { value, context, grant } => {
                 let ctx = match context {
                     Ctx::Slot(j) => format!("slot {j}"),
                     Ctx::All => "all slots".into(),
@@ -1317,36 +925,21 @@ impl AuthorityModel {
                     Some(Presented::Issued(g)) => format!("grant #{g}"),
                     Some(Presented::Forged) => "forged grant".into(),
                 };
-                let verdict = self
-                    .decide(s, value, context, grant)
-                    .map(|r| r.verdict.clone())
-                    .unwrap_or_else(|e| format!("error: {e}"));
-                let flag = if post.is_some_and(|p| p.sec_violated) && !s.sec_violated {
-                    " -- Sec VIOLATED"
-                } else {
-                    ""
-                };
-                format!(
-                    "act(pay {}, amount {ACT_AMOUNT}, context [{ctx}], {g}) => {verdict}{flag}",
-                    value.short()
-                )
+                let verdict = self.decide(s, value, context, grant).map(|r| r.verdict.clone()).unwrap_or_else(|e| format!("error: {e}"));
+                let flag = if post.is_some_and(|p| p.sec_violated) && !s.sec_violated { " -- Sec VIOLATED" } else { "" };
+                format!("act(pay {}, amount {ACT_AMOUNT}, context [{ctx}], {g}) => {verdict}{flag}", value.short())
             }
         }
     }
 }
 
 fn slot_name(id: &ItemId) -> String {
-    slot_of(id)
-        .map(|i| format!("slot {i}"))
-        .unwrap_or_else(|| id.to_string())
+    slot_of(id).map(|i| format!("slot {i}")).unwrap_or_else(|| id.to_string())
 }
 
 impl fmt::Debug for AuthorityModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AuthorityModel")
-            .field("gate", &self.gate)
-            .field("cfg", &self.cfg)
-            .finish()
+        f.debug_struct("AuthorityModel").field("gate", &self.gate).field("cfg", &self.cfg).finish()
     }
 }
 
@@ -1356,11 +949,7 @@ impl AuthorityModel {
     /// violates too; reporting only the first violating state the search pops (breadth-first, one
     /// thread: a shortest one) keeps the counterexample minimal.
     fn holds(&self, property: usize, violated: bool) -> bool {
-        !violated
-            || self
-                .reported
-                .get(property)
-                .is_none_or(|r| r.swap(true, Ordering::Relaxed))
+        !violated || self.reported.get(property).is_none_or(|r| r.swap(true, Ordering::Relaxed))
     }
 }
 
@@ -1395,17 +984,10 @@ impl Model for AuthorityModel {
             if self.cfg.tool_outputs {
                 for (caller, value) in REPORTS {
                     for args in [false, true] {
-                        out.push(Step::Report {
-                            caller,
-                            value,
-                            args,
-                        });
+                        out.push(Step::Report { caller, value, args });
                     }
                 }
-                out.push(Step::OwnOutput {
-                    tool: REPORTED_TOOL,
-                    value: Val::Legit,
-                });
+                out.push(Step::OwnOutput { tool: REPORTED_TOOL, value: Val::Legit });
             }
         }
         for (attester, value) in ATTESTS {
@@ -1415,11 +997,7 @@ impl Model for AuthorityModel {
         }
         if s.grants.len() < GRANTS_MAX {
             for (tool, value, amount) in GRANTS {
-                out.push(Step::Grant {
-                    tool,
-                    value,
-                    amount,
-                });
+                out.push(Step::Grant { tool, value, amount });
             }
         }
         if usize::from(s.session) + 1 < self.cfg.sessions {
@@ -1431,28 +1009,16 @@ impl Model for AuthorityModel {
         }
         for value in [Val::Attack, Val::Legit] {
             for &context in &contexts {
-                out.push(Step::Act {
-                    value,
-                    context,
-                    grant: None,
-                });
+                out.push(Step::Act { value, context, grant: None });
                 // Grants are presented with single-item contexts only: a grant binds (tool, value,
                 // amount), not items, and every presentation the gate has to weigh costs it a
                 // signature verification, which with whole-memory contexts dominated the search.
                 if context == Ctx::All {
                     continue;
                 }
-                out.push(Step::Act {
-                    value,
-                    context,
-                    grant: Some(Presented::Forged),
-                });
+                out.push(Step::Act { value, context, grant: Some(Presented::Forged) });
                 for g in 0..s.grants.len() {
-                    out.push(Step::Act {
-                        value,
-                        context,
-                        grant: Some(Presented::Issued(byte(g))),
-                    });
+                    out.push(Step::Act { value, context, grant: Some(Presented::Issued(byte(g))) });
                 }
             }
         }
@@ -1472,12 +1038,8 @@ impl Model for AuthorityModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
-            Property::always(crate::SEC, |m: &Self, s: &ModelState| {
-                m.holds(0, s.sec_violated)
-            }),
-            Property::always(crate::NON_MALLEABILITY, |m: &Self, s: &ModelState| {
-                m.holds(1, s.nm_violated)
-            }),
+            Property::always(crate::SEC, |m: &Self, s: &ModelState| m.holds(0, s.sec_violated)),
+            Property::always(crate::NON_MALLEABILITY, |m: &Self, s: &ModelState| m.holds(1, s.nm_violated)),
         ]
     }
 }

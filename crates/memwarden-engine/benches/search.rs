@@ -77,25 +77,13 @@ fn word(i: usize) -> String {
     if i < WORDS.len() {
         return WORDS[i].to_owned();
     }
-    const SYL: &[&str] = &[
-        "ka", "lo", "mar", "ven", "ti", "sor", "bel", "du", "ran", "qui", "pe", "zo",
-    ];
-    (0..3)
-        .map(|k| SYL[(i / SYL.len().pow(k)) % SYL.len()])
-        .collect::<String>()
-        + &(i / 1728).to_string()
+    const SYL: &[&str] = &["ka", "lo", "mar", "ven", "ti", "sor", "bel", "du", "ran", "qui", "pe", "zo"];
+    (0..3).map(|k| SYL[(i / SYL.len().pow(k)) % SYL.len()]).collect::<String>() + &(i / 1728).to_string()
 }
 
 fn sentence(n: usize) -> String {
     let w = |k: usize| word(n.wrapping_mul(2_654_435_761).wrapping_add(k * 40_503) >> 3);
-    format!(
-        "Note {n}: the {} about the {} and the {} was moved to {} {}.",
-        w(1),
-        w(2),
-        w(3),
-        w(4),
-        w(5)
-    )
+    format!("Note {n}: the {} about the {} and the {} was moved to {} {}.", w(1), w(2), w(3), w(4), w(5))
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -110,40 +98,19 @@ struct Row {
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let memories = args.first().copied().unwrap_or(10_000);
     let queries = args.get(1).copied().unwrap_or(300);
     let tenant = TenantId::new("acme").unwrap();
     let ns = Namespace::new("notes").unwrap();
     let embedder = Arc::new(HashEmbedder::new(384));
     let mut rows: Vec<Row> = Vec::new();
-    for (preset, hybrid) in [
-        (Preset::None, false),
-        (Preset::Full, false),
-        (Preset::None, true),
-        (Preset::Full, true),
-    ] {
-        let dir = tempfile::tempdir_in(
-            std::env::var("MEMWARDEN_BENCH_DIR")
-                .unwrap_or_else(|_| std::env::temp_dir().display().to_string()),
-        )
-        .unwrap();
-        let config = EngineConfig {
-            embedder: Some(embedder.clone()),
-            hybrid,
-            ..EngineConfig::for_preset(preset).unwrap()
-        };
+    for (preset, hybrid) in [(Preset::None, false), (Preset::Full, false), (Preset::None, true), (Preset::Full, true)] {
+        let dir = tempfile::tempdir_in(std::env::var("MEMWARDEN_BENCH_DIR").unwrap_or_else(|_| std::env::temp_dir().display().to_string())).unwrap();
+        let config = EngineConfig { embedder: Some(embedder.clone()), hybrid, ..EngineConfig::for_preset(preset).unwrap() };
         let engine = Engine::open(dir.path(), config).unwrap();
         let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
-        for (id, kind) in [
-            ("alice", PrincipalKind::User),
-            ("ana", PrincipalKind::Agent),
-            ("web", PrincipalKind::Source),
-            ("bo", PrincipalKind::Agent),
-        ] {
+        for (id, kind) in [("alice", PrincipalKind::User), ("ana", PrincipalKind::Agent), ("web", PrincipalKind::Source), ("bo", PrincipalKind::Agent)] {
             let mut p = Principal::new(PrincipalId::new(id).unwrap(), tenant.clone(), kind);
             if kind == PrincipalKind::User {
                 p.public_key = Some(key.verifying_key().to_bytes());
@@ -151,38 +118,19 @@ fn main() {
             engine.register_principal(p).unwrap();
         }
         // A third each from the user, an agent and a web source.
-        let writers = [
-            ("alice", Route::Dialogue),
-            ("ana", Route::Direct),
-            ("web", Route::ExternalObservation),
-        ];
+        let writers = [("alice", Route::Dialogue), ("ana", Route::Direct), ("web", Route::ExternalObservation)];
         for (w, route) in writers {
-            let actor = engine
-                .authenticate(&tenant, &PrincipalId::new(w).unwrap())
-                .unwrap();
+            let actor = engine.authenticate(&tenant, &PrincipalId::new(w).unwrap()).unwrap();
             let mine: Vec<usize> = (0..memories).filter(|n| writers[n % 3].0 == w).collect();
             for chunk in mine.chunks(memwarden_engine::ADD_MANY_MAX) {
-                let reqs = chunk
-                    .iter()
-                    .map(|n| WriteRequest::new(ns.clone(), sentence(*n), route))
-                    .collect();
+                let reqs = chunk.iter().map(|n| WriteRequest::new(ns.clone(), sentence(*n), route)).collect();
                 for r in engine.add_many(&actor, reqs).unwrap() {
                     r.unwrap();
                 }
             }
         }
-        let reader = engine
-            .authenticate(&tenant, &PrincipalId::new("bo").unwrap())
-            .unwrap();
-        let qs: Vec<String> = (0..queries)
-            .map(|n| {
-                format!(
-                    "where was the {} about the {} moved",
-                    word(n * 13),
-                    word(n * 7 + 3)
-                )
-            })
-            .collect();
+        let reader = engine.authenticate(&tenant, &PrincipalId::new("bo").unwrap()).unwrap();
+        let qs: Vec<String> = (0..queries).map(|n| format!("where was the {} about the {} moved", word(n * 13), word(n * 7 + 3))).collect();
         // Warm: every query once (fills the query cache, hands the session what it will be handed).
         for q in &qs {
             engine.search(&reader, &ns, q, 5).unwrap();
@@ -194,53 +142,28 @@ fn main() {
             engine_us.push(t.elapsed().as_secs_f64() * 1e6);
             assert!(hits.len() <= 5);
         }
-        let vectors: Vec<Vec<f32>> = qs
-            .iter()
-            .map(|q| embedder.embed(&[q.as_str()]).unwrap().pop().unwrap())
-            .collect();
+        let vectors: Vec<Vec<f32>> = qs.iter().map(|q| embedder.embed(&[q.as_str()]).unwrap().pop().unwrap()).collect();
         let mut bare_us = Vec::with_capacity(queries);
         for v in &vectors {
             let t = Instant::now();
-            let hits = engine
-                .store()
-                .search(&tenant, &ns, v, 5, reader.id())
-                .unwrap();
+            let hits = engine.store().search(&tenant, &ns, v, 5, reader.id()).unwrap();
             bare_us.push(t.elapsed().as_secs_f64() * 1e6);
             assert!(hits.len() <= 5);
         }
         if preset == Preset::None && !hybrid {
-            rows.push(Row {
-                name: "store search (bare, permission-filtered vector index)".into(),
-                p50: pct(&mut bare_us, 0.5),
-                p95: pct(&mut bare_us, 0.95),
-            });
+            rows.push(Row { name: "store search (bare, permission-filtered vector index)".into(), p50: pct(&mut bare_us, 0.5), p95: pct(&mut bare_us, 0.95) });
         }
-        let mode = if hybrid {
-            "hybrid: vector + BM25"
-        } else {
-            "vector only"
-        };
+        let mode = if hybrid { "hybrid: vector + BM25" } else { "vector only" };
         rows.push(Row {
-            name: format!(
-                "engine search, preset `{}` ({mode}, query vector cached)",
-                preset.as_str()
-            ),
+            name: format!("engine search, preset `{}` ({mode}, query vector cached)", preset.as_str()),
             p50: pct(&mut engine_us, 0.5),
             p95: pct(&mut engine_us, 0.95),
         });
     }
     let bare = rows[0].p50;
-    println!(
-        "{memories} memories, {queries} queries, top 5, one caller, hash embedder (384 dims), data dir on disk\n"
-    );
+    println!("{memories} memories, {queries} queries, top 5, one caller, hash embedder (384 dims), data dir on disk\n");
     println!("| search | p50 µs | p95 µs | p50 / bare |\n| --- | ---: | ---: | ---: |");
     for r in &rows {
-        println!(
-            "| {} | {:.0} | {:.0} | {:.2}× |",
-            r.name,
-            r.p50,
-            r.p95,
-            r.p50 / bare
-        );
+        println!("| {} | {:.0} | {:.0} | {:.2}× |", r.name, r.p50, r.p95, r.p50 / bare);
     }
 }

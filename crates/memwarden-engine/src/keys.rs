@@ -16,22 +16,14 @@ pub fn generate_key() -> Result<SigningKey, EngineError> {
 }
 
 fn key_path(dir: &Path, tenant: &TenantId, user: &PrincipalId) -> PathBuf {
-    dir.join("user-keys")
-        .join(tenant.as_str())
-        .join(format!("{user}.ed25519"))
+    dir.join("user-keys").join(tenant.as_str()).join(format!("{user}.ed25519"))
 }
 
 /// Save a user's key (owner-only permissions).
-pub fn save_user_key(
-    dir: &Path,
-    tenant: &TenantId,
-    user: &PrincipalId,
-    key: &SigningKey,
-) -> Result<PathBuf, EngineError> {
+pub fn save_user_key(dir: &Path, tenant: &TenantId, user: &PrincipalId, key: &SigningKey) -> Result<PathBuf, EngineError> {
     use std::io::Write;
     let path = key_path(dir, tenant, user);
-    let io =
-        |e: std::io::Error| EngineError::Invalid(format!("cannot write {}: {e}", path.display()));
+    let io = |e: std::io::Error| EngineError::Invalid(format!("cannot write {}: {e}", path.display()));
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io)?;
     }
@@ -43,28 +35,17 @@ pub fn save_user_key(
         opts.mode(0o600);
     }
     let mut f = opts.open(&path).map_err(io)?;
-    f.write_all(hex::encode(key.to_bytes()).as_bytes())
-        .map_err(io)?;
+    f.write_all(hex::encode(key.to_bytes()).as_bytes()).map_err(io)?;
     f.sync_all().map_err(io)?;
     Ok(path)
 }
 
 /// Load a user's key.
-pub fn load_user_key(
-    dir: &Path,
-    tenant: &TenantId,
-    user: &PrincipalId,
-) -> Result<SigningKey, EngineError> {
+pub fn load_user_key(dir: &Path, tenant: &TenantId, user: &PrincipalId) -> Result<SigningKey, EngineError> {
     let path = key_path(dir, tenant, user);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        EngineError::Invalid(format!(
-            "no signing key for user {user} at {}: {e}",
-            path.display()
-        ))
-    })?;
+    let text = std::fs::read_to_string(&path).map_err(|e| EngineError::Invalid(format!("no signing key for user {user} at {}: {e}", path.display())))?;
     let mut seed = [0u8; 32];
-    hex::decode_to_slice(text.trim(), &mut seed)
-        .map_err(|_| EngineError::Invalid(format!("{} is not a key file", path.display())))?;
+    hex::decode_to_slice(text.trim(), &mut seed).map_err(|_| EngineError::Invalid(format!("{} is not a key file", path.display())))?;
     Ok(SigningKey::from_bytes(&seed))
 }
 
@@ -86,38 +67,20 @@ pub struct GrantSpec<'a> {
 }
 
 /// Mint and sign a one-time grant.
-pub fn mint_grant(
-    key: &SigningKey,
-    tenant: &TenantId,
-    user: &PrincipalId,
-    spec: &GrantSpec<'_>,
-    now_ms: u64,
-) -> Result<SignedGrant, EngineError> {
+pub fn mint_grant(key: &SigningKey, tenant: &TenantId, user: &PrincipalId, spec: &GrantSpec<'_>, now_ms: u64) -> Result<SignedGrant, EngineError> {
     Ok(prepare_grant(tenant, user, spec, now_ms)?.sign(key))
 }
 
 /// The unsigned one-time grant for `spec` (normalised value and amount, a fresh nonce, issue and
 /// expiry times): what a user signs elsewhere — its [`Grant::signing_bytes`] — when the key
 /// does not live with the caller (`POST /v1/grants/prepare`).
-pub fn prepare_grant(
-    tenant: &TenantId,
-    user: &PrincipalId,
-    spec: &GrantSpec<'_>,
-    now_ms: u64,
-) -> Result<Grant, EngineError> {
+pub fn prepare_grant(tenant: &TenantId, user: &PrincipalId, spec: &GrantSpec<'_>, now_ms: u64) -> Result<Grant, EngineError> {
     if spec.ttl_ms == 0 || spec.ttl_ms > GRANT_TTL_MS_MAX {
-        return Err(EngineError::Invalid(format!(
-            "grant lifetime must be 1..={GRANT_TTL_MS_MAX} ms"
-        )));
+        return Err(EngineError::Invalid(format!("grant lifetime must be 1..={GRANT_TTL_MS_MAX} ms")));
     }
-    let value = NormValue::new(spec.kind, spec.value)
-        .map_err(|e| EngineError::Invalid(format!("grant value: {e}")))?;
+    let value = NormValue::new(spec.kind, spec.value).map_err(|e| EngineError::Invalid(format!("grant value: {e}")))?;
     let amount = match spec.amount {
-        Some(a) => Some(
-            NormValue::new(ValueKind::Amount, a)
-                .map_err(|e| EngineError::Invalid(format!("grant amount: {e}")))?
-                .canonical,
-        ),
+        Some(a) => Some(NormValue::new(ValueKind::Amount, a).map_err(|e| EngineError::Invalid(format!("grant amount: {e}")))?.canonical),
         None => None,
     };
     let mut nonce = [0u8; 16];

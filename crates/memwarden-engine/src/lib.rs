@@ -38,12 +38,8 @@ use memwarden_core::prelude::*;
 pub use memwarden_embed as embed;
 use memwarden_embed::Embedder;
 use memwarden_log::{SignedCheckpoint, VerifyReport};
-use memwarden_store::{
-    CommitError, Hit, Mutation, Receipt, SqliteStore, Store, StoreConfig, StoreError,
-};
-use pipeline::{
-    Candidate, Ceiling, Cx, DecideInput, Effects, MemoryView, ParentView, Read, Stage, Withheld,
-};
+use memwarden_store::{CommitError, Hit, Mutation, Receipt, SqliteStore, Store, StoreConfig, StoreError};
+use pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, MemoryView, ParentView, Read, Stage, Withheld};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::Path;
@@ -62,10 +58,7 @@ pub const HISTORY_VERSIONS_MAX: usize = 1000;
 /// `supersedes`, then forward through `superseded_by`, each link checked both ways; at most
 /// [`HISTORY_VERSIONS_MAX`] older versions and twice that in all. A version `fetch` withholds
 /// ends the chain on its side.
-fn version_chain(
-    item: MemoryItem,
-    mut fetch: impl FnMut(&ItemId) -> Result<Option<MemoryItem>, EngineError>,
-) -> Result<Vec<MemoryItem>, EngineError> {
+fn version_chain(item: MemoryItem, mut fetch: impl FnMut(&ItemId) -> Result<Option<MemoryItem>, EngineError>) -> Result<Vec<MemoryItem>, EngineError> {
     let mut older: Vec<MemoryItem> = Vec::new();
     let mut cur = item.supersedes();
     while let Some(prev) = cur {
@@ -73,9 +66,7 @@ fn version_chain(
             break;
         }
         match fetch(&prev)? {
-            Some(i)
-                if i.superseded_by() == Some(older.last().map_or(item.id(), MemoryItem::id)) =>
-            {
+            Some(i) if i.superseded_by() == Some(older.last().map_or(item.id(), MemoryItem::id)) => {
                 cur = i.supersedes();
                 older.push(i);
             }
@@ -174,9 +165,7 @@ pub enum EngineError {
     #[error("the {0} layer is switched off in this configuration")]
     LayerOff(&'static str),
     /// A session name the engine never issued to this principal (open one first).
-    #[error(
-        "unknown session: open one with POST /v1/sessions (a session is a handle the server issues, not a name the caller picks)"
-    )]
+    #[error("unknown session: open one with POST /v1/sessions (a session is a handle the server issues, not a name the caller picks)")]
     UnknownSession,
 }
 
@@ -246,26 +235,19 @@ impl Default for EngineConfig {
     /// evidence rules. This is what `memwarden serve` runs; a test that names no preset tests it.
     fn default() -> Self {
         // The built-in product rules are a constant; `default_is_full` proves they compile.
-        Self {
-            lifecycle: product_scorer().ok(),
-            ..Self::base()
-        }
+        Self { lifecycle: product_scorer().ok(), ..Self::base() }
     }
 }
 
 /// The lifecycle layer's product scorer (specification constants, evidence rules, English
 /// rule set), compiled once per process.
 pub fn product_scorer() -> Result<Arc<memwarden_lifecycle::RiskScorer>, EngineError> {
-    static SCORER: std::sync::OnceLock<Result<Arc<memwarden_lifecycle::RiskScorer>, String>> =
-        std::sync::OnceLock::new();
+    static SCORER: std::sync::OnceLock<Result<Arc<memwarden_lifecycle::RiskScorer>, String>> = std::sync::OnceLock::new();
     SCORER
         .get_or_init(|| {
-            memwarden_lifecycle::RiskScorer::new(
-                memwarden_lifecycle::LifecycleConfig::product(),
-                &memwarden_lifecycle::RuleSet::english(),
-            )
-            .map(Arc::new)
-            .map_err(|e| e.to_string())
+            memwarden_lifecycle::RiskScorer::new(memwarden_lifecycle::LifecycleConfig::product(), &memwarden_lifecycle::RuleSet::english())
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
         })
         .clone()
         .map_err(|e| EngineError::Invalid(format!("lifecycle rules: {e}")))
@@ -289,10 +271,7 @@ struct QueryCache {
 
 impl QueryCache {
     fn new(capacity: usize) -> Self {
-        Self {
-            capacity: capacity.min(QUERY_CACHE_ENTRIES_MAX),
-            ..Self::default()
-        }
+        Self { capacity: capacity.min(QUERY_CACHE_ENTRIES_MAX), ..Self::default() }
     }
 
     fn get(&mut self, q: &str) -> Option<Option<Vec<f32>>> {
@@ -345,13 +324,7 @@ pub enum Preset {
 
 impl Preset {
     /// Every preset, in the order above.
-    pub const ALL: [Preset; 5] = [
-        Preset::None,
-        Preset::Lifecycle,
-        Preset::Authority,
-        Preset::Lineage,
-        Preset::Full,
-    ];
+    pub const ALL: [Preset; 5] = [Preset::None, Preset::Lifecycle, Preset::Authority, Preset::Lineage, Preset::Full];
 
     /// The snake-case name (`none`, `lifecycle`, `authority`, `lineage`, `full`).
     pub fn as_str(self) -> &'static str {
@@ -369,11 +342,7 @@ impl Preset {
         Self::ALL
             .into_iter()
             .find(|p| p.as_str() == name)
-            .ok_or_else(|| {
-                EngineError::Invalid(format!(
-                    "unknown preset {name:?}; one of none, lifecycle, authority, lineage, full"
-                ))
-            })
+            .ok_or_else(|| EngineError::Invalid(format!("unknown preset {name:?}; one of none, lifecycle, authority, lineage, full")))
     }
 
     /// Whether the authority layer binds labels in this preset.
@@ -395,25 +364,9 @@ impl EngineConfig {
     /// that is on). Fails only if the built-in lifecycle rules do not compile.
     pub fn for_preset(preset: Preset) -> Result<Self, EngineError> {
         let d = Self::base();
-        let authority = if preset.authority() {
-            d.authority
-        } else {
-            AuthorityConfig {
-                enforce: false,
-                ..d.authority
-            }
-        };
-        let lifecycle = if preset.lifecycle() {
-            Some(product_scorer()?)
-        } else {
-            None
-        };
-        Ok(Self {
-            authority,
-            lineage: preset.lineage().then(LineageConfig::default),
-            lifecycle,
-            ..d
-        })
+        let authority = if preset.authority() { d.authority } else { AuthorityConfig { enforce: false, ..d.authority } };
+        let lifecycle = if preset.lifecycle() { Some(product_scorer()?) } else { None };
+        Ok(Self { authority, lineage: preset.lineage().then(LineageConfig::default), lifecycle, ..d })
     }
 
     /// The layers' defaults without the lifecycle layer (what the presets start from).
@@ -434,11 +387,7 @@ impl EngineConfig {
     /// as elevation off, are `None`).
     pub fn preset(&self) -> Option<Preset> {
         let a = self.authority.enforce;
-        let found = Preset::ALL.into_iter().find(|p| {
-            p.authority() == a
-                && p.lineage() == self.lineage.is_some()
-                && p.lifecycle() == self.lifecycle.is_some()
-        });
+        let found = Preset::ALL.into_iter().find(|p| p.authority() == a && p.lineage() == self.lineage.is_some() && p.lifecycle() == self.lifecycle.is_some());
         found.filter(|p| !p.authority() || self.authority == AuthorityConfig::default())
     }
 }
@@ -470,14 +419,7 @@ impl SearchHit {
             Some((r, f)) => (Some(r), f),
             None => (None, Vec::new()),
         };
-        Self {
-            score: c.relevance,
-            similarity: c.similarity,
-            path_trust: c.path.map(|p| p.scores.trust.get()),
-            item: c.view.item,
-            risk,
-            risk_flags,
-        }
+        Self { score: c.relevance, similarity: c.similarity, path_trust: c.path.map(|p| p.scores.trust.get()), item: c.view.item, risk, risk_flags }
     }
 }
 
@@ -519,13 +461,7 @@ pub fn session_kind_of(s: &SessionId) -> Option<SessionKind> {
     if rest.len() != 32 || !rest.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
-    [
-        SessionKind::Fork,
-        SessionKind::Planning,
-        SessionKind::Quarantine,
-    ]
-    .into_iter()
-    .find(|k| k.prefix() == prefix)
+    [SessionKind::Fork, SessionKind::Planning, SessionKind::Quarantine].into_iter().find(|k| k.prefix() == prefix)
 }
 
 /// A memory read by id or listed, with what the lifecycle scorer saw in it: the write-time
@@ -549,11 +485,7 @@ impl ReadMemory {
             None => (None, Vec::new()),
         };
         debug_assert!(risk.is_none_or(|r| (0.0..=1.0).contains(&r)));
-        Self {
-            item,
-            risk,
-            risk_flags,
-        }
+        Self { item, risk, risk_flags }
     }
 }
 
@@ -589,10 +521,7 @@ pub(crate) fn lifecycle_route(route: Route) -> Route {
 
 /// Milliseconds since the Unix epoch.
 pub fn system_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// The engine.
@@ -625,20 +554,12 @@ pub const SESSIONS_CACHED_MAX: usize = 65_536;
 pub(crate) type SessionKey = (TenantId, PrincipalId, SessionId);
 
 fn session_key(actor: &Actor) -> SessionKey {
-    (
-        actor.tenant().clone(),
-        actor.id().clone(),
-        actor.session.clone(),
-    )
+    (actor.tenant().clone(), actor.id().clone(), actor.session.clone())
 }
 
 /// `None` for the zero vector (see [`Engine::embed_one`]).
 fn with_direction(v: Vec<f32>) -> Option<Vec<f32>> {
-    if v.iter().all(|x| *x == 0.0) {
-        None
-    } else {
-        Some(v)
-    }
+    if v.iter().all(|x| *x == 0.0) { None } else { Some(v) }
 }
 
 pub(crate) fn new_id(now_ms: u64) -> Result<ItemId, EngineError> {
@@ -655,11 +576,7 @@ impl Engine {
 
     /// [`Engine::open`], reporting progress (`stage`, `done`, `total`; total 0 when unknown)
     /// while the store loads or rebuilds its vector indexes.
-    pub fn open_with_progress(
-        dir: &Path,
-        config: EngineConfig,
-        progress: memwarden_store::Progress<'_>,
-    ) -> Result<Self, EngineError> {
+    pub fn open_with_progress(dir: &Path, config: EngineConfig, progress: memwarden_store::Progress<'_>) -> Result<Self, EngineError> {
         let store = SqliteStore::open_with_progress(dir, config.store.clone(), progress)?;
         Self::with_store(Arc::new(store), config)
     }
@@ -667,25 +584,14 @@ impl Engine {
     /// An engine over any store. Refuses an invalid lineage configuration. The stages run in
     /// one fixed order, authority, lifecycle, lineage; the configuration only says which are on.
     pub fn with_store(store: Arc<dyn Store>, config: EngineConfig) -> Result<Self, EngineError> {
-        let lineage = config
-            .lineage
-            .map(lineage::Lineage::new)
-            .transpose()?
-            .map(Arc::new);
+        let lineage = config.lineage.map(lineage::Lineage::new).transpose()?.map(Arc::new);
         let authority = Authority::new(config.authority);
-        let mut stages: Vec<Box<dyn Stage>> = vec![Box::new(stages::AuthorityStage {
-            authority: authority.clone(),
-        })];
+        let mut stages: Vec<Box<dyn Stage>> = vec![Box::new(stages::AuthorityStage { authority: authority.clone() })];
         if let Some(scorer) = &config.lifecycle {
-            stages.push(Box::new(stages::LifecycleStage {
-                scorer: Arc::clone(scorer),
-                authority: authority.clone(),
-            }));
+            stages.push(Box::new(stages::LifecycleStage { scorer: Arc::clone(scorer), authority: authority.clone() }));
         }
         if let Some(l) = &lineage {
-            stages.push(Box::new(stages::LineageStage {
-                lineage: Arc::clone(l),
-            }));
+            stages.push(Box::new(stages::LineageStage { lineage: Arc::clone(l) }));
         }
         Ok(Self {
             store,
@@ -707,11 +613,7 @@ impl Engine {
     }
 
     fn cx<'a>(&'a self, actor: &'a Actor, now_ms: u64) -> Cx<'a> {
-        Cx {
-            actor,
-            store: self.store.as_ref(),
-            now_ms,
-        }
+        Cx { actor, store: self.store.as_ref(), now_ms }
     }
 
     /// Commit one operation's effects in one atomic transaction, then bring the engine's views
@@ -719,12 +621,7 @@ impl Engine {
     /// takes the hand-over). Returns the operation's own receipt (its primary mutation's, else
     /// the last), `None` when there was nothing to commit. If the commit fails, nothing of the
     /// operation is applied, and a graph a stage changed ahead of it is dropped.
-    fn finish(
-        &self,
-        tenant: &TenantId,
-        now: u64,
-        fx: Effects,
-    ) -> Result<Option<Receipt>, EngineError> {
+    fn finish(&self, tenant: &TenantId, now: u64, fx: Effects) -> Result<Option<Receipt>, EngineError> {
         let p = fx.into_parts(tenant)?;
         if p.mutations.is_empty() {
             return Ok(None);
@@ -767,16 +664,12 @@ impl Engine {
             };
             cache.insert(key, (merged, version));
         }
-        Ok(p.primary
-            .and_then(|i| committed.get(i))
-            .or(committed.last())
-            .cloned())
+        Ok(p.primary.and_then(|i| committed.get(i)).or(committed.last()).cloned())
     }
 
     /// [`Engine::finish`] for an operation that must produce a receipt.
     fn finish_one(&self, tenant: &TenantId, now: u64, fx: Effects) -> Result<Receipt, EngineError> {
-        self.finish(tenant, now, fx)?
-            .ok_or_else(|| EngineError::Invalid("empty commit result".into()))
+        self.finish(tenant, now, fx)?.ok_or_else(|| EngineError::Invalid("empty commit result".into()))
     }
 
     /// Refuse an operation with `e`: what its stages logged about the refusal commits (in one
@@ -785,11 +678,7 @@ impl Engine {
     fn refuse(&self, tenant: &TenantId, now: u64, mut fx: Effects, e: EngineError) -> EngineError {
         let ahead = std::mem::take(&mut fx.graph_ahead);
         fx.session = None;
-        let logged = if fx.is_empty() {
-            Ok(None)
-        } else {
-            self.finish(tenant, now, fx)
-        };
+        let logged = if fx.is_empty() { Ok(None) } else { self.finish(tenant, now, fx) };
         if ahead && let Some(l) = &self.lineage {
             l.forget(tenant);
         }
@@ -803,22 +692,9 @@ impl Engine {
     /// (read in one batch), writers' reputations (one read per writer) and, for reads with the
     /// lineage layer on (`ceilings`), the graph's ancestry ceiling. Built bare when no stage
     /// reads views.
-    fn views(
-        &self,
-        tenant: &TenantId,
-        items: Vec<MemoryItem>,
-        ceilings: bool,
-    ) -> Result<Vec<MemoryView>, EngineError> {
+    fn views(&self, tenant: &TenantId, items: Vec<MemoryItem>, ceilings: bool) -> Result<Vec<MemoryView>, EngineError> {
         let bare = |item: MemoryItem| MemoryView {
-            parents: item
-                .parents()
-                .iter()
-                .map(|p| ParentView {
-                    id: p.id,
-                    route: None,
-                    label: None,
-                })
-                .collect(),
+            parents: item.parents().iter().map(|p| ParentView { id: p.id, route: None, label: None }).collect(),
             writer_reputation: None,
             ceiling: Ceiling::NotTracked,
             item,
@@ -826,40 +702,22 @@ impl Engine {
         if !self.stages.iter().any(|s| s.reads_views()) {
             return Ok(items.into_iter().map(bare).collect());
         }
-        let mut parent_ids: Vec<ItemId> = items
-            .iter()
-            .flat_map(|i| i.parents().iter().map(|p| p.id))
-            .collect();
+        let mut parent_ids: Vec<ItemId> = items.iter().flat_map(|i| i.parents().iter().map(|p| p.id)).collect();
         parent_ids.sort();
         parent_ids.dedup();
         // A parent the store cannot return reads as unknown (external, untrusted): an error
         // never lowers risk.
-        let parents: HashMap<ItemId, (Route, Integrity)> = self
-            .items_of(tenant, &parent_ids)
-            .unwrap_or_default()
-            .into_iter()
-            .flatten()
-            .map(|p| (p.id(), (p.route(), p.label().integrity())))
-            .collect();
+        let parents: HashMap<ItemId, (Route, Integrity)> =
+            self.items_of(tenant, &parent_ids).unwrap_or_default().into_iter().flatten().map(|p| (p.id(), (p.route(), p.label().integrity()))).collect();
         let mut reputations: HashMap<PrincipalId, Option<f64>> = HashMap::new();
         for i in &items {
             if !reputations.contains_key(i.writer()) {
-                reputations.insert(
-                    i.writer().clone(),
-                    self.store.reputation(tenant, i.writer()).ok().flatten(),
-                );
+                reputations.insert(i.writer().clone(), self.store.reputation(tenant, i.writer()).ok().flatten());
             }
         }
         let ceilings: Option<Vec<Ceiling>> = match &self.lineage {
             Some(l) if ceilings => Some(l.with(self.store.as_ref(), tenant, |g| {
-                Ok(items
-                    .iter()
-                    .map(|i| {
-                        g.record(i.id()).map_or(Ceiling::Unknown, |r| {
-                            Ceiling::Known(r.summary().ceiling.clone())
-                        })
-                    })
-                    .collect())
+                Ok(items.iter().map(|i| g.record(i.id()).map_or(Ceiling::Unknown, |r| Ceiling::Known(r.summary().ceiling.clone()))).collect())
             })?),
             _ => None,
         };
@@ -884,26 +742,12 @@ impl Engine {
         Ok(views)
     }
 
-    fn view(
-        &self,
-        tenant: &TenantId,
-        item: MemoryItem,
-        ceilings: bool,
-    ) -> Result<MemoryView, EngineError> {
-        self.views(tenant, vec![item], ceilings)?
-            .pop()
-            .ok_or_else(|| EngineError::Invalid("no view".into()))
+    fn view(&self, tenant: &TenantId, item: MemoryItem, ceilings: bool) -> Result<MemoryView, EngineError> {
+        self.views(tenant, vec![item], ceilings)?.pop().ok_or_else(|| EngineError::Invalid("no view".into()))
     }
 
     /// The write stages over a write the authority layer minted (`cited`: the memories it names).
-    fn admit_write(
-        &self,
-        actor: &Actor,
-        write: &mut AdmittedWrite,
-        cited: &[ItemId],
-        now: u64,
-        fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn admit_write(&self, actor: &Actor, write: &mut AdmittedWrite, cited: &[ItemId], now: u64, fx: &mut Effects) -> Result<(), EngineError> {
         let view = self.view(actor.tenant(), write.item().clone(), false)?;
         let cx = self.cx(actor, now);
         for s in &self.stages {
@@ -928,10 +772,7 @@ impl Engine {
         for c in candidates.iter_mut() {
             let i = c.item();
             let in_scope = match read {
-                Read::History => {
-                    matches!(i.status(), Status::Active | Status::Superseded)
-                        && i.scope().admits(actor.id())
-                }
+                Read::History => matches!(i.status(), Status::Active | Status::Superseded) && i.scope().admits(actor.id()),
                 _ => i.readable_by(actor.id()),
             };
             if !in_scope {
@@ -948,18 +789,8 @@ impl Engine {
     }
 
     /// Hand `handed` to `actor`: every stage sees what was handed, and the session's floor falls.
-    fn hand_out(
-        &self,
-        actor: &Actor,
-        read: Read<'_>,
-        handed: &[Candidate],
-        now: u64,
-        fx: &mut Effects,
-    ) -> Result<(), EngineError> {
-        debug_assert!(
-            handed.iter().all(|c| c.withheld.is_none()),
-            "only admitted memories are handed over"
-        );
+    fn hand_out(&self, actor: &Actor, read: Read<'_>, handed: &[Candidate], now: u64, fx: &mut Effects) -> Result<(), EngineError> {
+        debug_assert!(handed.iter().all(|c| c.withheld.is_none()), "only admitted memories are handed over");
         let cx = self.cx(actor, now);
         for s in &self.stages {
             s.handed(&cx, read, handed, fx)?;
@@ -973,51 +804,31 @@ impl Engine {
     }
 
     fn lineage_on(&self) -> Result<&lineage::Lineage, EngineError> {
-        self.lineage
-            .as_deref()
-            .ok_or(EngineError::LayerOff("lineage"))
+        self.lineage.as_deref().ok_or(EngineError::LayerOff("lineage"))
     }
 
     /// What the lineage layer knows about `id`, as `actor` may see it.
     pub fn lineage_of(&self, actor: &Actor, id: &ItemId) -> Result<LineageView, EngineError> {
         let l = self.lineage_on()?;
         let g = l.graph(self.store.as_ref(), actor.tenant())?;
-        let g = g
-            .lock()
-            .map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
-        g.can_read(actor.id(), *id)
-            .map_err(|r| lineage::deny(*id, r))?;
+        let g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        g.can_read(actor.id(), *id).map_err(|r| lineage::deny(*id, r))?;
         let record = g.record(*id).cloned().ok_or(EngineError::NotFound(*id))?;
-        let path_trust = g
-            .path_trust(*id, actor.id())
-            .ok_or(EngineError::NotFound(*id))?;
-        let (parents, parents_hidden) =
-            lineage::split_readable(&g, actor.id(), record.parents().iter().map(|p| p.id));
-        let (children, children_hidden) =
-            lineage::split_readable(&g, actor.id(), g.children(*id).iter().copied());
-        Ok(LineageView {
-            record,
-            path_trust,
-            parents,
-            parents_hidden,
-            children,
-            children_hidden,
-        })
+        let path_trust = g.path_trust(*id, actor.id()).ok_or(EngineError::NotFound(*id))?;
+        let (parents, parents_hidden) = lineage::split_readable(&g, actor.id(), record.parents().iter().map(|p| p.id));
+        let (children, children_hidden) = lineage::split_readable(&g, actor.id(), g.children(*id).iter().copied());
+        Ok(LineageView { record, path_trust, parents, parents_hidden, children, children_hidden })
     }
 
     /// The tenant's whole lineage audit trail (every node and edge, decisions, erasures; no
     /// text). Users of the tenant only: it names every memory and principal.
     pub fn audit_trail(&self, actor: &Actor) -> Result<AuditTrail, EngineError> {
         if actor.principal().kind != PrincipalKind::User {
-            return Err(EngineError::Forbidden(
-                "only users of the tenant may export its lineage".into(),
-            ));
+            return Err(EngineError::Forbidden("only users of the tenant may export its lineage".into()));
         }
         let l = self.lineage_on()?;
         let g = l.graph(self.store.as_ref(), actor.tenant())?;
-        let g = g
-            .lock()
-            .map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        let g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
         Ok(g.audit_trail())
     }
 
@@ -1044,43 +855,25 @@ impl Engine {
     /// Register a principal (administrative). Principals are immutable once registered.
     pub fn register_principal(&self, p: Principal) -> Result<Receipt, EngineError> {
         if p.kind == PrincipalKind::User && p.public_key.is_none() {
-            return Err(EngineError::Invalid(format!(
-                "user {} needs a public key to sign grants",
-                p.id
-            )));
+            return Err(EngineError::Invalid(format!("user {} needs a public key to sign grants", p.id)));
         }
         if p.kind != PrincipalKind::Tool && p.allow_listed {
-            return Err(EngineError::Invalid(format!(
-                "only tools can be allow-listed; {} is a {}",
-                p.id,
-                p.kind.as_str()
-            )));
+            return Err(EngineError::Invalid(format!("only tools can be allow-listed; {} is a {}", p.id, p.kind.as_str())));
         }
         if let Some(a) = &p.action {
             if p.kind != PrincipalKind::Tool {
-                return Err(EngineError::Invalid(format!(
-                    "only tools carry an action class; {} is a {}",
-                    p.id,
-                    p.kind.as_str()
-                )));
+                return Err(EngineError::Invalid(format!("only tools carry an action class; {} is a {}", p.id, p.kind.as_str())));
             }
-            a.validate()
-                .map_err(|e| EngineError::Invalid(e.to_string()))?;
+            a.validate().map_err(|e| EngineError::Invalid(e.to_string()))?;
         }
         if p.public_key.is_some() && !matches!(p.kind, PrincipalKind::User | PrincipalKind::Tool) {
-            return Err(EngineError::Invalid(format!(
-                "only users and tools hold signing keys; {} is a {}",
-                p.id,
-                p.kind.as_str()
-            )));
+            return Err(EngineError::Invalid(format!("only users and tools hold signing keys; {} is a {}", p.id, p.kind.as_str())));
         }
         let mut fx = Effects::default();
         fx.primary(Mutation::Principal(p.clone()));
         let receipt = self.finish_one(&p.tenant, self.now_ms(), fx)?;
         if let Some(l) = &self.lineage {
-            let _ = l.with(self.store.as_ref(), &p.tenant, |g| {
-                lineage::ensure_principal(g, &p)
-            });
+            let _ = l.with(self.store.as_ref(), &p.tenant, |g| lineage::ensure_principal(g, &p));
         }
         Ok(receipt)
     }
@@ -1089,26 +882,17 @@ impl Engine {
     /// principal's [`DEFAULT_SESSION`], which never resets: a runtime that clears its agent's
     /// context should open a new session with [`Engine::authenticate_session`].
     pub fn authenticate(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Actor, EngineError> {
-        let session =
-            SessionId::new(DEFAULT_SESSION).map_err(|e| EngineError::Invalid(e.to_string()))?;
+        let session = SessionId::new(DEFAULT_SESSION).map_err(|e| EngineError::Invalid(e.to_string()))?;
         self.authenticate_session(tenant, id, session)
     }
 
     /// Authenticate into a named session. Everything the engine hands this session (reads,
     /// search hits, tool outputs) lowers its floor, and every write, attestation, tool argument
     /// and action proposal of the session is labelled at most that floor, declared inputs or not.
-    pub fn authenticate_session(
-        &self,
-        tenant: &TenantId,
-        id: &PrincipalId,
-        session: SessionId,
-    ) -> Result<Actor, EngineError> {
+    pub fn authenticate_session(&self, tenant: &TenantId, id: &PrincipalId, session: SessionId) -> Result<Actor, EngineError> {
         match self.store.principal(tenant, id)? {
             Some(principal) => Ok(Actor { principal, session }),
-            None => Err(EngineError::UnknownPrincipal {
-                tenant: tenant.to_string(),
-                principal: id.to_string(),
-            }),
+            None => Err(EngineError::UnknownPrincipal { tenant: tenant.to_string(), principal: id.to_string() }),
         }
     }
 
@@ -1123,43 +907,25 @@ impl Engine {
     ///   labelled below `agent` (get, list and search leave them out, as `min_label` does);
     /// - [`SessionKind::Quarantine`] starts at `untrusted`: it may read everything, and every
     ///   write of it is untrusted from the start.
-    pub fn open_session(
-        &self,
-        actor: &Actor,
-        kind: SessionKind,
-    ) -> Result<(SessionId, Receipt), EngineError> {
+    pub fn open_session(&self, actor: &Actor, kind: SessionKind) -> Result<(SessionId, Receipt), EngineError> {
         let kind = match kind {
-            SessionKind::Fork if session_kind_of(&actor.session) == Some(SessionKind::Planning) => {
-                SessionKind::Planning
-            }
+            SessionKind::Fork if session_kind_of(&actor.session) == Some(SessionKind::Planning) => SessionKind::Planning,
             k => k,
         };
         let observed = match kind {
             SessionKind::Fork => self.observed(actor)?,
             SessionKind::Planning => Observed::clean(),
-            SessionKind::Quarantine => {
-                Observed::restore(Integrity::Untrusted, &[], &[], false, Readers::All)
-            }
+            SessionKind::Quarantine => Observed::restore(Integrity::Untrusted, &[], &[], false, Readers::All),
         };
         let mut r = [0u8; 16];
         getrandom::fill(&mut r).map_err(|e| EngineError::Invalid(format!("no randomness: {e}")))?;
-        let handle = SessionId::new(&format!("{}-{}", kind.prefix(), hex::encode(r)))
-            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        let handle = SessionId::new(&format!("{}-{}", kind.prefix(), hex::encode(r))).map_err(|e| EngineError::Invalid(e.to_string()))?;
         debug_assert_eq!(session_kind_of(&handle), Some(kind));
-        let m = Mutation::SessionTaint {
-            tenant: actor.tenant().clone(),
-            principal: actor.id().clone(),
-            session: handle.clone(),
-            observed: observed.clone(),
-        };
+        let m = Mutation::SessionTaint { tenant: actor.tenant().clone(), principal: actor.id().clone(), session: handle.clone(), observed: observed.clone() };
         let version = self.store.foreign_version(actor.tenant());
         let mut fx = Effects::default();
         fx.primary(m);
-        fx.session = Some((
-            (actor.tenant().clone(), actor.id().clone(), handle.clone()),
-            observed,
-            version,
-        ));
+        fx.session = Some(((actor.tenant().clone(), actor.id().clone(), handle.clone()), observed, version));
         let receipt = self.finish_one(actor.tenant(), self.now_ms(), fx)?;
         Ok((handle, receipt))
     }
@@ -1168,16 +934,9 @@ impl Engine {
     /// ([`Engine::open_session`]) or one it has a record of, or the [`DEFAULT_SESSION`]; any
     /// other name is [`EngineError::UnknownSession`] (a fresh made-up name would be a clean
     /// slate). The doors a remote caller uses (HTTP, MCP over HTTP) authenticate this way.
-    pub fn authenticate_issued(
-        &self,
-        tenant: &TenantId,
-        id: &PrincipalId,
-        session: SessionId,
-    ) -> Result<Actor, EngineError> {
+    pub fn authenticate_issued(&self, tenant: &TenantId, id: &PrincipalId, session: SessionId) -> Result<Actor, EngineError> {
         let actor = self.authenticate_session(tenant, id, session)?;
-        if actor.session.as_str() != DEFAULT_SESSION
-            && self.store.session(tenant, id, &actor.session)?.is_none()
-        {
+        if actor.session.as_str() != DEFAULT_SESSION && self.store.session(tenant, id, &actor.session)?.is_none() {
             return Err(EngineError::UnknownSession);
         }
         Ok(actor)
@@ -1186,11 +945,7 @@ impl Engine {
     /// The lowest label the engine hands `actor`'s session: `agent` in a planning session
     /// ([`SessionKind::Planning`]), else `untrusted` (everything, labelled).
     fn session_min_label(actor: &Actor) -> Integrity {
-        if session_kind_of(&actor.session) == Some(SessionKind::Planning) {
-            Integrity::Agent
-        } else {
-            Integrity::Untrusted
-        }
+        if session_kind_of(&actor.session) == Some(SessionKind::Planning) { Integrity::Agent } else { Integrity::Untrusted }
     }
 
     /// What `actor`'s session has been handed so far (cached; rebuilt from the store, with the
@@ -1205,17 +960,10 @@ impl Engine {
         {
             return Ok(o.clone());
         }
-        let restored = match self
-            .store
-            .session(actor.tenant(), actor.id(), &actor.session)?
-        {
+        let restored = match self.store.session(actor.tenant(), actor.id(), &actor.session)? {
             None => Observed::clean(),
             Some(row) => {
-                let items: Vec<MemoryItem> = self
-                    .items_of(actor.tenant(), &row.witnesses)?
-                    .into_iter()
-                    .flatten()
-                    .collect();
+                let items: Vec<MemoryItem> = self.items_of(actor.tenant(), &row.witnesses)?.into_iter().flatten().collect();
                 let refs: Vec<&MemoryItem> = items.iter().collect();
                 Observed::restore(row.floor, &row.witnesses, &refs, row.overflow, row.readers)
             }
@@ -1236,20 +984,13 @@ impl Engine {
 
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, (Observed, u64)>> {
         // A poisoned cache is still a valid cache: entries only ever fall.
-        self.sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.sessions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Record in `fx` that `items` are handed to `actor`'s session: if that lowers the floor (or
     /// adds a witness), the new observation commits with the operation, so the items are
     /// handed over only if it does.
-    fn hand_over<'a>(
-        &self,
-        actor: &Actor,
-        items: impl IntoIterator<Item = &'a MemoryItem>,
-        fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn hand_over<'a>(&self, actor: &Actor, items: impl IntoIterator<Item = &'a MemoryItem>, fx: &mut Effects) -> Result<(), EngineError> {
         // Read before the session is: if another process writes after this, the cache entry
         // is older than the store's version and the next read goes back to the store.
         let version = self.store.foreign_version(actor.tenant());
@@ -1294,11 +1035,7 @@ impl Engine {
 
     /// A query's embedding, from the cache when the same text was embedded recently.
     fn embed_query(&self, query: &str) -> Result<Option<Vec<f32>>, EngineError> {
-        let lock = || {
-            self.query_cache
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        };
+        let lock = || self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(v) = lock().get(query) {
             return Ok(v);
         }
@@ -1309,28 +1046,16 @@ impl Engine {
 
     /// Query-embedding cache counters: (hits, misses).
     pub fn query_cache_stats(&self) -> (u64, u64) {
-        let c = self
-            .query_cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let c = self.query_cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         (c.hits, c.misses)
     }
 
     /// The write path up to the commit: the authority layer mints the write (origin and label
     /// from the actor, its session and the parents; the request cannot claim them), then the
     /// write stages admit it. Refusals' logged decisions are in `fx`.
-    fn prepare_write(
-        &self,
-        actor: &Actor,
-        req: WriteRequest,
-        now: u64,
-        fx: &mut Effects,
-    ) -> Result<AdmittedWrite, EngineError> {
+    fn prepare_write(&self, actor: &Actor, req: WriteRequest, now: u64, fx: &mut Effects) -> Result<AdmittedWrite, EngineError> {
         if req.parents.len() > memwarden_core::item::PARENTS_MAX {
-            return Err(WriteError::TooManyParents {
-                count: req.parents.len(),
-            }
-            .into());
+            return Err(WriteError::TooManyParents { count: req.parents.len() }.into());
         }
         let ids: Vec<ItemId> = req.parents.iter().map(|p| p.id).collect();
         let parents = self.resolve(actor, &ids)?;
@@ -1339,26 +1064,14 @@ impl Engine {
         let mut req = req;
         // The session tag is the authenticated session, never a claim in the request.
         req.session = Some(actor.session.to_string());
-        let mut write = self.authority.admit_write_observed(
-            actor.principal(),
-            actor.tenant(),
-            req,
-            &refs,
-            &observed,
-            new_id(now)?,
-            now,
-        )?;
+        let mut write = self.authority.admit_write_observed(actor.principal(), actor.tenant(), req, &refs, &observed, new_id(now)?, now)?;
         self.admit_write(actor, &mut write, &ids, now, fx)?;
         Ok(write)
     }
 
     /// Add a memory as `actor`, with its declared parents. Origin and label come from the actor
     /// and the parents; the request cannot claim them.
-    pub fn add(
-        &self,
-        actor: &Actor,
-        req: WriteRequest,
-    ) -> Result<(MemoryItem, Receipt), EngineError> {
+    pub fn add(&self, actor: &Actor, req: WriteRequest) -> Result<(MemoryItem, Receipt), EngineError> {
         let now = self.now_ms();
         let mut fx = Effects::default();
         let write = match self.prepare_write(actor, req, now, &mut fx) {
@@ -1375,16 +1088,9 @@ impl Engine {
 
     /// Add many memories in one group commit (one transaction); each succeeds or fails on its
     /// own, with what its stages logged.
-    pub fn add_many(
-        &self,
-        actor: &Actor,
-        reqs: Vec<WriteRequest>,
-    ) -> Result<Vec<AddOutcome>, EngineError> {
+    pub fn add_many(&self, actor: &Actor, reqs: Vec<WriteRequest>) -> Result<Vec<AddOutcome>, EngineError> {
         if reqs.len() > ADD_MANY_MAX {
-            return Err(EngineError::Invalid(format!(
-                "{} writes in one batch; the limit is {ADD_MANY_MAX}",
-                reqs.len()
-            )));
+            return Err(EngineError::Invalid(format!("{} writes in one batch; the limit is {ADD_MANY_MAX}", reqs.len())));
         }
         let now = self.now_ms();
         let mut out: Vec<Option<AddOutcome>> = Vec::with_capacity(reqs.len());
@@ -1395,17 +1101,9 @@ impl Engine {
             admitted.push(self.prepare_write(actor, r, now, &mut fx));
             logs.extend(fx.into_parts(actor.tenant())?.mutations);
         }
-        let texts: Vec<&str> = admitted
-            .iter()
-            .filter_map(|a| a.as_ref().ok())
-            .map(|w| w.item().content())
-            .collect();
+        let texts: Vec<&str> = admitted.iter().filter_map(|a| a.as_ref().ok()).map(|w| w.item().content()).collect();
         let mut embeddings = match &self.embedder {
-            Some(e) if !texts.is_empty() => e
-                .embed(&texts)?
-                .into_iter()
-                .map(with_direction)
-                .collect::<Vec<_>>(),
+            Some(e) if !texts.is_empty() => e.embed(&texts)?.into_iter().map(with_direction).collect::<Vec<_>>(),
             _ => vec![None; texts.len()],
         }
         .into_iter();
@@ -1417,10 +1115,7 @@ impl Engine {
                 Ok(write) => {
                     slots.push((i, write.item().id()));
                     written.push(write.item().clone());
-                    muts.push(Mutation::Item {
-                        write,
-                        embedding: embeddings.next().flatten(),
-                    });
+                    muts.push(Mutation::Item { write, embedding: embeddings.next().flatten() });
                     out.push(None);
                 }
                 Err(e) => out.push(Some(Err(e))),
@@ -1428,11 +1123,7 @@ impl Engine {
         }
         let n_items = muts.len();
         muts.extend(logs);
-        let mut results = if muts.is_empty() {
-            Vec::new()
-        } else {
-            self.store.commit(now, muts)?
-        };
+        let mut results = if muts.is_empty() { Vec::new() } else { self.store.commit(now, muts)? };
         for r in results.drain(n_items.min(results.len())..) {
             r?; // a logged decision that did not commit is an internal failure
         }
@@ -1451,10 +1142,7 @@ impl Engine {
                 Ok(())
             });
         }
-        Ok(out
-            .into_iter()
-            .map(|o| o.unwrap_or_else(|| Err(EngineError::Invalid("lost result".into()))))
-            .collect())
+        Ok(out.into_iter().map(|o| o.unwrap_or_else(|| Err(EngineError::Invalid("lost result".into())))).collect())
     }
 
     /// Update a memory: the new text becomes a new version derived from the old one (so its
@@ -1462,43 +1150,25 @@ impl Engine {
     /// and the old version is superseded: kept for [`Engine::history`], never returned by
     /// search, list or get. Nothing is overwritten. Allowed to the memory's owner and to users
     /// of its tenant. The write stages decide about the new version as for any write.
-    pub fn update(
-        &self,
-        actor: &Actor,
-        id: &ItemId,
-        content: String,
-    ) -> Result<(MemoryItem, Receipt), EngineError> {
+    pub fn update(&self, actor: &Actor, id: &ItemId, content: String) -> Result<(MemoryItem, Receipt), EngineError> {
         let old = match self.store.item(actor.tenant(), id)? {
             Some(i) if i.readable_by(actor.id()) => i,
             _ => return Err(EngineError::NotFound(*id)),
         };
         let now = self.now_ms();
         let observed = self.observed(actor)?;
-        let mut update = self
-            .authority
-            .admit_update(
-                actor.principal(),
-                &old,
-                content,
-                &observed,
-                new_id(now)?,
-                now,
-            )
-            .map_err(|e| match e {
-                UpdateError::NotAllowed => EngineError::Forbidden(e.to_string()),
-                UpdateError::NotActive => EngineError::Invalid(e.to_string()),
-                UpdateError::Write(w) => EngineError::Write(w),
-            })?;
+        let mut update = self.authority.admit_update(actor.principal(), &old, content, &observed, new_id(now)?, now).map_err(|e| match e {
+            UpdateError::NotAllowed => EngineError::Forbidden(e.to_string()),
+            UpdateError::NotActive => EngineError::Invalid(e.to_string()),
+            UpdateError::Write(w) => EngineError::Write(w),
+        })?;
         let mut fx = Effects::default();
         if let Err(e) = self.admit_write(actor, update.write_mut(), &[*id], now, &mut fx) {
             return Err(self.refuse(actor.tenant(), now, fx, e));
         }
         let embedding = self.embed_one(update.write().item().content())?;
         let item = update.write().item().clone();
-        fx.primary(Mutation::Update {
-            update: Box::new(update),
-            embedding,
-        });
+        fx.primary(Mutation::Update { update: Box::new(update), embedding });
         fx.item(item.clone());
         let receipt = self.finish_one(actor.tenant(), now, fx)?;
         Ok((item, receipt))
@@ -1516,19 +1186,8 @@ impl Engine {
             let Some(i) = self.store.item(actor.tenant(), id)? else {
                 return Ok(None);
             };
-            let mut c = [Candidate::new(
-                self.view(actor.tenant(), i, true)?,
-                0.0,
-                0.0,
-            )];
-            self.admit_reads(
-                actor,
-                Read::History,
-                Integrity::Untrusted,
-                &mut c,
-                now,
-                &mut fx,
-            )?;
+            let mut c = [Candidate::new(self.view(actor.tenant(), i, true)?, 0.0, 0.0)];
+            self.admit_reads(actor, Read::History, Integrity::Untrusted, &mut c, now, &mut fx)?;
             let [c] = c;
             if c.withheld.is_some() {
                 return Ok(None);
@@ -1541,10 +1200,7 @@ impl Engine {
             Some(first) => version_chain(first, &mut fetch)?,
             None => return Err(self.refuse(actor.tenant(), now, fx, EngineError::NotFound(*id))),
         };
-        let handed: Vec<Candidate> = out
-            .iter()
-            .filter_map(|i| admitted.iter().find(|c| c.item().id() == i.id()).cloned())
-            .collect();
+        let handed: Vec<Candidate> = out.iter().filter_map(|i| admitted.iter().find(|c| c.item().id() == i.id()).cloned()).collect();
         debug_assert_eq!(handed.len(), out.len());
         self.hand_out(actor, Read::History, &handed, now, &mut fx)?;
         self.finish(actor.tenant(), now, fx)?;
@@ -1553,26 +1209,12 @@ impl Engine {
 
     /// Derive (summarise) a new memory from `parents`: label is the meet of the actor's and every
     /// parent's; scope is the intersection of the parents'.
-    pub fn derive(
-        &self,
-        actor: &Actor,
-        namespace: Namespace,
-        parents: &[ItemId],
-        summary: String,
-    ) -> Result<(MemoryItem, Receipt), EngineError> {
+    pub fn derive(&self, actor: &Actor, namespace: Namespace, parents: &[ItemId], summary: String) -> Result<(MemoryItem, Receipt), EngineError> {
         if parents.is_empty() {
-            return Err(EngineError::Invalid(
-                "derive needs at least one parent".into(),
-            ));
+            return Err(EngineError::Invalid("derive needs at least one parent".into()));
         }
         let mut req = WriteRequest::new(namespace, summary, Route::Summary);
-        req.parents = parents
-            .iter()
-            .map(|id| ParentRef {
-                id: *id,
-                kind: EdgeKind::SummarizedFrom,
-            })
-            .collect();
+        req.parents = parents.iter().map(|id| ParentRef { id: *id, kind: EdgeKind::SummarizedFrom }).collect();
         self.add(actor, req)
     }
 
@@ -1614,10 +1256,7 @@ impl Engine {
         let tool = self.authenticate(caller.tenant(), tool)?;
         let input_ids = inputs;
         let inputs = self.resolve(caller, inputs)?;
-        let source_ids: Vec<ItemId> = args
-            .iter()
-            .flat_map(|a| a.sources.iter().copied())
-            .collect();
+        let source_ids: Vec<ItemId> = args.iter().flat_map(|a| a.sources.iter().copied()).collect();
         let sources = self.resolve(caller, &source_ids)?;
         let input_refs: Vec<&MemoryItem> = inputs.iter().collect();
         let source_refs: Vec<&MemoryItem> = sources.iter().collect();
@@ -1636,10 +1275,7 @@ impl Engine {
                 output: output.clone(),
             };
             if !statement.verify(tool.principal(), sig) {
-                return Err(EngineError::Forbidden(format!(
-                    "the signature is not tool {}'s over this call and output",
-                    tool.id()
-                )));
+                return Err(EngineError::Forbidden(format!("the signature is not tool {}'s over this call and output", tool.id())));
             }
             Vouch::Signature
         } else {
@@ -1678,27 +1314,12 @@ impl Engine {
 
     /// `actor` attests `value` for `key`. Kept for audit whatever its label; counts toward
     /// elevation only at trusted.
-    pub fn attest(
-        &self,
-        actor: &Actor,
-        key: &str,
-        value: &str,
-        kind: ValueKind,
-        sources: &[ItemId],
-    ) -> Result<(Attestation, Receipt), EngineError> {
+    pub fn attest(&self, actor: &Actor, key: &str, value: &str, kind: ValueKind, sources: &[ItemId]) -> Result<(Attestation, Receipt), EngineError> {
         let src = self.resolve(actor, sources)?;
         let refs: Vec<&MemoryItem> = src.iter().collect();
         let now = self.now_ms();
         let observed = self.observed(actor)?;
-        let a = self.authority.admit_attestation(
-            actor.principal(),
-            &observed,
-            key,
-            value,
-            kind,
-            &refs,
-            now,
-        )?;
+        let a = self.authority.admit_attestation(actor.principal(), &observed, key, value, kind, &refs, now)?;
         let att = a.attestation().clone();
         let mut fx = Effects::default();
         fx.primary(Mutation::Attestation(a));
@@ -1709,16 +1330,9 @@ impl Engine {
     /// Record that a user issued a grant (audit). The signature is checked first.
     pub fn record_grant(&self, grant: &SignedGrant) -> Result<Receipt, EngineError> {
         let user = self.authenticate(&grant.grant.tenant, &grant.grant.user)?;
-        let ok = user.principal.kind == PrincipalKind::User
-            && user
-                .principal
-                .public_key
-                .is_some_and(|k| grant.verify_signature(&k));
+        let ok = user.principal.kind == PrincipalKind::User && user.principal.public_key.is_some_and(|k| grant.verify_signature(&k));
         if !ok {
-            return Err(EngineError::Forbidden(format!(
-                "grant is not signed by user {}",
-                grant.grant.user
-            )));
+            return Err(EngineError::Forbidden(format!("grant is not signed by user {}", grant.grant.user)));
         }
         let mut fx = Effects::default();
         fx.primary(Mutation::GrantIssued(grant.clone()));
@@ -1728,11 +1342,7 @@ impl Engine {
     /// Decide an action proposed by `actor` (Algorithm 1). Always returns a verdict (an invalid
     /// request is a logged `Block`); consumed grants and new elevations commit atomically with the
     /// decision's log entry.
-    pub fn decide(
-        &self,
-        actor: &Actor,
-        action: &ActionRequest,
-    ) -> Result<(Verdict, Receipt), EngineError> {
+    pub fn decide(&self, actor: &Actor, action: &ActionRequest) -> Result<(Verdict, Receipt), EngineError> {
         let now = self.now_ms();
         let tenant = actor.tenant().clone();
         let mut ids: Vec<ItemId> = action.context.clone();
@@ -1753,10 +1363,7 @@ impl Engine {
         // counts them as cited (a trusted record a note was derived from supports the note's
         // value; an untrusted one pushes it). One it may not read is simply not consulted.
         if unreadable.is_none() {
-            let mut frontier: std::collections::VecDeque<ItemId> = items
-                .iter()
-                .flat_map(|i| i.parents().iter().map(|p| p.id))
-                .collect();
+            let mut frontier: std::collections::VecDeque<ItemId> = items.iter().flat_map(|i| i.parents().iter().map(|p| p.id)).collect();
             let mut seen: std::collections::BTreeSet<ItemId> = ids.iter().copied().collect();
             let mut ancestors = 0usize;
             while let Some(id) = frontier.pop_front() {
@@ -1766,11 +1373,7 @@ impl Engine {
                 if !seen.insert(id) {
                     continue;
                 }
-                if let Some(i) = self
-                    .store
-                    .item(&tenant, &id)?
-                    .filter(|i| i.readable_by(actor.id()))
-                {
+                if let Some(i) = self.store.item(&tenant, &id)?.filter(|i| i.readable_by(actor.id())) {
                     ancestors += 1;
                     frontier.extend(i.parents().iter().map(|p| p.id));
                     items.push(i);
@@ -1796,19 +1399,11 @@ impl Engine {
         let grant_used = move |n: &[u8; 16]| store.grant_used(&t3, n).unwrap_or(true);
         let refs: Vec<&MemoryItem> = items.iter().collect();
         let observed = self.observed(actor)?;
-        let witness_items: Vec<MemoryItem> = self
-            .items_of(&tenant, observed.witnesses())?
-            .into_iter()
-            .flatten()
-            .collect();
+        let witness_items: Vec<MemoryItem> = self.items_of(&tenant, observed.witnesses())?.into_iter().flatten().collect();
         let witness_refs: Vec<&MemoryItem> = witness_items.iter().collect();
         // The system classes the action: the tool's registration, never the request.
         let registration = match PrincipalId::new(&action.tool) {
-            Ok(id) => self
-                .store
-                .principal(&tenant, &id)?
-                .filter(|p| p.kind == PrincipalKind::Tool)
-                .and_then(|p| p.action),
+            Ok(id) => self.store.principal(&tenant, &id)?.filter(|p| p.kind == PrincipalKind::Tool).and_then(|p| p.action),
             Err(_) => None,
         };
         let class = ActionClass::of(&action.tool, registration.as_ref());
@@ -1834,11 +1429,7 @@ impl Engine {
                 let mut classed = action.clone();
                 classed.kind = class.action.kind;
                 classed.risk = class.action.risk;
-                let input = DecideInput {
-                    classed: &classed,
-                    analysis,
-                    cited: &ids,
-                };
+                let input = DecideInput { classed: &classed, analysis, cited: &ids };
                 let cx = self.cx(actor, now);
                 // Every stage's verdict, in pipeline order; a stage that fails blocks.
                 let mut verdicts = Vec::with_capacity(self.stages.len());
@@ -1849,9 +1440,7 @@ impl Engine {
                         Err(e) => verdicts.push(Verdict {
                             decision: Decision::Block,
                             layer: s.layer().into(),
-                            rule: Rule::DecisionError {
-                                reason: e.to_string(),
-                            },
+                            rule: Rule::DecisionError { reason: e.to_string() },
                             cause: format!("the {} layer failed: {e}", s.layer()),
                             supporting: Vec::new(),
                             affected: Vec::new(),
@@ -1863,30 +1452,16 @@ impl Engine {
                     }
                 }
                 // The one precedence rule over every layer's verdict.
-                memwarden_core::authority::compose(
-                    &self.authority,
-                    action,
-                    Some(analysis),
-                    verdicts,
-                    &ctx,
-                )
+                memwarden_core::authority::compose(&self.authority, action, Some(analysis), verdicts, &ctx)
             }
         };
         if let Some(id) = unreadable {
             outcome.deny(
-                Rule::InvalidRequest {
-                    reason: format!(
-                        "context item {id} is unknown or not readable by {}",
-                        actor.id()
-                    ),
-                },
+                Rule::InvalidRequest { reason: format!("context item {id} is unknown or not readable by {}", actor.id()) },
                 format!("context item {id} is unknown or not readable"),
             );
         }
-        let on_behalf_of = outcome
-            .grant_uses()
-            .first()
-            .map(|u| u.grant.grant.user.clone());
+        let on_behalf_of = outcome.grant_uses().first().map(|u| u.grant.grant.user.clone());
         for ev in fx.events_mut() {
             if let lineage::StoredEvent::Action(a) = ev {
                 a.on_behalf_of.clone_from(&on_behalf_of);
@@ -1897,12 +1472,7 @@ impl Engine {
             "values": action.values.iter().map(|v| json!({"key": v.key, "value": v.value, "kind": v.kind, "sources": v.sources})).collect::<Vec<_>>(),
             "context": action.context, "grants": action.grants.iter().map(|g| g.grant.nonce_hex()).collect::<Vec<_>>(),
         });
-        let mutation = |outcome: DecisionOutcome| Mutation::Decision {
-            actor: actor.id().clone(),
-            tenant: tenant.clone(),
-            action: summary.clone(),
-            outcome,
-        };
+        let mutation = |outcome: DecisionOutcome| Mutation::Decision { actor: actor.id().clone(), tenant: tenant.clone(), action: summary.clone(), outcome };
         // The decision, its consumed grants and new elevations, and the stages' records of it
         // commit together.
         let events = fx.events_mut().clone();
@@ -1912,13 +1482,7 @@ impl Engine {
             Err(EngineError::Commit(CommitError::GrantAlreadyUsed(nonce))) => {
                 // Another decision consumed the grant first: this one is refused, and logged as such.
                 let reason = format!("grant {nonce} was already used");
-                outcome.deny(
-                    Rule::GrantRefused {
-                        code: "reused".into(),
-                        reason: reason.clone(),
-                    },
-                    format!("grant refused: {reason}"),
-                );
+                outcome.deny(Rule::GrantRefused { code: "reused".into(), reason: reason.clone() }, format!("grant refused: {reason}"));
                 let mut fx = Effects::default();
                 fx.primary(mutation(outcome.clone()));
                 for mut ev in events {
@@ -1947,14 +1511,8 @@ impl Engine {
         };
         let now = self.now_ms();
         let mut fx = Effects::default();
-        let mut c = [Candidate::new(
-            self.view(actor.tenant(), item, true)?,
-            0.0,
-            0.0,
-        )];
-        if let Err(e) =
-            self.admit_reads(actor, Read::Get, Integrity::Untrusted, &mut c, now, &mut fx)
-        {
+        let mut c = [Candidate::new(self.view(actor.tenant(), item, true)?, 0.0, 0.0)];
+        if let Err(e) = self.admit_reads(actor, Read::Get, Integrity::Untrusted, &mut c, now, &mut fx) {
             return Err(self.refuse(actor.tenant(), now, fx, e));
         }
         let [c] = c;
@@ -1981,36 +1539,21 @@ impl Engine {
     /// tenant; a memory the actor cannot see is reported as not found.
     pub fn revoke(&self, actor: &Actor, id: &ItemId, reason: &str) -> Result<Receipt, EngineError> {
         let item = match self.store.item(actor.tenant(), id)? {
-            Some(i)
-                if i.readable_by(actor.id()) || actor.principal().kind == PrincipalKind::User =>
-            {
-                i
-            }
+            Some(i) if i.readable_by(actor.id()) || actor.principal().kind == PrincipalKind::User => i,
             _ => return Err(EngineError::NotFound(*id)),
         };
-        let admitted = self
-            .authority
-            .admit_revocation(actor.principal(), &item, reason)
-            .map_err(|e| match e {
-                RevokeError::NotAllowed => EngineError::Forbidden(e.to_string()),
-                RevokeError::OtherTenant => EngineError::NotFound(*id),
-                RevokeError::AlreadyRevoked | RevokeError::ReasonTooLong => {
-                    EngineError::Invalid(e.to_string())
-                }
-            })?;
+        let admitted = self.authority.admit_revocation(actor.principal(), &item, reason).map_err(|e| match e {
+            RevokeError::NotAllowed => EngineError::Forbidden(e.to_string()),
+            RevokeError::OtherTenant => EngineError::NotFound(*id),
+            RevokeError::AlreadyRevoked | RevokeError::ReasonTooLong => EngineError::Invalid(e.to_string()),
+        })?;
         let now = self.now_ms();
         let mut fx = Effects::default();
         fx.primary(Mutation::Revocation(admitted));
         // With the lineage layer on, the revocation and its lineage event commit together; the
         // graph then propagates it to every descendant (marked affected, kept for audit).
         if self.lineage.is_some() {
-            fx.event(lineage::StoredEvent::Revoke(
-                memwarden_lineage::RevokeEvent {
-                    id: *id,
-                    revoker: actor.id().clone(),
-                    at_ms: now,
-                },
-            ));
+            fx.event(lineage::StoredEvent::Revoke(memwarden_lineage::RevokeEvent { id: *id, revoker: actor.id().clone(), at_ms: now }));
         }
         self.finish_one(actor.tenant(), now, fx)
     }
@@ -2025,19 +1568,11 @@ impl Engine {
         self.lineage_on()?;
         let item = self.readable_item(actor, id)?;
         let kind = actor.principal().kind;
-        if !matches!(kind, PrincipalKind::User | PrincipalKind::Tool)
-            && item.scope().owner != *actor.id()
-        {
-            return Err(EngineError::Forbidden(
-                "only users, tools and the memory's owner may report it poisoned".into(),
-            ));
+        if !matches!(kind, PrincipalKind::User | PrincipalKind::Tool) && item.scope().owner != *actor.id() {
+            return Err(EngineError::Forbidden("only users, tools and the memory's owner may report it poisoned".into()));
         }
         let now = self.now_ms();
-        let ev = lineage::StoredEvent::FlagPoisoned(memwarden_lineage::FlagPoisonedEvent {
-            id: *id,
-            reporter: actor.id().clone(),
-            at_ms: now,
-        });
+        let ev = lineage::StoredEvent::FlagPoisoned(memwarden_lineage::FlagPoisonedEvent { id: *id, reporter: actor.id().clone(), at_ms: now });
         let mut fx = Effects::default();
         fx.event(ev);
         self.finish_one(actor.tenant(), now, fx)
@@ -2052,19 +1587,12 @@ impl Engine {
         self.lineage_on()?;
         self.readable_item(actor, id)?;
         let p = actor.principal();
-        let trusted =
-            p.kind == PrincipalKind::User || (p.kind == PrincipalKind::Tool && p.allow_listed);
+        let trusted = p.kind == PrincipalKind::User || (p.kind == PrincipalKind::Tool && p.allow_listed);
         if !trusted {
-            return Err(EngineError::Forbidden(
-                "only users and allow-listed tools may verify a memory".into(),
-            ));
+            return Err(EngineError::Forbidden("only users and allow-listed tools may verify a memory".into()));
         }
         let now = self.now_ms();
-        let ev = lineage::StoredEvent::Verify(memwarden_lineage::VerifyEvent {
-            id: *id,
-            verifier: actor.id().clone(),
-            at_ms: now,
-        });
+        let ev = lineage::StoredEvent::Verify(memwarden_lineage::VerifyEvent { id: *id, verifier: actor.id().clone(), at_ms: now });
         let mut fx = Effects::default();
         fx.event(ev);
         self.finish_one(actor.tenant(), now, fx)
@@ -2085,22 +1613,13 @@ impl Engine {
     /// keep ids and lineage so survivors' ancestry stands; the erasure is in the verdict log
     /// (ids only). Allowed to users of the tenant and to the memory's owner. Needs the lineage
     /// layer (it finds the dependents).
-    pub fn erase(
-        &self,
-        actor: &Actor,
-        id: &ItemId,
-    ) -> Result<(memwarden_lineage::ErasureRecord, Receipt), EngineError> {
+    pub fn erase(&self, actor: &Actor, id: &ItemId) -> Result<(memwarden_lineage::ErasureRecord, Receipt), EngineError> {
         let l = self.lineage_on()?;
-        let item = self
-            .store
-            .item(actor.tenant(), id)?
-            .ok_or(EngineError::NotFound(*id))?;
+        let item = self.store.item(actor.tenant(), id)?.ok_or(EngineError::NotFound(*id))?;
         let is_user = actor.principal().kind == PrincipalKind::User;
         if !is_user && item.scope().owner != *actor.id() {
             return Err(if item.readable_by(actor.id()) {
-                EngineError::Forbidden(
-                    "only the memory's owner or a user of the tenant may erase it".into(),
-                )
+                EngineError::Forbidden("only the memory's owner or a user of the tenant may erase it".into())
             } else {
                 EngineError::NotFound(*id)
             });
@@ -2108,31 +1627,18 @@ impl Engine {
         // Erasing any version erases the memory: the erasure runs from its first version, and
         // every later version (each derives from the one before) goes with it. Without this,
         // erasing the current version (Mem0's DELETE) left the older versions' text in history.
-        let chain: Vec<ItemId> =
-            version_chain(item, |v| Ok(self.store.item(actor.tenant(), v)?))?
-                .iter()
-                .map(MemoryItem::id)
-                .collect();
+        let chain: Vec<ItemId> = version_chain(item, |v| Ok(self.store.item(actor.tenant(), v)?))?.iter().map(MemoryItem::id).collect();
         let id = &chain[0];
         let now = self.now_ms();
-        let ev = memwarden_lineage::EraseEvent {
-            id: *id,
-            erasure_id: new_id(now)?,
-            requested_by: actor.id().clone(),
-            at_ms: now,
-        };
+        let ev = memwarden_lineage::EraseEvent { id: *id, erasure_id: new_id(now)?, requested_by: actor.id().clone(), at_ms: now };
         let g = l.graph(self.store.as_ref(), actor.tenant())?;
-        let mut g = g
-            .lock()
-            .map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        let mut g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
         // The graph decides what goes (and records the erasure); the store then deletes exactly
         // that, with the event, in one transaction. If the commit fails the graph is rebuilt.
         // A memory the graph never took (it refused the write after the store had it; such a
         // memory is unreadable) has no dependents in the graph either: it goes alone.
         let (delete, record) = if g.record(*id).is_some() {
-            let fx = g
-                .apply_erasure(ev.clone())
-                .map_err(|e| EngineError::Lineage(format!("erasing {id}: {e}")))?;
+            let fx = g.apply_erasure(ev.clone()).map_err(|e| EngineError::Lineage(format!("erasing {id}: {e}")))?;
             (fx.delete, fx.record)
         } else {
             let record = memwarden_lineage::ErasureRecord {
@@ -2155,18 +1661,10 @@ impl Engine {
             }
         }
         debug_assert!(delete.contains(id), "an erasure deletes its root");
-        debug_assert!(
-            chain.iter().all(|v| delete.contains(v)),
-            "an erasure deletes every version"
-        );
-        let event = serde_json::to_value(lineage::StoredEvent::Erase(ev))
-            .map_err(|e| EngineError::Lineage(e.to_string()))?;
+        debug_assert!(chain.iter().all(|v| delete.contains(v)), "an erasure deletes every version");
+        let event = serde_json::to_value(lineage::StoredEvent::Erase(ev)).map_err(|e| EngineError::Lineage(e.to_string()))?;
         let mut fx = Effects::default();
-        fx.primary(Mutation::Erasure {
-            tenant: actor.tenant().clone(),
-            ids: delete,
-            event,
-        });
+        fx.primary(Mutation::Erasure { tenant: actor.tenant().clone(), ids: delete, event });
         // The graph took the erasure ahead of the commit (under its lock, held until the commit
         // is done): a failed commit drops it.
         fx.graph_ahead = true;
@@ -2177,64 +1675,28 @@ impl Engine {
 
     /// Memories of a namespace the actor may read, oldest first. Everything returned counts as
     /// handed to the actor's session.
-    pub fn list(
-        &self,
-        actor: &Actor,
-        namespace: &Namespace,
-        limit: usize,
-    ) -> Result<Vec<MemoryItem>, EngineError> {
-        Ok(self
-            .list_scored(actor, namespace, limit)?
-            .into_iter()
-            .map(|r| r.item)
-            .collect())
+    pub fn list(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {
+        Ok(self.list_scored(actor, namespace, limit)?.into_iter().map(|r| r.item).collect())
     }
 
     /// [`Engine::list`] with the lifecycle scorer's risk and the evidence that fired for each
     /// memory ([`ReadMemory`]).
-    pub fn list_scored(
-        &self,
-        actor: &Actor,
-        namespace: &Namespace,
-        limit: usize,
-    ) -> Result<Vec<ReadMemory>, EngineError> {
-        let items = self
-            .store
-            .list(actor.tenant(), namespace, limit.min(10_000))?;
+    pub fn list_scored(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<ReadMemory>, EngineError> {
+        let items = self.store.list(actor.tenant(), namespace, limit.min(10_000))?;
         let now = self.now_ms();
         let mut fx = Effects::default();
-        let mut candidates: Vec<Candidate> = self
-            .views(actor.tenant(), items, true)?
-            .into_iter()
-            .map(|v| Candidate::new(v, 0.0, 0.0))
-            .collect();
-        if let Err(e) = self.admit_reads(
-            actor,
-            Read::List,
-            Integrity::Untrusted,
-            &mut candidates,
-            now,
-            &mut fx,
-        ) {
+        let mut candidates: Vec<Candidate> = self.views(actor.tenant(), items, true)?.into_iter().map(|v| Candidate::new(v, 0.0, 0.0)).collect();
+        if let Err(e) = self.admit_reads(actor, Read::List, Integrity::Untrusted, &mut candidates, now, &mut fx) {
             return Err(self.refuse(actor.tenant(), now, fx, e));
         }
         candidates.retain(|c| c.withheld.is_none());
         self.hand_out(actor, Read::List, &candidates, now, &mut fx)?;
         self.finish(actor.tenant(), now, fx)?;
-        Ok(candidates
-            .into_iter()
-            .map(|c| ReadMemory::of(c.view.item, c.risk))
-            .collect())
+        Ok(candidates.into_iter().map(|c| ReadMemory::of(c.view.item, c.risk)).collect())
     }
 
     /// Semantic search: the permission filter decides eligibility before ranking.
-    pub fn search(
-        &self,
-        actor: &Actor,
-        namespace: &Namespace,
-        query: &str,
-        k: usize,
-    ) -> Result<Vec<SearchHit>, EngineError> {
+    pub fn search(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize) -> Result<Vec<SearchHit>, EngineError> {
         self.search_labelled(actor, namespace, query, k, Integrity::Untrusted)
     }
 
@@ -2243,24 +1705,13 @@ impl Engine {
     /// pattern): the others are never handed to it, so they do not taint it. Memories below the
     /// floor are not withheld from the caller for good — a search without the floor (best in
     /// another session) returns them, labelled.
-    pub fn search_labelled(
-        &self,
-        actor: &Actor,
-        namespace: &Namespace,
-        query: &str,
-        k: usize,
-        min_label: Integrity,
-    ) -> Result<Vec<SearchHit>, EngineError> {
+    pub fn search_labelled(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize, min_label: Integrity) -> Result<Vec<SearchHit>, EngineError> {
         let min_label = min_label.max(Self::session_min_label(actor));
         if query.trim().is_empty() || query.len() > QUERY_BYTES_MAX {
-            return Err(EngineError::Invalid(format!(
-                "query must be 1..={QUERY_BYTES_MAX} bytes of text"
-            )));
+            return Err(EngineError::Invalid(format!("query must be 1..={QUERY_BYTES_MAX} bytes of text")));
         }
         if k == 0 || k > SEARCH_K_MAX {
-            return Err(EngineError::Invalid(format!(
-                "k must be 1..={SEARCH_K_MAX}"
-            )));
+            return Err(EngineError::Invalid(format!("k must be 1..={SEARCH_K_MAX}")));
         }
         if self.embedder.is_none() {
             return Err(EngineError::NoEmbedder);
@@ -2277,19 +1728,11 @@ impl Engine {
         // (`memwarden_store::SEARCH_K_MAX` candidates). Each pass starts its effects afresh: only
         // the pass whose results are handed over is logged.
         let filtering = self.stages.len() > 1 || min_label > Integrity::Untrusted;
-        let mut fetch = if filtering {
-            k.saturating_mul(RERANK_FETCH_FACTOR)
-                .min(memwarden_store::SEARCH_K_MAX)
-        } else {
-            k
-        };
+        let mut fetch = if filtering { k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX) } else { k };
         let (handed, mut fx) = loop {
             let (hits, exhausted) = self.candidates(actor, namespace, &q, query, fetch, k)?;
             let exhausted = exhausted || fetch == memwarden_store::SEARCH_K_MAX;
-            let (scores, items): (Vec<(f32, f64)>, Vec<MemoryItem>) = hits
-                .into_iter()
-                .map(|h| ((h.hit.similarity, h.relevance), h.hit.item))
-                .unzip();
+            let (scores, items): (Vec<(f32, f64)>, Vec<MemoryItem>) = hits.into_iter().map(|h| ((h.hit.similarity, h.relevance), h.hit.item)).unzip();
             let mut candidates: Vec<Candidate> = self
                 .views(actor.tenant(), items, true)?
                 .into_iter()
@@ -2297,32 +1740,18 @@ impl Engine {
                 .map(|(v, (similarity, relevance))| Candidate::new(v, similarity, relevance))
                 .collect();
             let mut fx = Effects::default();
-            if let Err(e) = self.admit_reads(
-                actor,
-                Read::Search { query },
-                min_label,
-                &mut candidates,
-                now,
-                &mut fx,
-            ) {
+            if let Err(e) = self.admit_reads(actor, Read::Search { query }, min_label, &mut candidates, now, &mut fx) {
                 return Err(self.refuse(actor.tenant(), now, fx, e));
             }
             candidates.retain(|c| c.withheld.is_none());
             let trust = |c: &Candidate| c.path.as_ref().map_or(0.0, |p| p.scores.trust.get());
             // Relevance, then path trust, then the older memory (ids are time-ordered).
-            candidates.sort_by(|a, b| {
-                b.relevance
-                    .total_cmp(&a.relevance)
-                    .then(trust(b).total_cmp(&trust(a)))
-                    .then(a.item().id().cmp(&b.item().id()))
-            });
+            candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then(trust(b).total_cmp(&trust(a))).then(a.item().id().cmp(&b.item().id())));
             candidates.truncate(k);
             if candidates.len() >= k || exhausted {
                 break (candidates, fx);
             }
-            fetch = fetch
-                .saturating_mul(RERANK_FETCH_FACTOR)
-                .min(memwarden_store::SEARCH_K_MAX);
+            fetch = fetch.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
         };
         debug_assert!(handed.len() <= k);
         self.hand_out(actor, Read::Search { query }, &handed, now, &mut fx)?;
@@ -2339,34 +1768,13 @@ impl Engine {
     /// so 1 is the top of both lists; a candidate below `depth` in both lists follows every
     /// fused one, by similarity. Also whether the store has no more candidates than these
     /// (every list came back short of `fetch`).
-    fn candidates(
-        &self,
-        actor: &Actor,
-        namespace: &Namespace,
-        q: &[f32],
-        query: &str,
-        fetch: usize,
-        depth: usize,
-    ) -> Result<(Vec<Ranked>, bool), EngineError> {
-        let vector = self
-            .store
-            .search(actor.tenant(), namespace, q, fetch, actor.id())?;
+    fn candidates(&self, actor: &Actor, namespace: &Namespace, q: &[f32], query: &str, fetch: usize, depth: usize) -> Result<(Vec<Ranked>, bool), EngineError> {
+        let vector = self.store.search(actor.tenant(), namespace, q, fetch, actor.id())?;
         if !self.hybrid {
             let exhausted = vector.len() < fetch;
-            return Ok((
-                vector
-                    .into_iter()
-                    .map(|hit| Ranked {
-                        relevance: f64::from(hit.similarity),
-                        hit,
-                    })
-                    .collect(),
-                exhausted,
-            ));
+            return Ok((vector.into_iter().map(|hit| Ranked { relevance: f64::from(hit.similarity), hit }).collect(), exhausted));
         }
-        let lexical =
-            self.store
-                .search_lexical(actor.tenant(), namespace, query, q, fetch, actor.id())?;
+        let lexical = self.store.search_lexical(actor.tenant(), namespace, query, q, fetch, actor.id())?;
         let exhausted = vector.len() < fetch && lexical.len() < fetch;
         let mut fused: Vec<Ranked> = Vec::with_capacity(vector.len() + lexical.len());
         let mut at: HashMap<ItemId, usize> = HashMap::new();
@@ -2381,11 +1789,7 @@ impl Engine {
                     rank = pos;
                     prev = Some(score(&hit));
                 }
-                let add = if rank < depth {
-                    1.0 / (RRF_K + rank as f64 + 1.0)
-                } else {
-                    0.0
-                };
+                let add = if rank < depth { 1.0 / (RRF_K + rank as f64 + 1.0) } else { 0.0 };
                 match at.get(&hit.item.id()) {
                     Some(&i) => {
                         if let Some(r) = fused.get_mut(i) {
@@ -2394,10 +1798,7 @@ impl Engine {
                     }
                     None => {
                         at.insert(hit.item.id(), fused.len());
-                        fused.push(Ranked {
-                            hit,
-                            relevance: add,
-                        });
+                        fused.push(Ranked { hit, relevance: add });
                     }
                 }
             }
@@ -2407,29 +1808,18 @@ impl Engine {
             // Below every fused score (the least is 1 / (RRF_K + depth) / top).
             // Rounded so that equal rank sums compare equal whichever list was added first
             // (then path trust, not float noise, breaks the tie).
-            r.relevance = if r.relevance > 0.0 {
-                (r.relevance / top * 1e9).round() / 1e9
-            } else {
-                f64::from(r.hit.similarity.max(0.0)) * 1e-3
-            };
+            r.relevance = if r.relevance > 0.0 { (r.relevance / top * 1e9).round() / 1e9 } else { f64::from(r.hit.similarity.max(0.0)) * 1e-3 };
             debug_assert!(r.relevance >= 0.0 && r.relevance <= 1.0 + 1e-9);
         }
         fused.sort_by(|a, b| {
-            b.relevance
-                .total_cmp(&a.relevance)
-                .then(b.hit.similarity.total_cmp(&a.hit.similarity))
-                .then(a.hit.item.id().cmp(&b.hit.item.id()))
+            b.relevance.total_cmp(&a.relevance).then(b.hit.similarity.total_cmp(&a.hit.similarity)).then(a.hit.item.id().cmp(&b.hit.item.id()))
         });
         Ok((fused, exhausted))
     }
 
     /// Items by id from the store, in batches of at most [`memwarden_store::ITEMS_BATCH_MAX`]
     /// (one read each): one answer per id, in order.
-    fn items_of(
-        &self,
-        tenant: &TenantId,
-        ids: &[ItemId],
-    ) -> Result<Vec<Option<MemoryItem>>, EngineError> {
+    fn items_of(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<MemoryItem>>, EngineError> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(memwarden_store::ITEMS_BATCH_MAX) {
             out.extend(self.store.items(tenant, chunk)?);
@@ -2446,12 +1836,7 @@ impl Engine {
     /// on, the promotion gate (`B_p`) decides first: a blocked promotion quarantines the memory
     /// (logged) and is refused. With the lineage layer on, the graph checks the ancestry
     /// ceiling too and records the promotion. Returns the memory as promoted.
-    pub fn promote(
-        &self,
-        actor: &Actor,
-        id: &ItemId,
-        readers: Readers,
-    ) -> Result<(MemoryItem, Receipt), EngineError> {
+    pub fn promote(&self, actor: &Actor, id: &ItemId, readers: Readers) -> Result<(MemoryItem, Receipt), EngineError> {
         let item = match self.store.item(actor.tenant(), id)? {
             Some(i) if i.readable_by(actor.id()) => i,
             _ => return Err(EngineError::NotFound(*id)),
@@ -2464,10 +1849,7 @@ impl Engine {
                 break;
             }
             match self.store.item(actor.tenant(), &prev)? {
-                Some(p)
-                    if p.status() == Status::Superseded
-                        && p.scope().owner == item.scope().owner =>
-                {
+                Some(p) if p.status() == Status::Superseded && p.scope().owner == item.scope().owner => {
                     cur = p.supersedes();
                     chain.push(p);
                 }
@@ -2479,43 +1861,29 @@ impl Engine {
         // Authority admission of each, a widened predecessor standing in for the stored one.
         let mut admitted: Vec<AdmittedPromotion> = Vec::with_capacity(chain.len());
         for target in &chain {
-            if target.id() != *id
-                && crate::lineage::readers_within(&readers, &target.scope().readers)
-            {
+            if target.id() != *id && crate::lineage::readers_within(&readers, &target.scope().readers) {
                 continue; // a predecessor already as wide: nothing to do
             }
             let mut parents = Vec::with_capacity(target.parents().len());
             for p in target.parents() {
-                let widened = admitted
-                    .iter()
-                    .find(|a| a.item().id() == p.id)
-                    .map(|a| a.item().clone());
+                let widened = admitted.iter().find(|a| a.item().id() == p.id).map(|a| a.item().clone());
                 parents.push(match widened {
                     Some(w) => Some(w),
                     None => self.store.item(actor.tenant(), &p.id)?,
                 });
             }
             let refs: Vec<Option<&MemoryItem>> = parents.iter().map(Option::as_ref).collect();
-            let a = self
-                .authority
-                .admit_promotion(actor.principal(), target, readers.clone(), &refs)
-                .map_err(|e| match e {
-                    PromoteError::NotOwner | PromoteError::ExceedsAncestry => {
-                        EngineError::Forbidden(e.to_string())
-                    }
-                    PromoteError::OtherTenant => EngineError::NotFound(*id),
-                    PromoteError::NotActive
-                    | PromoteError::NotAWidening
-                    | PromoteError::TooManyReaders { .. }
-                    | PromoteError::ParentMismatch => EngineError::Invalid(e.to_string()),
-                })?;
+            let a = self.authority.admit_promotion(actor.principal(), target, readers.clone(), &refs).map_err(|e| match e {
+                PromoteError::NotOwner | PromoteError::ExceedsAncestry => EngineError::Forbidden(e.to_string()),
+                PromoteError::OtherTenant => EngineError::NotFound(*id),
+                PromoteError::NotActive | PromoteError::NotAWidening | PromoteError::TooManyReaders { .. } | PromoteError::ParentMismatch => {
+                    EngineError::Invalid(e.to_string())
+                }
+            })?;
             admitted.push(a);
         }
         let now = self.now_ms();
-        let promoted = admitted
-            .last()
-            .map(|a| a.item().clone())
-            .ok_or_else(|| EngineError::Invalid("nothing to promote".into()))?;
+        let promoted = admitted.last().map(|a| a.item().clone()).ok_or_else(|| EngineError::Invalid("nothing to promote".into()))?;
         debug_assert_eq!(promoted.id(), *id);
         // The promotion stages: the lifecycle gate (a block holds the memory back), the lineage
         // graph's readability and ancestry check (recorded ahead of the commit).
@@ -2530,11 +1898,7 @@ impl Engine {
         // The promoted version's receipt is the operation's; its predecessors commit with it.
         let last = admitted.len().saturating_sub(1);
         for (n, a) in admitted.into_iter().enumerate() {
-            if n == last {
-                fx.primary(Mutation::Promotion(a))
-            } else {
-                fx.log(Mutation::Promotion(a))
-            }
+            if n == last { fx.primary(Mutation::Promotion(a)) } else { fx.log(Mutation::Promotion(a)) }
         }
         let receipt = self.finish_one(actor.tenant(), now, fx)?;
         Ok((promoted, receipt))
@@ -2545,54 +1909,29 @@ impl Engine {
     /// h +.05`; counts) and its writer's reputation moves (`+.015 / −.020`), all committed and
     /// logged together. Every used memory must be readable by the reporter. Needs the lifecycle
     /// layer.
-    pub fn feedback(
-        &self,
-        actor: &Actor,
-        used: &[ItemId],
-        success: bool,
-    ) -> Result<(Vec<memwarden_lifecycle::FeedbackRecord>, Receipt), EngineError> {
+    pub fn feedback(&self, actor: &Actor, used: &[ItemId], success: bool) -> Result<(Vec<memwarden_lifecycle::FeedbackRecord>, Receipt), EngineError> {
         use memwarden_lifecycle::{FeedbackState, Outcome, feedback};
-        let scorer = self
-            .lifecycle
-            .as_ref()
-            .ok_or(EngineError::LayerOff("lifecycle"))?;
+        let scorer = self.lifecycle.as_ref().ok_or(EngineError::LayerOff("lifecycle"))?;
         if used.is_empty() || used.len() > FEEDBACK_ITEMS_MAX {
-            return Err(EngineError::Invalid(format!(
-                "feedback names 1..={FEEDBACK_ITEMS_MAX} memories"
-            )));
+            return Err(EngineError::Invalid(format!("feedback names 1..={FEEDBACK_ITEMS_MAX} memories")));
         }
         let mut ids = used.to_vec();
         ids.sort();
         ids.dedup();
         let items = self.resolve(actor, &ids)?;
-        let outcome = if success {
-            Outcome::Success
-        } else {
-            Outcome::Failure
-        };
+        let outcome = if success { Outcome::Success } else { Outcome::Failure };
         let mut reputations: HashMap<PrincipalId, Option<f64>> = HashMap::new();
         let mut records = Vec::with_capacity(items.len());
         let mut guards = Vec::with_capacity(items.len());
         // A principal's feedback about its own memories moves neither their trust nor its
         // reputation: a writer cannot vouch for itself (issue 19 item 7).
-        let own: Vec<ItemId> = items
-            .iter()
-            .filter(|i| i.writer() == actor.id())
-            .map(|i| i.id())
-            .collect();
+        let own: Vec<ItemId> = items.iter().filter(|i| i.writer() == actor.id()).map(|i| i.id()).collect();
         for item in items.iter().filter(|i| i.writer() != actor.id()) {
             let rep = match reputations.get(item.writer()) {
                 Some(r) => *r,
                 None => self.store.reputation(actor.tenant(), item.writer())?,
             };
-            let rec = feedback(
-                scorer.config(),
-                &FeedbackState {
-                    guard: item.guard().clone(),
-                    source_agent_trust: rep,
-                },
-                outcome,
-            );
+            let rec = feedback(scorer.config(), &FeedbackState { guard: item.guard().clone(), source_agent_trust: rep }, outcome);
             reputations.insert(item.writer().clone(), rec.after.source_agent_trust);
             guards.push((item.id(), item.version(), rec.after.guard.clone()));
             records.push(rec);
@@ -2602,10 +1941,7 @@ impl Engine {
             tenant: actor.tenant().clone(),
             actor: actor.id().clone(),
             guards,
-            reputations: reputations
-                .into_iter()
-                .filter_map(|(p, r)| r.map(|r| (p, r)))
-                .collect(),
+            reputations: reputations.into_iter().filter_map(|(p, r)| r.map(|r| (p, r))).collect(),
             record,
         };
         let mut fx = Effects::default();
@@ -2655,17 +1991,9 @@ mod config_tests {
     #[test]
     fn default_is_full() {
         let d = EngineConfig::default();
-        assert_eq!(
-            d.preset(),
-            Some(Preset::Full),
-            "EngineConfig::default() is the shipped full preset"
-        );
+        assert_eq!(d.preset(), Some(Preset::Full), "EngineConfig::default() is the shipped full preset");
         let scorer = d.lifecycle.as_ref().unwrap();
-        assert_eq!(
-            scorer.config().mode,
-            memwarden_lifecycle::RuleMode::Evidence,
-            "the product runs the evidence rules"
-        );
+        assert_eq!(scorer.config().mode, memwarden_lifecycle::RuleMode::Evidence, "the product runs the evidence rules");
         for p in Preset::ALL {
             assert_eq!(EngineConfig::for_preset(p).unwrap().preset(), Some(p));
         }

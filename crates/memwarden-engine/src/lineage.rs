@@ -14,8 +14,8 @@
 use crate::EngineError;
 use memwarden_core::prelude::*;
 use memwarden_lineage::{
-    ActionEvent, DenyReason, EraseEvent, GateDecision, GateRequest, LineageConfig, LineageGraph,
-    Ranked, RecordKind, RegisterPrincipal, RevokeEvent, WriteEvent,
+    ActionEvent, DenyReason, EraseEvent, GateDecision, GateRequest, LineageConfig, LineageGraph, Ranked, RecordKind, RegisterPrincipal, RevokeEvent,
+    WriteEvent,
 };
 use memwarden_store::{Mutation, OrderedItem, PAGE_ROWS_MAX, Store};
 use serde::{Deserialize, Serialize};
@@ -62,21 +62,15 @@ const TOMBSTONE_TEXT: &str = memwarden_store::TOMBSTONE_CONTENT;
 
 impl StoredEvent {
     pub(crate) fn mutation(&self, tenant: &TenantId) -> Result<Mutation, EngineError> {
-        let event = serde_json::to_value(self)
-            .map_err(|e| EngineError::Lineage(format!("encoding a lineage event: {e}")))?;
-        Ok(Mutation::Lineage {
-            tenant: tenant.clone(),
-            event,
-        })
+        let event = serde_json::to_value(self).map_err(|e| EngineError::Lineage(format!("encoding a lineage event: {e}")))?;
+        Ok(Mutation::Lineage { tenant: tenant.clone(), event })
     }
 }
 
 /// The node type a memory takes in the graph.
 pub(crate) fn record_kind(item: &MemoryItem) -> RecordKind {
     match item.route() {
-        Route::ToolObservation | Route::ExternalObservation | Route::EnvironmentObservation => {
-            RecordKind::Resource
-        }
+        Route::ToolObservation | Route::ExternalObservation | Route::EnvironmentObservation => RecordKind::Resource,
         Route::Dialogue | Route::MemoryHandoff | Route::CrossAgent => RecordKind::Message,
         _ => RecordKind::Memory,
     }
@@ -100,13 +94,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Lineage {
     pub(crate) fn new(config: LineageConfig) -> Result<Self, EngineError> {
-        config
-            .validate()
-            .map_err(|e| EngineError::Lineage(format!("lineage configuration: {e}")))?;
-        Ok(Self {
-            config,
-            graphs: Mutex::new(HashMap::new()),
-        })
+        config.validate().map_err(|e| EngineError::Lineage(format!("lineage configuration: {e}")))?;
+        Ok(Self { config, graphs: Mutex::new(HashMap::new()) })
     }
 
     /// The configuration.
@@ -118,17 +107,11 @@ impl Lineage {
     /// A graph built before another process wrote the tenant is brought up to date by applying
     /// just the entries the store reports as foreign ([`Store::foreign_entries`]), under the
     /// graph's lock; when the store no longer knows them, or applying fails, it is rebuilt.
-    pub(crate) fn graph(
-        &self,
-        store: &dyn Store,
-        tenant: &TenantId,
-    ) -> Result<TenantGraph, EngineError> {
+    pub(crate) fn graph(&self, store: &dyn Store, tenant: &TenantId) -> Result<TenantGraph, EngineError> {
         // Read before the rebuild: a foreign write landing during it moves the version again,
         // so the next use rebuilds once more (never a graph newer than its version claims).
         let version = store.foreign_version(tenant);
-        let cached = lock(&self.graphs)
-            .get(tenant)
-            .map(|(g, at)| (Arc::clone(g), *at));
+        let cached = lock(&self.graphs).get(tenant).map(|(g, at)| (Arc::clone(g), *at));
         if let Some((g, at)) = cached
             && !g.is_poisoned()
         {
@@ -142,9 +125,7 @@ impl Lineage {
         let rebuilt = Arc::new(Mutex::new(rebuild(store, tenant, self.config.clone())?));
         let mut graphs = lock(&self.graphs);
         // Another thread may have rebuilt it meanwhile at this version: keep the one shared.
-        let (g, at) = graphs
-            .entry(tenant.clone())
-            .or_insert_with(|| (Arc::clone(&rebuilt), version));
+        let (g, at) = graphs.entry(tenant.clone()).or_insert_with(|| (Arc::clone(&rebuilt), version));
         if g.is_poisoned() || *at < version {
             *g = rebuilt;
             *at = version;
@@ -161,9 +142,7 @@ impl Lineage {
             Some((cur, at)) if Arc::ptr_eq(cur, g) => *at,
             _ => return false, // replaced or dropped meanwhile
         };
-        let Some((now, entries)) = store.foreign_entries(tenant, at) else {
-            return false;
-        };
+        let Some((now, entries)) = store.foreign_entries(tenant, at) else { return false };
         if !entries.is_empty() && replay(store, tenant, &mut locked, Some(&entries)).is_err() {
             drop(locked);
             self.forget(tenant);
@@ -187,12 +166,7 @@ impl Lineage {
     /// Run `f` on the tenant's graph; if it fails, the graph is dropped (rebuilt on next use)
     /// and the error returned. `f` fails only when the graph itself failed: a refusal (a record
     /// the reader may not read) is a value, not an error.
-    pub(crate) fn with<T>(
-        &self,
-        store: &dyn Store,
-        tenant: &TenantId,
-        f: impl FnOnce(&mut LineageGraph) -> Result<T, EngineError>,
-    ) -> Result<T, EngineError> {
+    pub(crate) fn with<T>(&self, store: &dyn Store, tenant: &TenantId, f: impl FnOnce(&mut LineageGraph) -> Result<T, EngineError>) -> Result<T, EngineError> {
         let g = self.graph(store, tenant)?;
         let mut locked = lock(&g);
         let r = f(&mut locked);
@@ -211,12 +185,7 @@ fn err(what: &str, e: impl std::fmt::Display) -> EngineError {
 /// Register `p` in `g` unless it is there.
 pub(crate) fn ensure_principal(g: &mut LineageGraph, p: &Principal) -> Result<(), EngineError> {
     if g.principal(&p.id).is_none() {
-        g.register_principal(RegisterPrincipal {
-            id: p.id.clone(),
-            kind: p.kind,
-            reputation: None,
-        })
-        .map_err(|e| err("registering a principal", e))?;
+        g.register_principal(RegisterPrincipal { id: p.id.clone(), kind: p.kind, reputation: None }).map_err(|e| err("registering a principal", e))?;
     }
     Ok(())
 }
@@ -226,11 +195,7 @@ pub(crate) fn apply_item(g: &mut LineageGraph, item: &MemoryItem) -> Result<(), 
     apply_item_inner(g, item, false)
 }
 
-fn apply_item_inner(
-    g: &mut LineageGraph,
-    item: &MemoryItem,
-    tombstone: bool,
-) -> Result<(), EngineError> {
+fn apply_item_inner(g: &mut LineageGraph, item: &MemoryItem, tombstone: bool) -> Result<(), EngineError> {
     if g.record(item.id()).is_some() {
         return Ok(());
     }
@@ -245,14 +210,10 @@ fn apply_item_inner(
         // the revocation did at the time.
         ev.readers = None;
     }
-    let fx = g
-        .apply_write(ev)
-        .map_err(|e| err(&format!("recording memory {}", item.id()), e))?;
+    let fx = g.apply_write(ev).map_err(|e| err(&format!("recording memory {}", item.id()), e))?;
     // Labels never rise through derivation: the graph's scope is never wider than the stored one.
     debug_assert!(
-        item.status() == Status::Revoked
-            || !matches!(item.scope().readers, Readers::Only(_))
-            || !matches!(fx.record.scope().readers, Readers::All),
+        item.status() == Status::Revoked || !matches!(item.scope().readers, Readers::Only(_)) || !matches!(fx.record.scope().readers, Readers::All),
         "the lineage scope of {} is wider than its stored scope",
         item.id()
     );
@@ -269,56 +230,40 @@ pub(crate) fn readers_within(inner: &Readers, outer: &Readers) -> bool {
 /// (revoked meanwhile) records only what is still readable.
 pub(crate) fn apply_event(g: &mut LineageGraph, ev: StoredEvent) -> Result<(), EngineError> {
     match ev {
-        StoredEvent::Reads {
-            reader,
-            selected,
-            at_ms,
-        } => {
-            let still: Vec<Ranked> = selected
-                .into_iter()
-                .filter(|r| g.can_read(&reader, r.id).is_ok())
-                .collect();
-            g.record_reads(&reader, &still, at_ms)
-                .map_err(|e| err("recording reads", e))?;
+        StoredEvent::Reads { reader, selected, at_ms } => {
+            let still: Vec<Ranked> = selected.into_iter().filter(|r| g.can_read(&reader, r.id).is_ok()).collect();
+            g.record_reads(&reader, &still, at_ms).map_err(|e| err("recording reads", e))?;
         }
         StoredEvent::Revoke(r) => {
             if g.record(r.id).is_some_and(|s| !s.revoked()) {
-                g.apply_revocation(r)
-                    .map_err(|e| err("recording a revocation", e))?;
+                g.apply_revocation(r).map_err(|e| err("recording a revocation", e))?;
             }
         }
         StoredEvent::Action(a) => {
             if !g.actions().any(|x| x.id == a.id) {
-                g.apply_action(a)
-                    .map_err(|e| err("recording an action", e))?;
+                g.apply_action(a).map_err(|e| err("recording an action", e))?;
             }
         }
         StoredEvent::Erase(e) => {
             if !g.erasures().iter().any(|x| x.erasure_id == e.erasure_id) {
-                g.apply_erasure(e)
-                    .map_err(|e| err("recording an erasure", e))?;
+                g.apply_erasure(e).map_err(|e| err("recording an erasure", e))?;
             }
         }
         StoredEvent::FlagPoisoned(f) => {
             if g.record(f.id).is_some() {
-                g.apply_poison_flag(f)
-                    .map_err(|e| err("recording a poison flag", e))?;
+                g.apply_poison_flag(f).map_err(|e| err("recording a poison flag", e))?;
             }
         }
         StoredEvent::Verify(v) => {
             if g.record(v.id).is_some_and(|s| !s.erased()) {
-                g.apply_verification(v)
-                    .map_err(|e| err("recording a verification", e))?;
+                g.apply_verification(v).map_err(|e| err("recording a verification", e))?;
             }
         }
         StoredEvent::Promote(p) => {
             // Replayed items carry their stored (already widened) readers: apply only what the
             // graph does not have yet.
-            if g.record(p.id)
-                .is_some_and(|s| !readers_within(&p.readers, &s.scope().readers))
-            {
-                g.apply_promotion(p)
-                    .map_err(|e| err("recording a promotion", e))?;
+            if g.record(p.id).is_some_and(|s| !readers_within(&p.readers, &s.scope().readers)) {
+                g.apply_promotion(p).map_err(|e| err("recording a promotion", e))?;
             }
         }
     }
@@ -329,11 +274,7 @@ pub(crate) fn apply_event(g: &mut LineageGraph, ev: StoredEvent) -> Result<(), E
 /// Rebuild a tenant's graph from the store: principals, then items and lineage events merged by
 /// log index. A revoked item without a lineage revocation event (a store written before the
 /// lineage layer existed) is revoked at the end, at its creation time.
-fn rebuild(
-    store: &dyn Store,
-    tenant: &TenantId,
-    config: LineageConfig,
-) -> Result<LineageGraph, EngineError> {
+fn rebuild(store: &dyn Store, tenant: &TenantId, config: LineageConfig) -> Result<LineageGraph, EngineError> {
     let mut g = LineageGraph::new(config).map_err(|e| err("lineage configuration", e))?;
     replay(store, tenant, &mut g, None)?;
     Ok(g)
@@ -344,20 +285,13 @@ fn rebuild(
 /// `only` lists (sorted; another process's entries a cached graph has not seen). Applying is
 /// idempotent for items and for every event but reads, which is why a catch-up names its
 /// entries rather than replaying everything after a point.
-fn replay(
-    store: &dyn Store,
-    tenant: &TenantId,
-    g: &mut LineageGraph,
-    only: Option<&[u64]>,
-) -> Result<(), EngineError> {
+fn replay(store: &dyn Store, tenant: &TenantId, g: &mut LineageGraph, only: Option<&[u64]>) -> Result<(), EngineError> {
     for p in store.principals(tenant)? {
         ensure_principal(g, &p)?;
     }
     let wanted = |idx: u64| only.is_none_or(|o| o.binary_search(&idx).is_ok());
     // A catch-up starts just before the first entry it needs.
-    let start = only
-        .and_then(|o| o.first())
-        .and_then(|first| first.checked_sub(1));
+    let start = only.and_then(|o| o.first()).and_then(|first| first.checked_sub(1));
     let mut items: Vec<OrderedItem> = Vec::new();
     let mut events: Vec<(u64, serde_json::Value)> = Vec::new();
     let (mut items_after, mut events_after) = (start, start);
@@ -385,20 +319,14 @@ fn replay(
                     continue;
                 }
                 if o.item.status() == Status::Revoked && !o.erased {
-                    revoked_in_store.push((
-                        o.item.id(),
-                        o.item.scope().owner.clone(),
-                        o.item.created_ms(),
-                    ));
+                    revoked_in_store.push((o.item.id(), o.item.scope().owner.clone(), o.item.created_ms()));
                 }
                 // A record the graph refuses stays out of it: unknown to the graph means never
                 // readable and never a support.
                 let _ = apply_item_inner(g, &o.item, o.erased);
             }
             _ => {
-                let Some((idx, value)) = events.pop() else {
-                    break;
-                };
+                let Some((idx, value)) = events.pop() else { break };
                 events_after = Some(idx);
                 if !wanted(idx) {
                     continue;
@@ -414,14 +342,7 @@ fn replay(
     }
     for (id, owner, at_ms) in revoked_in_store {
         if g.record(id).is_some_and(|s| !s.revoked()) {
-            apply_event(
-                g,
-                StoredEvent::Revoke(RevokeEvent {
-                    id,
-                    revoker: owner,
-                    at_ms,
-                }),
-            )?;
+            apply_event(g, StoredEvent::Revoke(RevokeEvent { id, revoker: owner, at_ms }))?;
         }
     }
     Ok(())
@@ -429,17 +350,11 @@ fn replay(
 
 /// The lineage gate's verdict on an action, as a verdict the authority layer can compose with.
 pub(crate) fn verdict(d: &GateDecision) -> Verdict {
-    let gate_rule = serde_json::to_value(d.rule)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "unknown".into());
+    let gate_rule = serde_json::to_value(d.rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into());
     Verdict {
         decision: d.decision,
         layer: "lineage".into(),
-        rule: Rule::Lineage {
-            gate_rule,
-            cause: d.cause.map(|c| c.as_str().to_owned()),
-        },
+        rule: Rule::Lineage { gate_rule, cause: d.cause.map(|c| c.as_str().to_owned()) },
         cause: d.explanation.clone(),
         supporting: d.supporting.clone(),
         affected: d.affected.iter().map(|a| a.id).collect(),
@@ -460,14 +375,7 @@ pub(crate) fn gate_request(
     context: Vec<ItemId>,
     elevated: impl IntoIterator<Item = ItemId>,
 ) -> GateRequest {
-    GateRequest {
-        agent: agent.clone(),
-        kind: action.kind,
-        risk: action.risk,
-        retrieved: supports,
-        context,
-        elevated: elevated.into_iter().collect(),
-    }
+    GateRequest { agent: agent.clone(), kind: action.kind, risk: action.risk, retrieved: supports, context, elevated: elevated.into_iter().collect() }
 }
 
 /// Why the graph refuses a read, as an engine error (not found: the caller learns nothing).
@@ -484,11 +392,7 @@ pub(crate) fn readable(g: &LineageGraph, reader: &PrincipalId, id: ItemId) -> bo
 }
 
 /// `ids` split into those `reader` may read and a count of the others.
-pub(crate) fn split_readable(
-    g: &LineageGraph,
-    reader: &PrincipalId,
-    ids: impl Iterator<Item = ItemId>,
-) -> (Vec<ItemId>, usize) {
+pub(crate) fn split_readable(g: &LineageGraph, reader: &PrincipalId, ids: impl Iterator<Item = ItemId>) -> (Vec<ItemId>, usize) {
     let mut shown = Vec::new();
     let mut hidden = 0usize;
     for id in ids {
@@ -535,11 +439,7 @@ pub(crate) fn product_verdict(
         agent: agent.clone(),
         kind: class.kind,
         risk: class.risk,
-        elevated: if elevated {
-            supports.iter().copied().collect()
-        } else {
-            std::collections::BTreeSet::new()
-        },
+        elevated: if elevated { supports.iter().copied().collect() } else { std::collections::BTreeSet::new() },
         retrieved: supports,
         context: Vec::new(),
     };
@@ -552,21 +452,14 @@ pub(crate) fn product_verdict(
             s.dedup();
             s
         };
-        if supports.is_empty()
-            || v.support
-                .iter()
-                .any(|s| matches!(s, Support::UserRequest { .. }))
-        {
+        if supports.is_empty() || v.support.iter().any(|s| matches!(s, Support::UserRequest { .. })) {
             continue;
         }
         // Elevated for this gate: an elevation (k domains, a grant), or, below high risk,
         // positive support that does not rest on the pushers (the user's statement, k trusted
         // domains): an untrusted memory restating such a value did not supply it. A high-risk
         // action on agent-relayed evidence keeps MAP-Graph's objection (re-verify).
-        let d = decide(&gate(
-            supports.clone(),
-            v.elevated || (v.supported && !v.pseudo && class.risk != Risk::High),
-        ));
+        let d = decide(&gate(supports.clone(), v.elevated || (v.supported && !v.pseudo && class.risk != Risk::High)));
         evaluated.extend(supports);
         if d.decision == Decision::Allow {
             continue;
@@ -588,17 +481,12 @@ pub(crate) fn product_verdict(
     }
     evaluated.sort();
     evaluated.dedup();
-    let rule = |gate_rule: &str| Rule::Lineage {
-        gate_rule: gate_rule.to_owned(),
-        cause: None,
-    };
+    let rule = |gate_rule: &str| Rule::Lineage { gate_rule: gate_rule.to_owned(), cause: None };
     let mut out = Verdict {
         decision: Decision::Allow,
         layer: "lineage".into(),
         rule: rule("value_paths_clear"),
-        cause:
-            "no carrier of an action value has revoked, poisoned, untrusted or unreadable ancestry"
-                .into(),
+        cause: "no carrier of an action value has revoked, poisoned, untrusted or unreadable ancestry".into(),
         supporting: evaluated,
         affected: Vec::new(),
         pushed: Vec::new(),
@@ -619,13 +507,7 @@ pub(crate) fn product_verdict(
 fn is_evidence(c: memwarden_lineage::GateCause) -> bool {
     use memwarden_lineage::GateCause as C;
     match c {
-        C::Revoked
-        | C::Poisoned
-        | C::PermissionInvalid
-        | C::PrivateToOther
-        | C::Erased
-        | C::UnknownSupport
-        | C::TooManySupports => true,
+        C::Revoked | C::Poisoned | C::PermissionInvalid | C::PrivateToOther | C::Erased | C::UnknownSupport | C::TooManySupports => true,
         C::PropagationPending | C::Untrusted => false,
     }
 }

@@ -80,14 +80,7 @@ impl Effects {
         for ev in &self.events {
             mutations.push(ev.mutation(tenant)?);
         }
-        Ok(Parts {
-            mutations,
-            primary: self.primary,
-            events: self.events,
-            items: self.items,
-            session: self.session,
-            graph_ahead: self.graph_ahead,
-        })
+        Ok(Parts { mutations, primary: self.primary, events: self.events, items: self.items, session: self.session, graph_ahead: self.graph_ahead })
     }
 }
 
@@ -186,14 +179,7 @@ pub(crate) struct Candidate {
 impl Candidate {
     /// A candidate nothing has scored yet.
     pub(crate) fn new(view: MemoryView, similarity: f32, relevance: f64) -> Self {
-        Self {
-            view,
-            similarity,
-            relevance,
-            risk: None,
-            path: None,
-            withheld: None,
-        }
+        Self { view, similarity, relevance, risk: None, path: None, withheld: None }
     }
 
     /// The memory.
@@ -235,60 +221,30 @@ pub(crate) trait Stage: Send + Sync {
 
     /// Admit a write the authority layer minted (`cited`: what the write names as its parents,
     /// inputs and argument sources). May restrict it (status, guard state, a prepended note).
-    fn admit_write(
-        &self,
-        _cx: &Cx<'_>,
-        _write: &mut AdmittedWrite,
-        _view: &MemoryView,
-        _cited: &[ItemId],
-        _fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn admit_write(&self, _cx: &Cx<'_>, _write: &mut AdmittedWrite, _view: &MemoryView, _cited: &[ItemId], _fx: &mut Effects) -> Result<(), EngineError> {
         Ok(())
     }
 
     /// Filter and annotate memories on their way to a reader: withhold some (never re-admit
     /// one), score the rest.
-    fn filter_reads(
-        &self,
-        _cx: &Cx<'_>,
-        _read: Read<'_>,
-        _candidates: &mut [Candidate],
-        _fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn filter_reads(&self, _cx: &Cx<'_>, _read: Read<'_>, _candidates: &mut [Candidate], _fx: &mut Effects) -> Result<(), EngineError> {
         Ok(())
     }
 
     /// The memories the reader is handed (after selection).
-    fn handed(
-        &self,
-        _cx: &Cx<'_>,
-        _read: Read<'_>,
-        _handed: &[Candidate],
-        _fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn handed(&self, _cx: &Cx<'_>, _read: Read<'_>, _handed: &[Candidate], _fx: &mut Effects) -> Result<(), EngineError> {
         Ok(())
     }
 
     /// The layer's verdict on an action (`None`: the layer has no action gate). An error is a
     /// `Block` for the composition.
-    fn decide(
-        &self,
-        _cx: &Cx<'_>,
-        _input: &DecideInput<'_>,
-        _fx: &mut Effects,
-    ) -> Result<Option<Verdict>, EngineError> {
+    fn decide(&self, _cx: &Cx<'_>, _input: &DecideInput<'_>, _fx: &mut Effects) -> Result<Option<Verdict>, EngineError> {
         Ok(None)
     }
 
     /// Admit a promotion the authority layer minted (`admitted`: the memory's version chain,
     /// oldest first, the promoted memory last).
-    fn admit_promotion(
-        &self,
-        _cx: &Cx<'_>,
-        _memory: &MemoryView,
-        _admitted: &[AdmittedPromotion],
-        _fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn admit_promotion(&self, _cx: &Cx<'_>, _memory: &MemoryView, _admitted: &[AdmittedPromotion], _fx: &mut Effects) -> Result<(), EngineError> {
         Ok(())
     }
 }

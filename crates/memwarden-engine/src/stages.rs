@@ -2,9 +2,7 @@
 //! order: authority, lifecycle, lineage. A preset is the subset that is on.
 
 use crate::lineage::{self, Lineage, StoredEvent};
-use crate::pipeline::{
-    Candidate, Ceiling, Cx, DecideInput, Effects, MemoryView, Read, Stage, Withheld,
-};
+use crate::pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, MemoryView, Read, Stage, Withheld};
 use crate::{EngineError, lifecycle_route, new_id};
 use memwarden_core::prelude::*;
 use memwarden_lineage::Candidate as RankCandidate;
@@ -23,12 +21,7 @@ impl Stage for AuthorityStage {
         "authority"
     }
 
-    fn decide(
-        &self,
-        _cx: &Cx<'_>,
-        input: &DecideInput<'_>,
-        _fx: &mut Effects,
-    ) -> Result<Option<Verdict>, EngineError> {
+    fn decide(&self, _cx: &Cx<'_>, input: &DecideInput<'_>, _fx: &mut Effects) -> Result<Option<Verdict>, EngineError> {
         Ok(Some(self.authority.verdict(input.analysis)))
     }
 }
@@ -46,41 +39,21 @@ pub(crate) struct LifecycleStage {
 /// reputation, scope, status and guard state.
 pub(crate) fn lifecycle_memory(v: &MemoryView) -> memwarden_lifecycle::LifecycleMemory {
     let i = &v.item;
-    let mut m = memwarden_lifecycle::LifecycleMemory::new(
-        i.scope().owner.clone(),
-        i.content(),
-        lifecycle_route(i.route()),
-        i.guard().clone(),
-    );
+    let mut m = memwarden_lifecycle::LifecycleMemory::new(i.scope().owner.clone(), i.content(), lifecycle_route(i.route()), i.guard().clone());
     m.readers = i.scope().readers.clone();
     m.status = i.status();
-    m.parents = v
-        .parents
-        .iter()
-        .map(|p| {
-            memwarden_lifecycle::route_source_name(lifecycle_route(
-                p.route.unwrap_or(Route::ExternalObservation),
-            ))
-            .to_owned()
-        })
-        .collect();
+    m.parents =
+        v.parents.iter().map(|p| memwarden_lifecycle::route_source_name(lifecycle_route(p.route.unwrap_or(Route::ExternalObservation))).to_owned()).collect();
     m.source_agent_trust = v.writer_reputation;
     m
 }
 
 fn rule_name(rule: impl serde::Serialize) -> String {
-    serde_json::to_value(rule)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "unknown".into())
+    serde_json::to_value(rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into())
 }
 
 fn gate_decision(cx: &Cx<'_>, decision: serde_json::Value) -> Mutation {
-    Mutation::GateDecision {
-        tenant: cx.actor.tenant().clone(),
-        actor: cx.actor.id().clone(),
-        decision,
-    }
+    Mutation::GateDecision { tenant: cx.actor.tenant().clone(), actor: cx.actor.id().clone(), decision }
 }
 
 impl LifecycleStage {
@@ -88,36 +61,15 @@ impl LifecycleStage {
     /// the gate's `candidates_max` (its cluster signal is computed over one call's candidates),
     /// best first. Blocks are logged (ids and rules only).
     fn firewall(&self, cx: &Cx<'_>, query: &str, candidates: &mut [Candidate], fx: &mut Effects) {
-        use memwarden_lifecycle::{
-            RetrievalCandidate, RetrievalOutcome, RetrievalQuery, retrieval_gate,
-        };
-        let open: Vec<usize> = (0..candidates.len())
-            .filter(|n| candidates[*n].withheld.is_none())
-            .collect();
+        use memwarden_lifecycle::{RetrievalCandidate, RetrievalOutcome, RetrievalQuery, retrieval_gate};
+        let open: Vec<usize> = (0..candidates.len()).filter(|n| candidates[*n].withheld.is_none()).collect();
         let chunk = self.scorer.config().limits.candidates_max.max(1);
         let mut logged = Vec::new();
         for part in open.chunks(chunk) {
-            let memories: Vec<memwarden_lifecycle::LifecycleMemory> = part
-                .iter()
-                .map(|n| lifecycle_memory(&candidates[*n].view))
-                .collect();
-            let gate_in: Vec<RetrievalCandidate<'_>> = memories
-                .iter()
-                .zip(part)
-                .map(|(memory, n)| RetrievalCandidate {
-                    memory,
-                    similarity: f64::from(candidates[*n].similarity),
-                })
-                .collect();
-            let result = retrieval_gate(
-                &self.scorer,
-                &RetrievalQuery {
-                    agent: cx.actor.id(),
-                    task_class: None,
-                    text: query,
-                },
-                &gate_in,
-            );
+            let memories: Vec<memwarden_lifecycle::LifecycleMemory> = part.iter().map(|n| lifecycle_memory(&candidates[*n].view)).collect();
+            let gate_in: Vec<RetrievalCandidate<'_>> =
+                memories.iter().zip(part).map(|(memory, n)| RetrievalCandidate { memory, similarity: f64::from(candidates[*n].similarity) }).collect();
+            let result = retrieval_gate(&self.scorer, &RetrievalQuery { agent: cx.actor.id(), task_class: None, text: query }, &gate_in);
             for d in &result.decisions {
                 let Some(c) = part.get(d.index).and_then(|n| candidates.get_mut(*n)) else {
                     continue;
@@ -132,10 +84,7 @@ impl LifecycleStage {
             }
         }
         if !logged.is_empty() {
-            fx.log(gate_decision(
-                cx,
-                json!({"layer": "lifecycle", "gate": "retrieval", "blocked": logged}),
-            ));
+            fx.log(gate_decision(cx, json!({"layer": "lifecycle", "gate": "retrieval", "blocked": logged})));
         }
     }
 
@@ -156,10 +105,7 @@ impl LifecycleStage {
     fn broker(&self, cx: &Cx<'_>, read: Read<'_>, candidates: &mut [Candidate], fx: &mut Effects) {
         use memwarden_lifecycle::{BrokerOutcome, BrokerRequest, broker};
         let mut logged = Vec::new();
-        for c in candidates
-            .iter_mut()
-            .filter(|c| c.withheld.is_none() && c.item().scope().owner != *cx.actor.id())
-        {
+        for c in candidates.iter_mut().filter(|c| c.withheld.is_none() && c.item().scope().owner != *cx.actor.id()) {
             let mut m = lifecycle_memory(&c.view);
             // History hands over superseded versions by design; every other rule applies.
             if read == Read::History && m.status == Status::Superseded {
@@ -171,24 +117,14 @@ impl LifecycleStage {
                 // A memory the graph does not know carries no readable ancestry: nobody.
                 Ceiling::Unknown => m.carried.readers = Readers::Only(Default::default()),
             }
-            let d = broker(
-                &self.scorer,
-                &m,
-                &BrokerRequest {
-                    agent: cx.actor.id(),
-                    task_class: None,
-                },
-            );
+            let d = broker(&self.scorer, &m, &BrokerRequest { agent: cx.actor.id(), task_class: None });
             if d.outcome != BrokerOutcome::Admit {
                 c.withhold(Withheld::Stage("lifecycle"));
                 logged.push(json!({"item": c.item().id(), "rule": d.rule}));
             }
         }
         if !logged.is_empty() {
-            fx.log(gate_decision(
-                cx,
-                json!({"layer": "lifecycle", "gate": "broker", "blocked": logged}),
-            ));
+            fx.log(gate_decision(cx, json!({"layer": "lifecycle", "gate": "broker", "blocked": logged})));
         }
     }
 }
@@ -205,14 +141,7 @@ impl Stage for LifecycleStage {
     /// The write gate: reject (logged, nothing stored), quarantine (stored, never retrievable),
     /// rewrite as an unverified note, or allow; the guard state it derives is stored with the
     /// item. Non-allow decisions are logged (no text: credentials by kind and offsets only).
-    fn admit_write(
-        &self,
-        cx: &Cx<'_>,
-        write: &mut AdmittedWrite,
-        view: &MemoryView,
-        _cited: &[ItemId],
-        fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn admit_write(&self, cx: &Cx<'_>, write: &mut AdmittedWrite, view: &MemoryView, _cited: &[ItemId], fx: &mut Effects) -> Result<(), EngineError> {
         use memwarden_lifecycle::{WriteOutcome, derive_and_write_gate};
         let scorer = &self.scorer;
         let item = write.item();
@@ -224,17 +153,8 @@ impl Stage for LifecycleStage {
             .iter()
             .enumerate()
             .flat_map(|(n, (k, v))| {
-                let mut found: Vec<String> = scorer
-                    .find_credentials(k)
-                    .iter()
-                    .map(|c| format!("{:?} in metadata entry {n} (key)", c.kind))
-                    .collect();
-                found.extend(
-                    scorer
-                        .find_credentials(v)
-                        .iter()
-                        .map(|c| format!("{:?} in metadata entry {n} (value)", c.kind)),
-                );
+                let mut found: Vec<String> = scorer.find_credentials(k).iter().map(|c| format!("{:?} in metadata entry {n} (key)", c.kind)).collect();
+                found.extend(scorer.find_credentials(v).iter().map(|c| format!("{:?} in metadata entry {n} (value)", c.kind)));
                 found
             })
             .collect();
@@ -249,28 +169,14 @@ impl Stage for LifecycleStage {
         let d = derive_and_write_gate(scorer, &lifecycle_memory(view));
         let rule = rule_name(d.rule);
         if d.outcome != WriteOutcome::Allow {
-            fx.log(gate_decision(
-                cx,
-                json!({"layer": "lifecycle", "item": item.id(), "decision": d}),
-            ));
+            fx.log(gate_decision(cx, json!({"layer": "lifecycle", "item": item.id(), "decision": d})));
         }
         match d.outcome {
             WriteOutcome::Reject => {
-                let kinds: Vec<String> = d
-                    .credentials
-                    .iter()
-                    .map(|c| format!("{:?} at bytes {}..{}", c.kind, c.start, c.end))
-                    .collect();
-                let reason = if kinds.is_empty() {
-                    "the write could not be evaluated".to_owned()
-                } else {
-                    format!("credential material: {}", kinds.join(", "))
-                };
-                Err(EngineError::Refused {
-                    layer: "lifecycle",
-                    rule,
-                    reason,
-                })
+                let kinds: Vec<String> = d.credentials.iter().map(|c| format!("{:?} at bytes {}..{}", c.kind, c.start, c.end)).collect();
+                let reason =
+                    if kinds.is_empty() { "the write could not be evaluated".to_owned() } else { format!("credential material: {}", kinds.join(", ")) };
+                Err(EngineError::Refused { layer: "lifecycle", rule, reason })
             }
             WriteOutcome::Quarantine | WriteOutcome::Rewrite | WriteOutcome::Allow => {
                 write.restrict(d.effect.status, d.effect.guard.clone());
@@ -284,13 +190,7 @@ impl Stage for LifecycleStage {
 
     /// A search: the read firewall, then the broker. By id, list or history: the scorer's risk,
     /// then the broker.
-    fn filter_reads(
-        &self,
-        cx: &Cx<'_>,
-        read: Read<'_>,
-        candidates: &mut [Candidate],
-        fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn filter_reads(&self, cx: &Cx<'_>, read: Read<'_>, candidates: &mut [Candidate], fx: &mut Effects) -> Result<(), EngineError> {
         match read {
             Read::Search { query } => self.firewall(cx, query, candidates, fx),
             Read::Get | Read::List | Read::History => self.score(candidates),
@@ -301,38 +201,17 @@ impl Stage for LifecycleStage {
 
     /// The promotion gate (`B_p`): a blocked promotion quarantines the memory (a hold, logged)
     /// and is refused.
-    fn admit_promotion(
-        &self,
-        cx: &Cx<'_>,
-        memory: &MemoryView,
-        _admitted: &[AdmittedPromotion],
-        fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn admit_promotion(&self, cx: &Cx<'_>, memory: &MemoryView, _admitted: &[AdmittedPromotion], fx: &mut Effects) -> Result<(), EngineError> {
         use memwarden_lifecycle::{PromotionOutcome, PromotionTarget, promotion_gate};
-        let d = promotion_gate(
-            &self.scorer,
-            &lifecycle_memory(memory),
-            PromotionTarget::Team,
-        );
+        let d = promotion_gate(&self.scorer, &lifecycle_memory(memory), PromotionTarget::Team);
         if d.outcome != PromotionOutcome::Block {
             return Ok(());
         }
         let rule = rule_name(d.rule);
         let id = memory.item.id();
-        fx.log(Mutation::Hold(self.authority.admit_hold(
-            &memory.item,
-            cx.actor.id(),
-            &format!("lifecycle promotion gate: {rule}"),
-        )));
-        fx.log(gate_decision(
-            cx,
-            json!({"layer": "lifecycle", "gate": "promotion", "item": id, "decision": d}),
-        ));
-        Err(EngineError::Refused {
-            layer: "lifecycle",
-            rule,
-            reason: "the promotion gate held the memory back; it is quarantined".into(),
-        })
+        fx.log(Mutation::Hold(self.authority.admit_hold(&memory.item, cx.actor.id(), &format!("lifecycle promotion gate: {rule}"))));
+        fx.log(gate_decision(cx, json!({"layer": "lifecycle", "gate": "promotion", "item": id, "decision": d})));
+        Err(EngineError::Refused { layer: "lifecycle", rule, reason: "the promotion gate held the memory back; it is quarantined".into() })
     }
 }
 
@@ -349,22 +228,12 @@ impl Stage for LineageStage {
 
     /// Refuse a write that cites a memory the graph does not let the writer read (its `CanRead`
     /// also covers records a pending propagation may still reach).
-    fn admit_write(
-        &self,
-        cx: &Cx<'_>,
-        _write: &mut AdmittedWrite,
-        _view: &MemoryView,
-        cited: &[ItemId],
-        _fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn admit_write(&self, cx: &Cx<'_>, _write: &mut AdmittedWrite, _view: &MemoryView, cited: &[ItemId], _fx: &mut Effects) -> Result<(), EngineError> {
         if cited.is_empty() {
             return Ok(());
         }
-        let refused = self.lineage.with(cx.store, cx.actor.tenant(), |g| {
-            Ok(cited
-                .iter()
-                .find_map(|p| g.can_read(cx.actor.id(), *p).err().map(|r| (*p, r))))
-        })?;
+        let refused =
+            self.lineage.with(cx.store, cx.actor.tenant(), |g| Ok(cited.iter().find_map(|p| g.can_read(cx.actor.id(), *p).err().map(|r| (*p, r)))))?;
         match refused {
             Some((id, reason)) => Err(lineage::deny(id, reason)),
             None => Ok(()),
@@ -373,13 +242,7 @@ impl Stage for LineageStage {
 
     /// `CanRead` (and no poison report on the path) for every door; for a search, the reader's
     /// path trust of each candidate left (what the product breaks relevance ties with).
-    fn filter_reads(
-        &self,
-        cx: &Cx<'_>,
-        read: Read<'_>,
-        candidates: &mut [Candidate],
-        _fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn filter_reads(&self, cx: &Cx<'_>, read: Read<'_>, candidates: &mut [Candidate], _fx: &mut Effects) -> Result<(), EngineError> {
         let reader = cx.actor.id();
         let config = self.lineage.config().clone();
         self.lineage.with(cx.store, cx.actor.tenant(), |g| {
@@ -391,26 +254,16 @@ impl Stage for LineageStage {
             if !matches!(read, Read::Search { .. }) {
                 return Ok(());
             }
-            let open: Vec<usize> = (0..candidates.len())
-                .filter(|n| candidates[*n].withheld.is_none())
-                .collect();
-            let asked: Vec<RankCandidate> = open
-                .iter()
-                .map(|n| RankCandidate {
-                    id: candidates[*n].item().id(),
-                    similarity: candidates[*n].relevance,
-                })
-                .collect();
+            let open: Vec<usize> = (0..candidates.len()).filter(|n| candidates[*n].withheld.is_none()).collect();
+            let asked: Vec<RankCandidate> =
+                open.iter().map(|n| RankCandidate { id: candidates[*n].item().id(), similarity: candidates[*n].relevance }).collect();
             // The graph scores every candidate (at most its `k_max`); the product ranks them by
             // relevance and breaks ties with path trust (the paper's `similarity × path trust`
             // ranking buried every external memory: source turns of LoCoMo fell from 36.5% to
             // 3.8% in the top 5).
             let wide = asked.len().clamp(1, config.k_max);
-            let ranking = g
-                .rank(reader, &asked, Some(wide))
-                .map_err(|e| EngineError::Lineage(e.to_string()))?;
-            let mut scored: std::collections::HashMap<ItemId, memwarden_lineage::Ranked> =
-                ranking.selected.into_iter().map(|r| (r.id, r)).collect();
+            let ranking = g.rank(reader, &asked, Some(wide)).map_err(|e| EngineError::Lineage(e.to_string()))?;
+            let mut scored: std::collections::HashMap<ItemId, memwarden_lineage::Ranked> = ranking.selected.into_iter().map(|r| (r.id, r)).collect();
             for n in open {
                 let c = &mut candidates[n];
                 match scored.remove(&c.item().id()) {
@@ -423,71 +276,29 @@ impl Stage for LineageStage {
     }
 
     /// A search's results become `read_by` edges (committed with the search).
-    fn handed(
-        &self,
-        cx: &Cx<'_>,
-        read: Read<'_>,
-        handed: &[Candidate],
-        fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn handed(&self, cx: &Cx<'_>, read: Read<'_>, handed: &[Candidate], fx: &mut Effects) -> Result<(), EngineError> {
         if !matches!(read, Read::Search { .. }) || handed.is_empty() {
             return Ok(());
         }
-        let selected: Vec<memwarden_lineage::Ranked> =
-            handed.iter().filter_map(|c| c.path).collect();
-        debug_assert_eq!(
-            selected.len(),
-            handed.len(),
-            "every search hit was scored by the graph"
-        );
-        fx.event(StoredEvent::Reads {
-            reader: cx.actor.id().clone(),
-            selected,
-            at_ms: cx.now_ms,
-        });
+        let selected: Vec<memwarden_lineage::Ranked> = handed.iter().filter_map(|c| c.path).collect();
+        debug_assert_eq!(selected.len(), handed.len(), "every search hit was scored by the graph");
+        fx.event(StoredEvent::Reads { reader: cx.actor.id().clone(), selected, at_ms: cx.now_ms });
         Ok(())
     }
 
     /// The product gate ([`lineage::product_verdict`]): per value, over the memories that carry
     /// or push it; the decision is recorded in the graph.
-    fn decide(
-        &self,
-        cx: &Cx<'_>,
-        input: &DecideInput<'_>,
-        fx: &mut Effects,
-    ) -> Result<Option<Verdict>, EngineError> {
+    fn decide(&self, cx: &Cx<'_>, input: &DecideInput<'_>, fx: &mut Effects) -> Result<Option<Verdict>, EngineError> {
         let analysis = input.analysis;
         let witness_ids: Vec<ItemId> = {
-            let mut c: Vec<ItemId> = analysis
-                .values
-                .iter()
-                .flat_map(|v| v.pushed_by.iter().copied())
-                .filter(|w| !input.cited.contains(w))
-                .collect();
+            let mut c: Vec<ItemId> = analysis.values.iter().flat_map(|v| v.pushed_by.iter().copied()).filter(|w| !input.cited.contains(w)).collect();
             c.sort();
             c.dedup();
             c
         };
-        let elevated: Vec<ItemId> = analysis
-            .values
-            .iter()
-            .filter(|v| v.elevated)
-            .flat_map(|v| v.pushed_by.iter().copied())
-            .collect();
-        let request = lineage::gate_request(
-            cx.actor.id(),
-            input.classed,
-            input.cited.to_vec(),
-            witness_ids,
-            elevated,
-        );
-        let v = self.lineage.with(cx.store, cx.actor.tenant(), |g| {
-            Ok(lineage::product_verdict(
-                analysis,
-                cx.actor.id(),
-                &mut |r| g.decide(r),
-            ))
-        })?;
+        let elevated: Vec<ItemId> = analysis.values.iter().filter(|v| v.elevated).flat_map(|v| v.pushed_by.iter().copied()).collect();
+        let request = lineage::gate_request(cx.actor.id(), input.classed, input.cited.to_vec(), witness_ids, elevated);
+        let v = self.lineage.with(cx.store, cx.actor.tenant(), |g| Ok(lineage::product_verdict(analysis, cx.actor.id(), &mut |r| g.decide(r))))?;
         fx.event(StoredEvent::Action(memwarden_lineage::ActionEvent {
             id: new_id(cx.now_ms)?,
             request,
@@ -502,20 +313,11 @@ impl Stage for LineageStage {
     /// The graph checks the memory is readable and each widening against its ancestry ceiling,
     /// and records it ahead of the commit (the store's own scope still decides eligibility
     /// until then; a refused or failed commit drops the graph).
-    fn admit_promotion(
-        &self,
-        cx: &Cx<'_>,
-        memory: &MemoryView,
-        admitted: &[AdmittedPromotion],
-        fx: &mut Effects,
-    ) -> Result<(), EngineError> {
+    fn admit_promotion(&self, cx: &Cx<'_>, memory: &MemoryView, admitted: &[AdmittedPromotion], fx: &mut Effects) -> Result<(), EngineError> {
         let id = memory.item.id();
         let g = self.lineage.graph(cx.store, cx.actor.tenant())?;
-        let mut g = g
-            .lock()
-            .map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
-        g.can_read(cx.actor.id(), id)
-            .map_err(|r| lineage::deny(id, r))?;
+        let mut g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
+        g.can_read(cx.actor.id(), id).map_err(|r| lineage::deny(id, r))?;
         for a in admitted {
             let ev = memwarden_lineage::PromoteEvent {
                 id: a.item().id(),
@@ -525,10 +327,7 @@ impl Stage for LineageStage {
             };
             fx.graph_ahead = true;
             if let Err(e) = g.apply_promotion(ev.clone()) {
-                return Err(EngineError::Forbidden(format!(
-                    "promoting {}: {e}",
-                    a.item().id()
-                )));
+                return Err(EngineError::Forbidden(format!("promoting {}: {e}", a.item().id())));
             }
             g.drain();
             fx.event(StoredEvent::Promote(ev));

@@ -14,14 +14,7 @@ fn pid(s: &str) -> PrincipalId {
 
 fn engine(dir: &std::path::Path) -> Engine {
     let model = MiniLmEmbedder::load_default().unwrap_or_else(|e| panic!("{e}"));
-    Engine::open(
-        dir,
-        EngineConfig {
-            embedder: Some(Arc::new(model)),
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap()
+    Engine::open(dir, EngineConfig { embedder: Some(Arc::new(model)), ..EngineConfig::default() }).unwrap()
 }
 
 fn register(e: &Engine, ids: &[&str]) {
@@ -32,8 +25,7 @@ fn register(e: &Engine, ids: &[&str]) {
             kind: PrincipalKind::Agent,
             domain: None,
             allow_listed: false,
-            public_key: None,
-            action: None,
+            public_key: None, action: None,
         })
         .unwrap();
     }
@@ -44,9 +36,7 @@ fn close_sentences_rank_above_unrelated_ones() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine(dir.path());
     register(&e, &["a"]);
-    let a = e
-        .authenticate(&TenantId::new("acme").unwrap(), &pid("a"))
-        .unwrap();
+    let a = e.authenticate(&TenantId::new("acme").unwrap(), &pid("a")).unwrap();
     let ns = Namespace::new("n").unwrap();
     let corpus = [
         "The cat sits outside on the porch.",
@@ -56,15 +46,7 @@ fn close_sentences_rank_above_unrelated_ones() {
         "Our CI pipeline fails when the database migration times out.",
         "She baked a chocolate cake for her daughter's birthday.",
     ];
-    let ids: Vec<ItemId> = corpus
-        .iter()
-        .map(|t| {
-            e.add(&a, WriteRequest::new(ns.clone(), *t, Route::Direct))
-                .unwrap()
-                .0
-                .id()
-        })
-        .collect();
+    let ids: Vec<ItemId> = corpus.iter().map(|t| e.add(&a, WriteRequest::new(ns.clone(), *t, Route::Direct)).unwrap().0.id()).collect();
     let cases = [
         ("a kitten is resting in the garden", 0),
         ("someone performs music with a string instrument", 1),
@@ -76,16 +58,8 @@ fn close_sentences_rank_above_unrelated_ones() {
     for (query, expected) in cases {
         let hits = e.search(&a, &ns, query, 3).unwrap();
         assert_eq!(hits.len(), 3);
-        assert_eq!(
-            hits[0].item.id(),
-            ids[expected],
-            "{query:?} ranked {:?} first",
-            hits[0].item.content()
-        );
-        assert!(
-            hits[0].similarity > hits[1].similarity + 0.05,
-            "{query:?}: no clear margin"
-        );
+        assert_eq!(hits[0].item.id(), ids[expected], "{query:?} ranked {:?} first", hits[0].item.content());
+        assert!(hits[0].similarity > hits[1].similarity + 0.05, "{query:?}: no clear margin");
     }
 }
 
@@ -109,11 +83,7 @@ fn guarded_search_never_returns_ineligible_items_and_fills_k() {
     let reqs_by_writer: Vec<(usize, WriteRequest, BTreeSet<&str>)> = (0..40)
         .map(|i| {
             let writer = (next() % 4) as usize;
-            let mut req = WriteRequest::new(
-                ns.clone(),
-                format!("note {i} about travel plans, invoices and the team offsite"),
-                Route::Direct,
-            );
+            let mut req = WriteRequest::new(ns.clone(), format!("note {i} about travel plans, invoices and the team offsite"), Route::Direct);
             let mut who: BTreeSet<&str> = agents.iter().copied().collect();
             if next() % 3 != 0 {
                 who = agents.iter().copied().filter(|_| next() % 2 == 0).collect();
@@ -152,19 +122,11 @@ fn guarded_search_never_returns_ineligible_items_and_fills_k() {
 #[test]
 fn hybrid_search_finds_exact_terms_and_erasure_removes_them() {
     let dir = tempfile::tempdir().unwrap();
-    let model: Arc<dyn memwarden_engine::embed::Embedder> =
-        Arc::new(MiniLmEmbedder::load_default().unwrap_or_else(|e| panic!("{e}")));
+    let model: Arc<dyn memwarden_engine::embed::Embedder> = Arc::new(MiniLmEmbedder::load_default().unwrap_or_else(|e| panic!("{e}")));
     let t = TenantId::new("acme").unwrap();
     let ns = Namespace::new("n").unwrap();
     let (top_hybrid, top_vector, private_id, invoice_id) = {
-        let e = Engine::open(
-            dir.path(),
-            EngineConfig {
-                embedder: Some(Arc::clone(&model)),
-                ..EngineConfig::default()
-            },
-        )
-        .unwrap();
+        let e = Engine::open(dir.path(), EngineConfig { embedder: Some(Arc::clone(&model)), ..EngineConfig::default() }).unwrap();
         register(&e, &["a", "b"]);
         let a = e.authenticate(&t, &pid("a")).unwrap();
         let b = e.authenticate(&t, &pid("b")).unwrap();
@@ -179,86 +141,36 @@ fn hybrid_search_finds_exact_terms_and_erasure_removes_them() {
             "An invoice needs a purchase order number.",
         ];
         for f in filler {
-            e.add(&a, WriteRequest::new(ns.clone(), f, Route::Direct))
-                .unwrap();
+            e.add(&a, WriteRequest::new(ns.clone(), f, Route::Direct)).unwrap();
         }
-        let (invoice, _) = e
-            .add(
-                &a,
-                WriteRequest::new(
-                    ns.clone(),
-                    "Brightline sent invoice QX-88213 for the spring campaign.",
-                    Route::Direct,
-                ),
-            )
-            .unwrap();
-        let mut private = WriteRequest::new(
-            ns.clone(),
-            "My own note: QX-88213 looks duplicated.",
-            Route::Direct,
-        );
+        let (invoice, _) = e.add(&a, WriteRequest::new(ns.clone(), "Brightline sent invoice QX-88213 for the spring campaign.", Route::Direct)).unwrap();
+        let mut private = WriteRequest::new(ns.clone(), "My own note: QX-88213 looks duplicated.", Route::Direct);
         private.readers = Some(Default::default());
         let (private, _) = e.add(&b, private).unwrap();
         let hybrid = e.search(&a, &ns, "QX-88213", 3).unwrap();
-        assert!(
-            hybrid.iter().all(|h| h.item.id() != private.id()),
-            "another agent's private note was returned"
-        );
+        assert!(hybrid.iter().all(|h| h.item.id() != private.id()), "another agent's private note was returned");
         drop(e);
-        let e = Engine::open(
-            dir.path(),
-            EngineConfig {
-                embedder: Some(Arc::clone(&model)),
-                hybrid: false,
-                ..EngineConfig::default()
-            },
-        )
-        .unwrap();
+        let e = Engine::open(dir.path(), EngineConfig { embedder: Some(Arc::clone(&model)), hybrid: false, ..EngineConfig::default() }).unwrap();
         let a = e.authenticate(&t, &pid("a")).unwrap();
         let vector = e.search(&a, &ns, "QX-88213", 3).unwrap();
-        (
-            hybrid.first().map(|h| h.item.id()),
-            vector.iter().position(|h| h.item.id() == invoice.id()),
-            private.id(),
-            invoice.id(),
-        )
+        (hybrid.first().map(|h| h.item.id()), vector.iter().position(|h| h.item.id() == invoice.id()), private.id(), invoice.id())
     };
-    assert_eq!(
-        top_hybrid,
-        Some(invoice_id),
-        "hybrid search did not put the exact match first"
-    );
+    assert_eq!(top_hybrid, Some(invoice_id), "hybrid search did not put the exact match first");
     eprintln!("vector-only rank of the exact match: {top_vector:?}");
-    let e = Engine::open(
-        dir.path(),
-        EngineConfig {
-            embedder: Some(Arc::clone(&model)),
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap();
+    let e = Engine::open(dir.path(), EngineConfig { embedder: Some(Arc::clone(&model)), ..EngineConfig::default() }).unwrap();
     let a = e.authenticate(&t, &pid("a")).unwrap();
     let b = e.authenticate(&t, &pid("b")).unwrap();
     e.erase(&a, &invoice_id).unwrap();
     e.erase(&b, &private_id).unwrap();
     let after = e.search(&a, &ns, "QX-88213", 3).unwrap();
-    assert!(
-        after.iter().all(|h| !h.item.content().contains("88213")),
-        "{after:?}"
-    );
+    assert!(after.iter().all(|h| !h.item.content().contains("88213")), "{after:?}");
     drop(e);
     for f in std::fs::read_dir(dir.path()).unwrap() {
         let f = f.unwrap().path();
         if f.is_file() {
             let bytes = std::fs::read(&f).unwrap();
             for word in ["88213", "brightline"] {
-                assert!(
-                    !bytes
-                        .windows(word.len())
-                        .any(|w| w.eq_ignore_ascii_case(word.as_bytes())),
-                    "{} still holds {word:?}",
-                    f.display()
-                );
+                assert!(!bytes.windows(word.len()).any(|w| w.eq_ignore_ascii_case(word.as_bytes())), "{} still holds {word:?}", f.display());
             }
         }
     }

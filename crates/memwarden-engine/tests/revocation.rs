@@ -25,10 +25,7 @@ fn engine(dir: &Path, exact_below: Option<usize>) -> Engine {
         dir,
         EngineConfig {
             embedder: Some(Arc::new(HashEmbedder::new(384))),
-            store: StoreConfig {
-                vector_exact_below: exact_below,
-                ..StoreConfig::default()
-            },
+            store: StoreConfig { vector_exact_below: exact_below, ..StoreConfig::default() },
             ..EngineConfig::default()
         },
     )
@@ -36,40 +33,20 @@ fn engine(dir: &Path, exact_below: Option<usize>) -> Engine {
 }
 
 fn actor(e: &Engine, id: &str) -> Actor {
-    e.authenticate(&tenant(), &PrincipalId::new(id).unwrap())
-        .unwrap()
+    e.authenticate(&tenant(), &PrincipalId::new(id).unwrap()).unwrap()
 }
 
 fn setup(e: &Engine) {
-    let user_key = memwarden_engine::keys::generate_key()
-        .unwrap()
-        .verifying_key()
-        .to_bytes();
-    for (id, kind) in [
-        ("ana", PrincipalKind::Agent),
-        ("ben", PrincipalKind::Agent),
-        ("ursula", PrincipalKind::User),
-    ] {
+    let user_key = memwarden_engine::keys::generate_key().unwrap().verifying_key().to_bytes();
+    for (id, kind) in [("ana", PrincipalKind::Agent), ("ben", PrincipalKind::Agent), ("ursula", PrincipalKind::User)] {
         let public_key = (kind == PrincipalKind::User).then_some(user_key);
-        e.register_principal(Principal {
-            id: PrincipalId::new(id).unwrap(),
-            tenant: tenant(),
-            kind,
-            domain: None,
-            allow_listed: false,
-            public_key,
-            action: None,
-        })
-        .unwrap();
+        e.register_principal(Principal { id: PrincipalId::new(id).unwrap(), tenant: tenant(), kind, domain: None, allow_listed: false, public_key, action: None })
+            .unwrap();
     }
 }
 
 fn search_ids(e: &Engine, who: &Actor, k: usize) -> Vec<ItemId> {
-    e.search(who, &ns(), "offsite travel plan note", k)
-        .unwrap()
-        .into_iter()
-        .map(|h| h.item.id())
-        .collect()
+    e.search(who, &ns(), "offsite travel plan note", k).unwrap().into_iter().map(|h| h.item.id()).collect()
 }
 
 /// The same checks on the exact path (small store, default threshold) and the graph path.
@@ -83,52 +60,25 @@ fn check(exact_below: Option<usize>) {
         let ursula = actor(&e, "ursula");
         let mut ids = Vec::new();
         for i in 0..30 {
-            ids.push(
-                e.add(
-                    &ana,
-                    WriteRequest::new(ns(), format!("offsite travel plan note {i}"), Route::Direct),
-                )
-                .unwrap()
-                .0
-                .id(),
-            );
+            ids.push(e.add(&ana, WriteRequest::new(ns(), format!("offsite travel plan note {i}"), Route::Direct)).unwrap().0.id());
         }
-        let bens = e
-            .add(
-                &ben,
-                WriteRequest::new(ns(), "offsite travel plan note from ben", Route::Direct),
-            )
-            .unwrap()
-            .0
-            .id();
+        let bens = e.add(&ben, WriteRequest::new(ns(), "offsite travel plan note from ben", Route::Direct)).unwrap().0.id();
         assert_eq!(search_ids(&e, &ana, 31).len(), 31);
 
         // ben can read ana's note but may not revoke it.
-        assert!(matches!(
-            e.revoke(&ben, &ids[3], "not mine"),
-            Err(EngineError::Forbidden(_))
-        ));
+        assert!(matches!(e.revoke(&ben, &ids[3], "not mine"), Err(EngineError::Forbidden(_))));
         // The owner may; a user may revoke anyone's.
         e.revoke(&ana, &ids[3], "superseded").unwrap();
-        e.revoke(&ursula, &bens, "planted by a compromised tool")
-            .unwrap();
+        e.revoke(&ursula, &bens, "planted by a compromised tool").unwrap();
         for who in [&ana, &ben] {
             let found = search_ids(&e, who, 31);
             assert_eq!(found.len(), 29, "min(k, eligible) after two revocations");
             assert!(!found.contains(&ids[3]) && !found.contains(&bens));
             assert!(matches!(e.get(who, &ids[3]), Err(EngineError::NotFound(_))));
-            assert!(
-                e.list(who, &ns(), 100)
-                    .unwrap()
-                    .iter()
-                    .all(|i| i.id() != ids[3] && i.id() != bens)
-            );
+            assert!(e.list(who, &ns(), 100).unwrap().iter().all(|i| i.id() != ids[3] && i.id() != bens));
         }
         // Revoking again: the memory is invisible now, so it is simply not found.
-        assert!(matches!(
-            e.revoke(&ana, &ids[3], "again"),
-            Err(EngineError::NotFound(_))
-        ));
+        assert!(matches!(e.revoke(&ana, &ids[3], "again"), Err(EngineError::NotFound(_))));
         (ids[3], bens, ids[4])
     };
     // After a restart (catalog rebuilt from the stored records, index loaded from its file).
@@ -169,14 +119,8 @@ fn regression_text_without_known_tokens_is_stored_but_not_indexed() {
     setup(&e);
     let ana = actor(&e, "ana");
     let odd = "\u{1F962}@";
-    let (item, _) = e
-        .add(&ana, WriteRequest::new(ns(), odd, Route::Direct))
-        .unwrap();
-    e.add(
-        &ana,
-        WriteRequest::new(ns(), "an ordinary note", Route::Direct),
-    )
-    .unwrap();
+    let (item, _) = e.add(&ana, WriteRequest::new(ns(), odd, Route::Direct)).unwrap();
+    e.add(&ana, WriteRequest::new(ns(), "an ordinary note", Route::Direct)).unwrap();
     assert_eq!(e.get(&ana, &item.id()).unwrap().content(), odd);
     assert!(e.search(&ana, &ns(), odd, 5).unwrap().is_empty());
     assert_eq!(e.search(&ana, &ns(), "ordinary note", 5).unwrap().len(), 1);

@@ -62,27 +62,18 @@ impl Model {
     /// May `r` read `id`: it exists, is neither erased nor revoked, its scope admits `r`, and no
     /// ancestor is revoked.
     fn may_read(&self, r: &PrincipalId, id: &ItemId) -> bool {
-        let Some(n) = self.nodes.get(id) else {
-            return false;
-        };
+        let Some(n) = self.nodes.get(id) else { return false };
         !n.erased && Self::admits(n, r) && !self.revoked_on_path(id)
     }
 
     fn revoked_on_path(&self, id: &ItemId) -> bool {
-        let Some(n) = self.nodes.get(id) else {
-            return true;
-        };
+        let Some(n) = self.nodes.get(id) else { return true };
         n.revoked || n.parents.iter().any(|p| self.revoked_on_path(p))
     }
 
     /// The scope the authority gate derives: the intersection of the parents' reader sets (`None`
     /// is everyone), narrowed by the asked readers plus the writer; empty: the writer alone.
-    fn derived_readers(
-        &self,
-        writer: &PrincipalId,
-        parents: &[ItemId],
-        asked: Option<&BTreeSet<PrincipalId>>,
-    ) -> Option<BTreeSet<PrincipalId>> {
+    fn derived_readers(&self, writer: &PrincipalId, parents: &[ItemId], asked: Option<&BTreeSet<PrincipalId>>) -> Option<BTreeSet<PrincipalId>> {
         let mut acc: Option<BTreeSet<PrincipalId>> = None;
         let mut meet = |s: &BTreeSet<PrincipalId>| {
             acc = Some(match &acc {
@@ -112,14 +103,7 @@ fn pid(s: &str) -> PrincipalId {
 }
 
 fn mask_readers(m: Option<u8>) -> Option<BTreeSet<PrincipalId>> {
-    m.map(|m| {
-        AGENTS
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| m & (1 << i) != 0)
-            .map(|(_, a)| pid(a))
-            .collect()
-    })
+    m.map(|m| AGENTS.iter().enumerate().filter(|(i, _)| m & (1 << i) != 0).map(|(_, a)| pid(a)).collect())
 }
 
 fn ns() -> Namespace {
@@ -128,71 +112,27 @@ fn ns() -> Namespace {
 
 fn run(ops: &[Op]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
-    let e = Engine::open(
-        dir.path(),
-        EngineConfig {
-            embedder: Some(Arc::new(HashEmbedder::new(64))),
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap();
+    let e = Engine::open(dir.path(), EngineConfig { embedder: Some(Arc::new(HashEmbedder::new(64))), ..EngineConfig::default() }).unwrap();
     let t = TenantId::new("acme").unwrap();
-    let key = memwarden_engine::keys::generate_key()
-        .unwrap()
-        .verifying_key()
-        .to_bytes();
+    let key = memwarden_engine::keys::generate_key().unwrap().verifying_key().to_bytes();
     for a in AGENTS {
-        e.register_principal(Principal {
-            id: pid(a),
-            tenant: t.clone(),
-            kind: PrincipalKind::Agent,
-            domain: None,
-            allow_listed: false,
-            public_key: None,
-            action: None,
-        })
-        .unwrap();
+        e.register_principal(Principal { id: pid(a), tenant: t.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None }).unwrap();
     }
-    e.register_principal(Principal {
-        id: pid(USER),
-        tenant: t.clone(),
-        kind: PrincipalKind::User,
-        domain: None,
-        allow_listed: false,
-        public_key: Some(key),
-        action: None,
-    })
-    .unwrap();
+    e.register_principal(Principal { id: pid(USER), tenant: t.clone(), kind: PrincipalKind::User, domain: None, allow_listed: false, public_key: Some(key), action: None }).unwrap();
     // Each principal reads in a session of its own per step, so session taint never hides a
     // result the model allows (the model is about scope, not integrity).
-    let actor = |who: &str, step: usize| -> Actor {
-        e.authenticate_session(&t, &pid(who), SessionId::new(&format!("s{step}")).unwrap())
-            .unwrap()
-    };
+    let actor = |who: &str, step: usize| -> Actor { e.authenticate_session(&t, &pid(who), SessionId::new(&format!("s{step}")).unwrap()).unwrap() };
     let mut m = Model::default();
     for (step, o) in ops.iter().enumerate() {
         match o {
             Op::Write(w, mask) => {
                 let who = AGENTS[*w];
                 let readers = mask_readers(*mask);
-                let mut req = WriteRequest::new(
-                    ns(),
-                    format!("note {step} by {who} about the shared space"),
-                    Route::Direct,
-                );
+                let mut req = WriteRequest::new(ns(), format!("note {step} by {who} about the shared space"), Route::Direct);
                 req.readers = readers.clone();
                 let (item, _) = e.add(&actor(who, step), req).unwrap();
                 let derived = m.derived_readers(&pid(who), &[], readers.as_ref());
-                m.nodes.insert(
-                    item.id(),
-                    Node {
-                        owner: pid(who),
-                        readers: derived,
-                        parents: Vec::new(),
-                        revoked: false,
-                        erased: false,
-                    },
-                );
+                m.nodes.insert(item.id(), Node { owner: pid(who), readers: derived, parents: Vec::new(), revoked: false, erased: false });
                 m.order.push(item.id());
             }
             Op::Derive(w, picks, mask) => {
@@ -200,52 +140,26 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                     continue;
                 }
                 let who = AGENTS[*w];
-                let mut parents: Vec<ItemId> =
-                    picks.iter().map(|i| m.order[i % m.order.len()]).collect();
+                let mut parents: Vec<ItemId> = picks.iter().map(|i| m.order[i % m.order.len()]).collect();
                 parents.sort();
                 parents.dedup();
                 let readers = mask_readers(*mask);
-                let mut req = WriteRequest::new(
-                    ns(),
-                    format!("summary {step} by {who} of the shared space"),
-                    Route::Summary,
-                );
-                req.parents = parents
-                    .iter()
-                    .map(|id| ParentRef {
-                        id: *id,
-                        kind: EdgeKind::DerivedFrom,
-                    })
-                    .collect();
+                let mut req = WriteRequest::new(ns(), format!("summary {step} by {who} of the shared space"), Route::Summary);
+                req.parents = parents.iter().map(|id| ParentRef { id: *id, kind: EdgeKind::DerivedFrom }).collect();
                 req.readers = readers.clone();
                 match e.add(&actor(who, step), req) {
                     Ok((item, _)) => {
                         // Safety: the writer could read every parent.
                         for p in &parents {
-                            prop_assert!(
-                                m.may_read(&pid(who), p),
-                                "{who} derived from {p}, which it may not read"
-                            );
+                            prop_assert!(m.may_read(&pid(who), p), "{who} derived from {p}, which it may not read");
                         }
                         let derived = m.derived_readers(&pid(who), &parents, readers.as_ref());
-                        m.nodes.insert(
-                            item.id(),
-                            Node {
-                                owner: pid(who),
-                                readers: derived,
-                                parents,
-                                revoked: false,
-                                erased: false,
-                            },
-                        );
+                        m.nodes.insert(item.id(), Node { owner: pid(who), readers: derived, parents, revoked: false, erased: false });
                         m.order.push(item.id());
                     }
                     Err(_) => {
                         // Refused: fine when some parent is unreadable; otherwise a liveness bug.
-                        prop_assert!(
-                            parents.iter().any(|p| !m.may_read(&pid(who), p)),
-                            "{who} was refused a derivation of readable parents"
-                        );
+                        prop_assert!(parents.iter().any(|p| !m.may_read(&pid(who), p)), "{who} was refused a derivation of readable parents");
                     }
                 }
             }
@@ -283,15 +197,8 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
             for item in e.list(&a, &ns(), 1000).unwrap() {
                 prop_assert!(m.may_read(&r, &item.id()), "list gave {who} {}", item.id());
             }
-            for h in e
-                .search(&a, &ns(), "note summary shared space", 20)
-                .unwrap()
-            {
-                prop_assert!(
-                    m.may_read(&r, &h.item.id()),
-                    "search gave {who} {}",
-                    h.item.id()
-                );
+            for h in e.search(&a, &ns(), "note summary shared space", 20).unwrap() {
+                prop_assert!(m.may_read(&r, &h.item.id()), "search gave {who} {}", h.item.id());
             }
             for id in &m.order {
                 if e.get(&a, id).is_ok() {
@@ -321,78 +228,29 @@ fn a_sessions_readers_ceiling_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let t = TenantId::new("acme").unwrap();
     let ns = Namespace::new("notes").unwrap();
-    let config = || EngineConfig {
-        embedder: Some(Arc::new(HashEmbedder::new(64))),
-        ..EngineConfig::default()
-    };
+    let config = || EngineConfig { embedder: Some(Arc::new(HashEmbedder::new(64))), ..EngineConfig::default() };
     let session = SessionId::new("task-7").unwrap();
     {
         let e = Engine::open(dir.path(), config()).unwrap();
-        for (id, kind) in [
-            ("ana", PrincipalKind::Agent),
-            ("cy", PrincipalKind::Agent),
-            (USER, PrincipalKind::User),
-        ] {
+        for (id, kind) in [("ana", PrincipalKind::Agent), ("cy", PrincipalKind::Agent), (USER, PrincipalKind::User)] {
             let public_key = (kind == PrincipalKind::User).then_some([7u8; 32]);
-            e.register_principal(Principal {
-                id: PrincipalId::new(id).unwrap(),
-                tenant: t.clone(),
-                kind,
-                domain: None,
-                allow_listed: false,
-                public_key,
-                action: None,
-            })
-            .unwrap();
+            e.register_principal(Principal { id: PrincipalId::new(id).unwrap(), tenant: t.clone(), kind, domain: None, allow_listed: false, public_key, action: None })
+                .unwrap();
         }
-        let user = e
-            .authenticate(&t, &PrincipalId::new(USER).unwrap())
-            .unwrap();
-        let mut secret = WriteRequest::new(
-            ns.clone(),
-            "The merger closes on 14 May; tell nobody.",
-            Route::Dialogue,
-        );
+        let user = e.authenticate(&t, &PrincipalId::new(USER).unwrap()).unwrap();
+        let mut secret = WriteRequest::new(ns.clone(), "The merger closes on 14 May; tell nobody.", Route::Dialogue);
         secret.readers = Some([PrincipalId::new("ana").unwrap()].into_iter().collect());
         let (secret, _) = e.add(&user, secret).unwrap();
         assert_eq!(secret.label().integrity(), Integrity::Trusted);
-        let ana = e
-            .authenticate_session(&t, &PrincipalId::new("ana").unwrap(), session.clone())
-            .unwrap();
+        let ana = e.authenticate_session(&t, &PrincipalId::new("ana").unwrap(), session.clone()).unwrap();
         e.get(&ana, &secret.id()).unwrap();
-        assert_eq!(
-            e.observed(&ana).unwrap().floor(),
-            Integrity::Trusted,
-            "a trusted item lowers no floor"
-        );
+        assert_eq!(e.observed(&ana).unwrap().floor(), Integrity::Trusted, "a trusted item lowers no floor");
     }
     let e = Engine::open(dir.path(), config()).unwrap();
-    let ana = e
-        .authenticate_session(&t, &PrincipalId::new("ana").unwrap(), session)
-        .unwrap();
-    let (note, _) = e
-        .add(
-            &ana,
-            WriteRequest::new(
-                ns.clone(),
-                "Summary of today: merger timeline noted.",
-                Route::Direct,
-            ),
-        )
-        .unwrap();
-    let cy = e
-        .authenticate(&t, &PrincipalId::new("cy").unwrap())
-        .unwrap();
-    assert!(
-        !note.readable_by(cy.id()),
-        "the note escaped the ceiling: {:?}",
-        note.scope()
-    );
+    let ana = e.authenticate_session(&t, &PrincipalId::new("ana").unwrap(), session).unwrap();
+    let (note, _) = e.add(&ana, WriteRequest::new(ns.clone(), "Summary of today: merger timeline noted.", Route::Direct)).unwrap();
+    let cy = e.authenticate(&t, &PrincipalId::new("cy").unwrap()).unwrap();
+    assert!(!note.readable_by(cy.id()), "the note escaped the ceiling: {:?}", note.scope());
     assert!(e.get(&cy, &note.id()).is_err());
-    assert!(
-        e.list(&cy, &ns, 10)
-            .unwrap()
-            .iter()
-            .all(|i| i.id() != note.id())
-    );
+    assert!(e.list(&cy, &ns, 10).unwrap().iter().all(|i| i.id() != note.id()));
 }

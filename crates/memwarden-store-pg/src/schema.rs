@@ -53,11 +53,7 @@ pub(crate) struct Meta {
 
 /// Create the schema if needed, apply missing migrations, and record (or check) the store id
 /// and the log's public key, all in one transaction under an advisory lock on the schema.
-pub(crate) fn prepare(
-    conn: &mut Conn,
-    schema: &str,
-    log_key: &[u8; 32],
-) -> Result<Meta, StoreError> {
+pub(crate) fn prepare(conn: &mut Conn, schema: &str, log_key: &[u8; 32]) -> Result<Meta, StoreError> {
     conn.batch("BEGIN").map_err(store_db_err)?;
     let out = prepare_in(conn, schema, log_key);
     match &out {
@@ -71,65 +67,29 @@ pub(crate) fn prepare(
 
 fn prepare_in(conn: &mut Conn, schema: &str, log_key: &[u8; 32]) -> Result<Meta, StoreError> {
     let lock = format!("memwarden/migrate/{schema}");
-    conn.query(
-        "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
-        &[Arg::Text(&lock)],
-    )
-    .map_err(store_db_err)?;
+    conn.query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))", &[Arg::Text(&lock)]).map_err(store_db_err)?;
     conn.batch(&format!("CREATE SCHEMA IF NOT EXISTS {}; CREATE TABLE IF NOT EXISTS schema_version(version BIGINT PRIMARY KEY, applied_ms BIGINT NOT NULL)", quote_ident(schema)))
         .map_err(store_db_err)?;
-    let rows = conn
-        .query("SELECT coalesce(max(version), 0) FROM schema_version", &[])
-        .map_err(store_db_err)?;
-    let current: i64 = rows
-        .first()
-        .map(|r| r.try_get::<_, i64>(0))
-        .transpose()
-        .map_err(|e| StoreError::Corrupt(format!("schema_version: {e}")))?
-        .unwrap_or(0);
+    let rows = conn.query("SELECT coalesce(max(version), 0) FROM schema_version", &[]).map_err(store_db_err)?;
+    let current: i64 = rows.first().map(|r| r.try_get::<_, i64>(0)).transpose().map_err(|e| StoreError::Corrupt(format!("schema_version: {e}")))?.unwrap_or(0);
     if current > SCHEMA_VERSION {
         return Err(StoreError::Schema(current));
     }
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    for (i, m) in MIGRATIONS
-        .iter()
-        .enumerate()
-        .skip(usize::try_from(current).unwrap_or(0))
-    {
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    for (i, m) in MIGRATIONS.iter().enumerate().skip(usize::try_from(current).unwrap_or(0)) {
         conn.batch(m).map_err(store_db_err)?;
         let v = i64::try_from(i + 1).unwrap_or(i64::MAX);
-        conn.execute(
-            "INSERT INTO schema_version(version, applied_ms) VALUES(?1, ?2)",
-            &[Arg::Int(v), Arg::Int(now_ms)],
-        )
-        .map_err(store_db_err)?;
+        conn.execute("INSERT INTO schema_version(version, applied_ms) VALUES(?1, ?2)", &[Arg::Int(v), Arg::Int(now_ms)]).map_err(store_db_err)?;
     }
     let mut r = [0u8; 16];
-    getrandom::fill(&mut r)
-        .map_err(|e| StoreError::Corrupt(format!("no randomness for a store id: {e}")))?;
+    getrandom::fill(&mut r).map_err(|e| StoreError::Corrupt(format!("no randomness for a store id: {e}")))?;
     let fresh = hex::encode(r);
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES('store_id', ?1) ON CONFLICT (key) DO NOTHING",
-        &[Arg::Text(&fresh)],
-    )
-    .map_err(store_db_err)?;
+    conn.execute("INSERT INTO meta(key, value) VALUES('store_id', ?1) ON CONFLICT (key) DO NOTHING", &[Arg::Text(&fresh)]).map_err(store_db_err)?;
     let key = hex::encode(log_key);
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES('log_key', ?1) ON CONFLICT (key) DO NOTHING",
-        &[Arg::Text(&key)],
-    )
-    .map_err(store_db_err)?;
+    conn.execute("INSERT INTO meta(key, value) VALUES('log_key', ?1) ON CONFLICT (key) DO NOTHING", &[Arg::Text(&key)]).map_err(store_db_err)?;
     let get = |conn: &mut Conn, k: &str| -> Result<String, StoreError> {
-        let rows = conn
-            .query("SELECT value FROM meta WHERE key = ?1", &[Arg::Text(k)])
-            .map_err(store_db_err)?;
-        rows.first()
-            .map(|r| r.try_get::<_, String>(0))
-            .transpose()
-            .map_err(|e| StoreError::Corrupt(format!("meta {k}: {e}")))?
-            .ok_or_else(|| StoreError::Corrupt(format!("meta {k} missing")))
+        let rows = conn.query("SELECT value FROM meta WHERE key = ?1", &[Arg::Text(k)]).map_err(store_db_err)?;
+        rows.first().map(|r| r.try_get::<_, String>(0)).transpose().map_err(|e| StoreError::Corrupt(format!("meta {k}: {e}")))?.ok_or_else(|| StoreError::Corrupt(format!("meta {k} missing")))
     };
     let stored_key = get(conn, "log_key")?;
     if stored_key != key {
@@ -137,7 +97,5 @@ fn prepare_in(conn: &mut Conn, schema: &str, log_key: &[u8; 32]) -> Result<Meta,
             "schema {schema} is signed by log key {stored_key}, but the key directory holds {key}: every server of one store needs the same key"
         )));
     }
-    Ok(Meta {
-        store_id: get(conn, "store_id")?,
-    })
+    Ok(Meta { store_id: get(conn, "store_id")? })
 }

@@ -7,25 +7,16 @@ use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
-use memwarden_log::{
-    Entry, EntryKind, Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash,
-};
+use memwarden_log::{Entry, EntryKind, Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash};
 use memwarden_store::backend::{
-    AccessChange, Arg, AttestationRow, BoundRow, Check, Cols, ElevationRow, ErasedRow, GlobalView,
-    ItemRow, LineageRow, Logs, NewVector, OrderKind, Pending, PrincipalRow, ReputationRow, RowKey,
-    SessionRow, StateIndex, StoredLogs, Table, Vectors, apply_caller, attestation_of, audit,
-    bindings_of, cosine, create_key, decode_f32, embedding_digest, item_of, load, load_key,
-    principal_of, row_key, set_heads, tenant_of, verify,
+    AccessChange, Arg, AttestationRow, BoundRow, Check, Cols, ElevationRow, ErasedRow, GlobalView, ItemRow, LineageRow, Logs, NewVector, OrderKind,
+    Pending, PrincipalRow, ReputationRow, RowKey, SessionRow, StateIndex, StoredLogs, Table, Vectors, apply_caller, attestation_of, audit,
+    bindings_of, cosine, create_key, decode_f32, embedding_digest, item_of, load, load_key, principal_of, row_key, set_heads, tenant_of, verify,
 };
-use memwarden_store::{
-    BATCH_MUTATIONS_MAX, CommitError, Hit, ITEMS_BATCH_MAX, Mutation, OrderedItem, PAGE_ROWS_MAX,
-    Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession,
-};
+use memwarden_store::{BATCH_MUTATIONS_MAX, CommitError, Hit, ITEMS_BATCH_MAX, Mutation, OrderedItem, PAGE_ROWS_MAX, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 
 use crate::conn::{Conn, PgDb, PgRow, quote_ident, store_db_err};
-use memwarden_store::transfer::{
-    Exported, Imported, Lines, Source, Target, TransferError, export_from, import_rows, read_head,
-};
+use memwarden_store::transfer::{Exported, Imported, Lines, Source, Target, TransferError, export_from, import_rows, read_head};
 
 /// A read whose snapshot fell behind what this process already knows is retried this often.
 const READ_ATTEMPTS: usize = 4;
@@ -55,19 +46,8 @@ pub const DEFAULT_SCHEMA: &str = "memwarden";
 
 impl PgConfig {
     /// A config with the defaults (checkpoint every 1024 entries).
-    pub fn new(
-        url: impl Into<String>,
-        schema: impl Into<String>,
-        key_dir: impl Into<PathBuf>,
-    ) -> Self {
-        Self {
-            url: url.into(),
-            schema: schema.into(),
-            key_dir: key_dir.into(),
-            checkpoint_every: 1024,
-            vector_exact_below: None,
-            read_connections: 4,
-        }
+    pub fn new(url: impl Into<String>, schema: impl Into<String>, key_dir: impl Into<PathBuf>) -> Self {
+        Self { url: url.into(), schema: schema.into(), key_dir: key_dir.into(), checkpoint_every: 1024, vector_exact_below: None, read_connections: 4 }
     }
 
     /// A config from a store spec as a command line or config file gives it: a
@@ -90,11 +70,7 @@ impl PgConfig {
                             None => !kv.is_empty(),
                         })
                         .collect();
-                    if rest.is_empty() {
-                        base.to_owned()
-                    } else {
-                        format!("{base}?{}", rest.join("&"))
-                    }
+                    if rest.is_empty() { base.to_owned() } else { format!("{base}?{}", rest.join("&")) }
                 }
                 None => spec.to_owned(),
             }
@@ -111,11 +87,7 @@ impl PgConfig {
                 .collect();
             rest.join(" ")
         };
-        Self::new(
-            url,
-            schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned()),
-            key_dir,
-        )
+        Self::new(url, schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned()), key_dir)
     }
 }
 
@@ -196,10 +168,7 @@ fn hash_of(v: &[u8]) -> Option<Hash> {
 /// Whether an error is what a read reports for a row that does not match the state it was
 /// checked against (then a read whose snapshot lagged this process's state is retried).
 fn is_mismatch(e: &StoreError) -> bool {
-    matches!(
-        e,
-        StoreError::RowTampered { .. } | StoreError::ItemTampered { .. }
-    )
+    matches!(e, StoreError::RowTampered { .. } | StoreError::ItemTampered { .. })
 }
 
 /// The tenant a genesis entry names.
@@ -212,17 +181,11 @@ fn genesis_tenant(entry: &Entry) -> Option<String> {
 }
 
 fn item_id_of(raw: &[u8]) -> Result<ItemId, StoreError> {
-    <[u8; 16]>::try_from(raw)
-        .map(ItemId::from_bytes)
-        .map_err(|_| StoreError::Corrupt("item id length".into()))
+    <[u8; 16]>::try_from(raw).map(ItemId::from_bytes).map_err(|_| StoreError::Corrupt("item id length".into()))
 }
 
 fn erased_scope() -> Result<Scope, StoreError> {
-    Ok(Scope {
-        owner: PrincipalId::new("erased").map_err(|e| StoreError::Corrupt(e.to_string()))?,
-        readers: Readers::Only(Default::default()),
-        visibility: Visibility::Revoked,
-    })
+    Ok(Scope { owner: PrincipalId::new("erased").map_err(|e| StoreError::Corrupt(e.to_string()))?, readers: Readers::Only(Default::default()), visibility: Visibility::Revoked })
 }
 
 /// Every stored log (all tenants, or one), as the shared verifier reads it: entries by
@@ -235,41 +198,27 @@ fn read_logs(conn: &mut Conn, only: Option<&str>) -> Result<StoredLogs, StoreErr
         .map_err(store_db_err)?;
     for r in &rows {
         let r = PgRow(r);
-        let (tenant, entry) = (
-            r.text(0).map_err(store_db_err)?,
-            r.blob(2).map_err(store_db_err)?,
-        );
+        let (tenant, entry) = (r.text(0).map_err(store_db_err)?, r.blob(2).map_err(store_db_err)?);
         out.global.push(leaf_hash(&entry));
         out.tenants.entry(tenant).or_default().entries.push(entry);
     }
     let rows = conn.query("SELECT tenant, record FROM checkpoints WHERE ?1::text IS NULL OR tenant = ?1 ORDER BY tenant, size", &[only.map_or(Arg::Null, Arg::Text)]).map_err(store_db_err)?;
     for r in &rows {
         let r = PgRow(r);
-        let (t, rec) = (
-            r.text(0).map_err(store_db_err)?,
-            r.text(1).map_err(store_db_err)?,
-        );
-        let cp: SignedCheckpoint = serde_json::from_str(&rec)
-            .map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?;
+        let (t, rec) = (r.text(0).map_err(store_db_err)?, r.text(1).map_err(store_db_err)?);
+        let cp: SignedCheckpoint = serde_json::from_str(&rec).map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?;
         if t.is_empty() {
             out.global_checkpoints.push(cp);
         } else {
             out.tenants.entry(t).or_default().checkpoints.push(cp);
         }
     }
-    let rows = conn
-        .query(
-            "SELECT tenant, size, head FROM heads WHERE ?1::text IS NULL OR tenant = ?1",
-            &[only.map_or(Arg::Null, Arg::Text)],
-        )
-        .map_err(store_db_err)?;
+    let rows = conn.query("SELECT tenant, size, head FROM heads WHERE ?1::text IS NULL OR tenant = ?1", &[only.map_or(Arg::Null, Arg::Text)]).map_err(store_db_err)?;
     for r in &rows {
         let r = PgRow(r);
         let t = r.text(0).map_err(store_db_err)?;
-        let head = hash_of(&r.blob(2).map_err(store_db_err)?)
-            .ok_or_else(|| StoreError::Corrupt(format!("recorded head of {t} is malformed")))?;
-        out.tenants.entry(t).or_default().expected =
-            Some((u64_of(r.int(1).map_err(store_db_err)?), head));
+        let head = hash_of(&r.blob(2).map_err(store_db_err)?).ok_or_else(|| StoreError::Corrupt(format!("recorded head of {t} is malformed")))?;
+        out.tenants.entry(t).or_default().expected = Some((u64_of(r.int(1).map_err(store_db_err)?), head));
     }
     if only.is_some() {
         out.global.clear();
@@ -282,17 +231,9 @@ impl PostgresStore {
     /// tenant's log (chain, recorded head, signed checkpoints), replay its row bindings, and
     /// build the vector index from the verified rows.
     pub fn open(config: PgConfig) -> Result<Self, StoreError> {
-        let schema_ok = !config.schema.is_empty()
-            && config.schema.len() <= 63
-            && config
-                .schema
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let schema_ok = !config.schema.is_empty() && config.schema.len() <= 63 && config.schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !schema_ok {
-            return Err(StoreError::BadQuery(format!(
-                "schema name {:?} must be 1..=63 characters of [A-Za-z0-9_]",
-                config.schema
-            )));
+            return Err(StoreError::BadQuery(format!("schema name {:?} must be 1..=63 characters of [A-Za-z0-9_]", config.schema)));
         }
         let mut b = std::fs::DirBuilder::new();
         b.recursive(true);
@@ -301,48 +242,24 @@ impl PostgresStore {
             use std::os::unix::fs::DirBuilderExt;
             b.mode(0o700);
         }
-        b.create(&config.key_dir).map_err(|error| StoreError::Io {
-            path: config.key_dir.display().to_string(),
-            error,
-        })?;
+        b.create(&config.key_dir).map_err(|error| StoreError::Io { path: config.key_dir.display().to_string(), error })?;
         let key = match load_key(&config.key_dir)? {
             Some(k) => k,
             None => create_key(&config.key_dir)?,
         };
         let mut writer = Conn::connect(&config.url, &config.schema)?;
-        let meta =
-            crate::schema::prepare(&mut writer, &config.schema, &key.verifying_key().to_bytes())?;
+        let meta = crate::schema::prepare(&mut writer, &config.schema, &key.verifying_key().to_bytes())?;
         let reader = Conn::connect(&config.url, &config.schema)?;
-        let readers: Vec<Mutex<Conn>> = std::iter::once(reader)
-            .chain(
-                (1..config.read_connections.max(1))
-                    .map(|_| Conn::lazy(&config.url, &config.schema)),
-            )
-            .map(Mutex::new)
-            .collect();
-        writer
-            .batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            .map_err(store_db_err)?;
+        let readers: Vec<Mutex<Conn>> =
+            std::iter::once(reader).chain((1..config.read_connections.max(1)).map(|_| Conn::lazy(&config.url, &config.schema))).map(Mutex::new).collect();
+        writer.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(store_db_err)?;
         let loaded = Self::load_all(&mut writer, &key, config.vector_exact_below);
         let _ = writer.batch("COMMIT");
         let (view, vectors) = loaded?;
-        Ok(Self {
-            config,
-            key,
-            store_id: meta.store_id,
-            writer: Mutex::new(writer),
-            readers,
-            next_reader: std::sync::atomic::AtomicUsize::new(0),
-            view: RwLock::new(view),
-            vectors,
-        })
+        Ok(Self { config, key, store_id: meta.store_id, writer: Mutex::new(writer), readers, next_reader: std::sync::atomic::AtomicUsize::new(0), view: RwLock::new(view), vectors })
     }
 
-    fn load_all(
-        conn: &mut Conn,
-        key: &SigningKey,
-        exact_below: Option<usize>,
-    ) -> Result<(View, Vectors), StoreError> {
+    fn load_all(conn: &mut Conn, key: &SigningKey, exact_below: Option<usize>) -> Result<(View, Vectors), StoreError> {
         let all = read_logs(conn, None)?;
         let report = verify(&all, &key.verifying_key(), &HashMap::new(), None);
         if let Some(p) = &report.problem {
@@ -350,25 +267,11 @@ impl PostgresStore {
         }
         let (logs, state) = load(&all)?;
         drop(all);
-        let rows = conn
-            .query("SELECT value FROM meta WHERE key = 'vector_dims'", &[])
-            .map_err(store_db_err)?;
-        let dims = rows
-            .first()
-            .map(|r| PgRow(r).text(0))
-            .transpose()
-            .map_err(store_db_err)?
-            .map(|d| {
-                d.parse::<usize>()
-                    .map_err(|_| StoreError::Corrupt("vector_dims".into()))
-            })
-            .transpose()?;
+        let rows = conn.query("SELECT value FROM meta WHERE key = 'vector_dims'", &[]).map_err(store_db_err)?;
+        let dims = rows.first().map(|r| PgRow(r).text(0)).transpose().map_err(store_db_err)?.map(|d| d.parse::<usize>().map_err(|_| StoreError::Corrupt("vector_dims".into()))).transpose()?;
         let vectors = Vectors::in_memory(exact_below, dims);
         let mut indexed = HashMap::new();
-        let sql = format!(
-            "SELECT {}, embedding FROM items WHERE embedding IS NOT NULL ORDER BY tenant, log_index",
-            ItemRow::COLUMNS
-        );
+        let sql = format!("SELECT {}, embedding FROM items WHERE embedding IS NOT NULL ORDER BY tenant, log_index", ItemRow::COLUMNS);
         let n = ItemRow::COLUMNS.split(", ").count();
         for r in &conn.query(&sql, &[]).map_err(store_db_err)? {
             let r = PgRow(r);
@@ -383,41 +286,19 @@ impl PostgresStore {
                 }
             }
         }
-        Ok((
-            View {
-                logs,
-                state,
-                indexed: Mutex::new(indexed),
-                foreign: HashMap::new(),
-                in_flight: HashMap::new(),
-                foreign_log: HashMap::new(),
-            },
-            vectors,
-        ))
+        Ok((View { logs, state, indexed: Mutex::new(indexed), foreign: HashMap::new(), in_flight: HashMap::new(), foreign_log: HashMap::new() }, vectors))
     }
 
     /// The vector of a stored item row, if the row and its embedding are as the log committed.
     fn vector_of(state: &StateIndex, row: &ItemRow, emb: &[u8]) -> Option<NewVector> {
-        if state.check(&row.key(), Some(&row.digest())) != Check::Ok
-            || row.emb_digest.as_deref() != Some(embedding_digest(emb).as_slice())
-        {
+        if state.check(&row.key(), Some(&row.digest())) != Check::Ok || row.emb_digest.as_deref() != Some(embedding_digest(emb).as_slice()) {
             return None;
         }
         let seq = u64::try_from(row.vseq?).ok()?;
         let tenant = TenantId::new(&row.tenant).ok()?;
-        let id = <[u8; 16]>::try_from(row.id.as_slice())
-            .ok()
-            .map(ItemId::from_bytes)?;
+        let id = <[u8; 16]>::try_from(row.id.as_slice()).ok().map(ItemId::from_bytes)?;
         let item = item_of(row, &tenant, &id).ok()?;
-        Some(NewVector {
-            seq,
-            id,
-            tenant,
-            namespace: item.namespace().clone(),
-            embedding: decode_f32(emb),
-            scope: item.scope().clone(),
-            status: item.status(),
-        })
+        Some(NewVector { seq, id, tenant, namespace: item.namespace().clone(), embedding: decode_f32(emb), scope: item.scope().clone(), status: item.status() })
     }
 
     /// The schema this store lives in.
@@ -440,12 +321,7 @@ impl PostgresStore {
     fn reader(&self) -> Result<MutexGuard<'_, Conn>, StoreError> {
         let mut g = match self.readers.iter().find_map(|m| m.try_lock().ok()) {
             Some(g) => g,
-            None => lock(
-                &self.readers[self
-                    .next_reader
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                    % self.readers.len()],
-            ),
+            None => lock(&self.readers[self.next_reader.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % self.readers.len()]),
         };
         g.ready()?;
         Ok(g)
@@ -465,42 +341,25 @@ impl PostgresStore {
         // What this process verified, read *before* the database's head: everything in it was
         // committed before this point (own commits join the view after their COMMIT), so a
         // smaller recorded size is a cut, never a race with a commit or another catch-up.
-        let (known, known_head) = read(&self.view)
-            .logs
-            .of(tenant)
-            .map_or((0, [0; 32]), |l| (l.len(), l.head()));
-        let rows = conn
-            .query(
-                "SELECT size, head FROM heads WHERE tenant = ?1",
-                &[Arg::Text(tenant)],
-            )
-            .map_err(store_db_err)?;
+        let (known, known_head) = read(&self.view).logs.of(tenant).map_or((0, [0; 32]), |l| (l.len(), l.head()));
+        let rows = conn.query("SELECT size, head FROM heads WHERE tenant = ?1", &[Arg::Text(tenant)]).map_err(store_db_err)?;
         let (size, head) = match rows.first() {
             None => (0, [0u8; 32]),
             Some(r) => {
                 let r = PgRow(r);
-                let head = hash_of(&r.blob(1).map_err(store_db_err)?)
-                    .ok_or_else(|| tampered_log(tenant, "recorded head is malformed".into()))?;
+                let head = hash_of(&r.blob(1).map_err(store_db_err)?).ok_or_else(|| tampered_log(tenant, "recorded head is malformed".into()))?;
                 (u64_of(r.int(0).map_err(store_db_err)?), head)
             }
         };
         if size < known {
             if strict {
-                return Err(tampered_log(
-                    tenant,
-                    format!("the database holds {size} entries, {known} were verified"),
-                ));
+                return Err(tampered_log(tenant, format!("the database holds {size} entries, {known} were verified")));
             }
             return Ok(size);
         }
         if size == known {
             if size > 0 && head != known_head {
-                return Err(tampered_log(
-                    tenant,
-                    format!(
-                        "the recorded head at {size} entries differs from the verified one (forked or rewritten)"
-                    ),
-                ));
+                return Err(tampered_log(tenant, format!("the recorded head at {size} entries differs from the verified one (forked or rewritten)")));
             }
             return Ok(size);
         }
@@ -519,42 +378,22 @@ impl PostgresStore {
                 if idx < have {
                     continue; // another thread absorbed it meanwhile
                 }
-                if !view
-                    .in_flight
-                    .get(tenant)
-                    .is_some_and(|own| own.contains(&idx))
-                {
+                if !view.in_flight.get(tenant).is_some_and(|own| own.contains(&idx)) {
                     foreign.push(idx);
                 }
                 let bytes = r.blob(1).map_err(store_db_err)?;
-                let entry = Entry::decode(&bytes)
-                    .map_err(|e| tampered_log(tenant, format!("entry {idx}: {e}")))?;
+                let entry = Entry::decode(&bytes).map_err(|e| tampered_log(tenant, format!("entry {idx}: {e}")))?;
                 if idx == 0 && genesis_tenant(&entry).as_deref() != Some(tenant) {
-                    return Err(tampered_log(
-                        tenant,
-                        "its genesis entry names another log".into(),
-                    ));
+                    return Err(tampered_log(tenant, "its genesis entry names another log".into()));
                 }
-                let bindings = bindings_of(&entry.body)
-                    .map_err(|e| tampered_log(tenant, format!("entry {idx}: {e}")))?;
+                let bindings = bindings_of(&entry.body).map_err(|e| tampered_log(tenant, format!("entry {idx}: {e}")))?;
                 if bindings.iter().any(|b| b.tenant != tenant) {
-                    return Err(tampered_log(
-                        tenant,
-                        format!("entry {idx} binds a row of another tenant"),
-                    ));
+                    return Err(tampered_log(tenant, format!("entry {idx} binds a row of another tenant")));
                 }
                 let log = &mut view.logs.tenants.entry(tenant.to_owned()).or_default().log;
-                let leaf = log.append(&entry).map_err(|e| {
-                    tampered_log(
-                        tenant,
-                        format!("entry {idx} does not continue the verified chain: {e}"),
-                    )
-                })?;
+                let leaf = log.append(&entry).map_err(|e| tampered_log(tenant, format!("entry {idx} does not continue the verified chain: {e}")))?;
                 if leaf != leaf_hash(&bytes) {
-                    return Err(tampered_log(
-                        tenant,
-                        format!("entry {idx} is not in canonical form"),
-                    ));
+                    return Err(tampered_log(tenant, format!("entry {idx} is not in canonical form")));
                 }
                 for b in &bindings {
                     if matches!(b.table, Table::Items | Table::Erased)
@@ -565,10 +404,7 @@ impl PostgresStore {
                     view.state.apply(b, idx);
                 }
             }
-            let now = view
-                .logs
-                .of(tenant)
-                .map_or((0, [0; 32]), |l| (l.len(), l.head()));
+            let now = view.logs.of(tenant).map_or((0, [0; 32]), |l| (l.len(), l.head()));
             if !foreign.is_empty() {
                 // Entries another process appended (this process's own commit, read back
                 // before it joined the view, is not foreign: see `View::in_flight`).
@@ -583,19 +419,10 @@ impl PostgresStore {
                 }
             }
             if now.0 < size {
-                return Err(tampered_log(
-                    tenant,
-                    format!(
-                        "the recorded head says {size} entries, {} are stored",
-                        now.0
-                    ),
-                ));
+                return Err(tampered_log(tenant, format!("the recorded head says {size} entries, {} are stored", now.0)));
             }
             if now.0 == size && now.1 != head {
-                return Err(tampered_log(
-                    tenant,
-                    "the recorded head does not match the stored entries".into(),
-                ));
+                return Err(tampered_log(tenant, "the recorded head does not match the stored entries".into()));
             }
             touched
         };
@@ -609,32 +436,17 @@ impl PostgresStore {
     /// match the state this process verified. A row that does not match (a later change this
     /// process has not replayed yet, or a tampered row) is left alone: a later entry touches
     /// it again, and reads refuse a tampered row anyway.
-    fn refresh_vectors(
-        &self,
-        conn: &mut Conn,
-        tenant: &str,
-        ids: &BTreeSet<String>,
-    ) -> Result<(), StoreError> {
-        let sql = format!(
-            "SELECT {}, embedding FROM items WHERE id = ?1 AND tenant = ?2",
-            ItemRow::COLUMNS
-        );
+    fn refresh_vectors(&self, conn: &mut Conn, tenant: &str, ids: &BTreeSet<String>) -> Result<(), StoreError> {
+        let sql = format!("SELECT {}, embedding FROM items WHERE id = ?1 AND tenant = ?2", ItemRow::COLUMNS);
         let n = ItemRow::COLUMNS.split(", ").count();
         for hex_id in ids {
-            let Ok(raw) = hex::decode(hex_id) else {
-                continue;
-            };
+            let Ok(raw) = hex::decode(hex_id) else { continue };
             let Ok(id) = item_id_of(&raw) else { continue };
-            let rows = conn
-                .query(&sql, &[Arg::Blob(&raw), Arg::Text(tenant)])
-                .map_err(store_db_err)?;
+            let rows = conn.query(&sql, &[Arg::Blob(&raw), Arg::Text(tenant)]).map_err(store_db_err)?;
             let row = match rows.first() {
                 Some(r) => {
                     let r = PgRow(r);
-                    Some((
-                        ItemRow::from_cols(&r).map_err(store_db_err)?,
-                        r.opt_blob(n).map_err(store_db_err)?,
-                    ))
+                    Some((ItemRow::from_cols(&r).map_err(store_db_err)?, r.opt_blob(n).map_err(store_db_err)?))
                 }
                 None => None,
             };
@@ -642,18 +454,9 @@ impl PostgresStore {
             let mut indexed = lock(&view.indexed);
             match row {
                 Some((row, Some(emb))) => {
-                    let Some(v) = Self::vector_of(&view.state, &row, &emb) else {
-                        continue;
-                    };
+                    let Some(v) = Self::vector_of(&view.state, &row, &emb) else { continue };
                     if let Some((t, ns, seq)) = indexed.get(&id) {
-                        self.vectors.update_access(AccessChange {
-                            seq: *seq,
-                            tenant: t.clone(),
-                            namespace: ns.clone(),
-                            scope: v.scope,
-                            status: v.status,
-                            erased: false,
-                        });
+                        self.vectors.update_access(AccessChange { seq: *seq, tenant: t.clone(), namespace: ns.clone(), scope: v.scope, status: v.status, erased: false });
                     } else {
                         if self.vectors.dims().is_none() {
                             self.vectors.set_dims(v.embedding.len());
@@ -666,19 +469,9 @@ impl PostgresStore {
                 }
                 Some((_, None)) => {}
                 None => {
-                    let gone = view
-                        .state
-                        .check(&row_key(Table::Items, tenant, &[hex_id]), None)
-                        == Check::Ok;
+                    let gone = view.state.check(&row_key(Table::Items, tenant, &[hex_id]), None) == Check::Ok;
                     if gone && let Some((t, ns, seq)) = indexed.remove(&id) {
-                        self.vectors.update_access(AccessChange {
-                            seq,
-                            tenant: t,
-                            namespace: ns,
-                            scope: erased_scope()?,
-                            status: Status::Revoked,
-                            erased: true,
-                        });
+                        self.vectors.update_access(AccessChange { seq, tenant: t, namespace: ns, scope: erased_scope()?, status: Status::Revoked, erased: true });
                     }
                 }
             }
@@ -694,20 +487,13 @@ impl PostgresStore {
         view.in_flight.clear();
         let mut applied: HashSet<String> = HashSet::new();
         for tenant in pending.chains.keys() {
-            let first = pending
-                .entries
-                .iter()
-                .find(|(t, _, _)| t == tenant)
-                .map(|(_, e, _)| e.index);
+            let first = pending.entries.iter().find(|(t, _, _)| t == tenant).map(|(_, e, _)| e.index);
             let have = view.logs.of(tenant).map_or(0, VerdictLog::len);
             if first == Some(have) {
                 let log = &mut view.logs.tenants.entry(tenant.clone()).or_default().log;
                 for (_, e, _) in pending.entries.iter().filter(|(t, _, _)| t == tenant) {
                     let appended = log.append(e);
-                    debug_assert!(
-                        appended.is_ok(),
-                        "own entries out of step with the log of {tenant}"
-                    );
+                    debug_assert!(appended.is_ok(), "own entries out of step with the log of {tenant}");
                 }
                 applied.insert(tenant.clone());
             }
@@ -720,17 +506,12 @@ impl PostgresStore {
         if let Some(d) = pending.dims {
             self.vectors.set_dims(d);
         }
-        let indexed = view
-            .indexed
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let indexed = view.indexed.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         for v in pending.vectors {
             if applied.contains(v.tenant.as_str()) {
                 indexed.insert(v.id, (v.tenant.clone(), v.namespace.clone(), v.seq));
                 if let Err(e) = self.vectors.insert(v) {
-                    eprintln!(
-                        "memwarden-store-pg: vector index insert failed, searching exactly: {e}"
-                    );
+                    eprintln!("memwarden-store-pg: vector index insert failed, searching exactly: {e}");
                 }
             }
         }
@@ -745,16 +526,8 @@ impl PostgresStore {
         applied.into_iter().collect()
     }
 
-    fn commit_inner(
-        &self,
-        now_ms: u64,
-        mutations: &[Mutation],
-        atomic: bool,
-    ) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
-        let tenants: BTreeSet<String> = mutations
-            .iter()
-            .map(|m| tenant_of(m).as_str().to_owned())
-            .collect();
+    fn commit_inner(&self, now_ms: u64, mutations: &[Mutation], atomic: bool) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
+        let tenants: BTreeSet<String> = mutations.iter().map(|m| tenant_of(m).as_str().to_owned()).collect();
         let mut conn = ready(&self.writer)?;
         conn.begin("BEGIN")?;
         let out = self.commit_in(&mut conn, now_ms, mutations, atomic, &tenants);
@@ -786,11 +559,7 @@ impl PostgresStore {
         let every = self.config.checkpoint_every;
         if every > 0 {
             for t in applied {
-                let due = read(&self.view)
-                    .logs
-                    .tenants
-                    .get(&t)
-                    .is_some_and(|l| l.log.len() >= l.last_checkpoint + every);
+                let due = read(&self.view).logs.tenants.get(&t).is_some_and(|l| l.log.len() >= l.last_checkpoint + every);
                 if due && let Err(e) = self.write_checkpoint(&mut conn, &t, now_ms) {
                     eprintln!("memwarden-store-pg: a periodic checkpoint of {t} failed: {e}");
                 }
@@ -802,72 +571,30 @@ impl PostgresStore {
     /// Inside the commit's transaction: serialise on each tenant's log (advisory lock held to
     /// the end of the transaction), catch up with what other processes appended, then run the
     /// shared write path.
-    fn commit_in(
-        &self,
-        conn: &mut Conn,
-        now_ms: u64,
-        mutations: &[Mutation],
-        atomic: bool,
-        tenants: &BTreeSet<String>,
-    ) -> Result<(Vec<Result<Receipt, CommitError>>, Pending), StoreError> {
+    fn commit_in(&self, conn: &mut Conn, now_ms: u64, mutations: &[Mutation], atomic: bool, tenants: &BTreeSet<String>) -> Result<(Vec<Result<Receipt, CommitError>>, Pending), StoreError> {
         for t in tenants {
             let name = self.lock_name(t);
-            conn.query(
-                "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
-                &[Arg::Text(&name)],
-            )
-            .map_err(store_db_err)?;
+            conn.query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))", &[Arg::Text(&name)]).map_err(store_db_err)?;
         }
         for t in tenants {
             self.catch_up(conn, t, true)?;
         }
         if self.vectors.dims().is_none() {
-            let rows = conn
-                .query("SELECT value FROM meta WHERE key = 'vector_dims'", &[])
-                .map_err(store_db_err)?;
-            if let Some(d) = rows
-                .first()
-                .map(|r| PgRow(r).text(0))
-                .transpose()
-                .map_err(store_db_err)?
-                .and_then(|d| d.parse::<usize>().ok())
-            {
+            let rows = conn.query("SELECT value FROM meta WHERE key = 'vector_dims'", &[]).map_err(store_db_err)?;
+            if let Some(d) = rows.first().map(|r| PgRow(r).text(0)).transpose().map_err(store_db_err)?.and_then(|d| d.parse::<usize>().ok()) {
                 self.vectors.set_dims(d);
             }
         }
         let view = read(&self.view);
-        let mut pending = Pending::new(
-            0,
-            self.vectors.dims(),
-            &self.store_id,
-            &self.key.verifying_key().to_bytes(),
-        );
+        let mut pending = Pending::new(0, self.vectors.dims(), &self.store_id, &self.key.verifying_key().to_bytes());
         let db = PgDb::new(conn);
-        let results = apply_caller(
-            &db,
-            &view.logs,
-            &view.state,
-            now_ms,
-            mutations,
-            atomic,
-            &mut pending,
-        )
-        .map_err(store_db_err)?;
+        let results = apply_caller(&db, &view.logs, &view.state, now_ms, mutations, atomic, &mut pending).map_err(store_db_err)?;
         set_heads(&db, &pending.chains).map_err(store_db_err)?;
         Ok((results, pending))
     }
 
-    fn write_checkpoint(
-        &self,
-        conn: &mut Conn,
-        tenant: &str,
-        now_ms: u64,
-    ) -> Result<SignedCheckpoint, StoreError> {
-        let cp = read(&self.view)
-            .logs
-            .of(tenant)
-            .ok_or_else(|| StoreError::UnknownLog(tenant.to_owned()))?
-            .checkpoint(&self.key, now_ms);
+    fn write_checkpoint(&self, conn: &mut Conn, tenant: &str, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
+        let cp = read(&self.view).logs.of(tenant).ok_or_else(|| StoreError::UnknownLog(tenant.to_owned()))?.checkpoint(&self.key, now_ms);
         let record = serde_json::to_string(&cp).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         conn.execute(
             "INSERT INTO checkpoints(tenant, size, record) VALUES(?1, ?2, ?3) ON CONFLICT (tenant, size) DO UPDATE SET record = excluded.record",
@@ -897,11 +624,7 @@ impl PostgresStore {
     /// [`READ_ATTEMPTS`] times. So a read never answers from a stale row or misses a committed
     /// one — a write through any process is visible to the next read here — and a concurrent
     /// commit never raises a false alarm.
-    fn read_tenant<T>(
-        &self,
-        tenant: &str,
-        f: impl Fn(&mut Conn, &View) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+    fn read_tenant<T>(&self, tenant: &str, f: impl Fn(&mut Conn, &View) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut conn = self.reader()?;
         let fast = {
             let view = read(&self.view);
@@ -936,17 +659,8 @@ impl PostgresStore {
     /// Catch up on every tenant the database has a log for (outside a snapshot); returns them.
     fn refresh_all(&self) -> Result<Vec<String>, StoreError> {
         let mut conn = self.reader()?;
-        let rows = conn
-            .query(
-                "SELECT tenant FROM heads ORDER BY tenant COLLATE \"C\"",
-                &[],
-            )
-            .map_err(store_db_err)?;
-        let tenants: Vec<String> = rows
-            .iter()
-            .map(|r| PgRow(r).text(0))
-            .collect::<Result<_, _>>()
-            .map_err(store_db_err)?;
+        let rows = conn.query("SELECT tenant FROM heads ORDER BY tenant COLLATE \"C\"", &[]).map_err(store_db_err)?;
+        let tenants: Vec<String> = rows.iter().map(|r| PgRow(r).text(0)).collect::<Result<_, _>>().map_err(store_db_err)?;
         for t in &tenants {
             self.catch_up(&mut conn, t, true)?;
         }
@@ -954,9 +668,7 @@ impl PostgresStore {
     }
 
     fn refresh(&self, tenant: &str) {
-        let caught_up = self
-            .reader()
-            .and_then(|mut conn| self.catch_up(&mut conn, tenant, true));
+        let caught_up = self.reader().and_then(|mut conn| self.catch_up(&mut conn, tenant, true));
         if let Err(e) = caught_up {
             eprintln!("memwarden-store-pg: catching up on the log of {tenant} failed: {e}");
         }
@@ -985,13 +697,7 @@ impl PostgresStore {
 
     fn verify_live(&self, only: Option<&str>) -> Result<VerifyReport, StoreError> {
         // What this process verified before the snapshot must all be in it.
-        let before: HashMap<String, Vec<Hash>> = read(&self.view)
-            .logs
-            .tenants
-            .iter()
-            .filter(|(t, _)| only.is_none_or(|o| o == t.as_str()))
-            .map(|(t, l)| (t.clone(), l.log.leaves().to_vec()))
-            .collect();
+        let before: HashMap<String, Vec<Hash>> = read(&self.view).logs.tenants.iter().filter(|(t, _)| only.is_none_or(|o| o == t.as_str())).map(|(t, l)| (t.clone(), l.log.leaves().to_vec())).collect();
         let mut conn = self.reader()?;
         conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
         let out = (|| -> Result<VerifyReport, StoreError> {
@@ -1002,20 +708,11 @@ impl PostgresStore {
                     let stored = all.tenants.get(t).map_or(&[][..], |s| s.entries.as_slice());
                     let n = stored.len().min(mine.len());
                     if let Some(i) = (0..n).find(|&i| leaf_hash(&stored[i]) != mine[i]) {
-                        report.problem = Some(Problem::InLog {
-                            log: t.clone(),
-                            problem: Box::new(Problem::BrokenLink { index: i as u64 }),
-                        });
+                        report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::BrokenLink { index: i as u64 }) });
                         break;
                     }
                     if stored.len() < mine.len() {
-                        report.problem = Some(Problem::InLog {
-                            log: t.clone(),
-                            problem: Box::new(Problem::Truncated {
-                                expected: mine.len() as u64,
-                                found: stored.len() as u64,
-                            }),
-                        });
+                        report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::Truncated { expected: mine.len() as u64, found: stored.len() as u64 }) });
                         break;
                     }
                 }
@@ -1032,15 +729,7 @@ impl PostgresStore {
     /// Exact (brute-force cosine) search over a namespace on the snapshot `conn` reads: the `k`
     /// most similar items that pass `eligible`, applied before the cut. The fallback when the
     /// index is out of step, and the oracle for tests.
-    fn search_exact_in(
-        conn: &mut Conn,
-        view: &View,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        query: &[f32],
-        k: usize,
-        eligible: &dyn Fn(&MemoryItem) -> bool,
-    ) -> Result<Vec<Hit>, StoreError> {
+    fn search_exact_in(conn: &mut Conn, view: &View, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, eligible: &dyn Fn(&MemoryItem) -> bool) -> Result<Vec<Hit>, StoreError> {
         let k = k.min(SEARCH_K_MAX);
         let rows = conn
             .query("SELECT id, embedding, emb_digest FROM items WHERE tenant = ?1 AND namespace = ?2 AND embedding IS NOT NULL", &[Arg::Text(tenant.as_str()), Arg::Text(namespace.as_str())])
@@ -1048,16 +737,9 @@ impl PostgresStore {
         let mut scored: Vec<(f32, Vec<u8>)> = Vec::with_capacity(rows.len());
         for r in &rows {
             let r = PgRow(r);
-            let (id, emb, digest) = (
-                r.blob(0).map_err(store_db_err)?,
-                r.blob(1).map_err(store_db_err)?,
-                r.opt_blob(2).map_err(store_db_err)?,
-            );
+            let (id, emb, digest) = (r.blob(0).map_err(store_db_err)?, r.blob(1).map_err(store_db_err)?, r.opt_blob(2).map_err(store_db_err)?);
             if digest.as_deref() != Some(embedding_digest(&emb).as_slice()) {
-                return Err(StoreError::ItemTampered {
-                    id: hex::encode(&id),
-                    reason: "its embedding differs from the digest its log entry committed".into(),
-                });
+                return Err(StoreError::ItemTampered { id: hex::encode(&id), reason: "its embedding differs from the digest its log entry committed".into() });
             }
             scored.push((cosine(query, &decode_f32(&emb)), id));
         }
@@ -1071,11 +753,7 @@ impl PostgresStore {
             if let Some(item) = read_item(conn, view, tenant, &id)?
                 && eligible(&item)
             {
-                out.push(Hit {
-                    item,
-                    similarity: sim,
-                    lexical: None,
-                });
+                out.push(Hit { item, similarity: sim, lexical: None });
             }
         }
         Ok(out)
@@ -1083,124 +761,50 @@ impl PostgresStore {
 
     /// [`Store::search`]'s exact oracle: the `k` most similar items of the namespace that pass
     /// `eligible`, scanning every stored embedding (each row checked against the log).
-    pub fn search_exact(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        query: &[f32],
-        k: usize,
-        eligible: &dyn Fn(&MemoryItem) -> bool,
-    ) -> Result<Vec<Hit>, StoreError> {
-        self.read_tenant(tenant.as_str(), |conn, view| {
-            Self::search_exact_in(conn, view, tenant, namespace, query, k, eligible)
-        })
+    pub fn search_exact(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, eligible: &dyn Fn(&MemoryItem) -> bool) -> Result<Vec<Hit>, StoreError> {
+        self.read_tenant(tenant.as_str(), |conn, view| Self::search_exact_in(conn, view, tenant, namespace, query, k, eligible))
     }
+
 }
 
 /// Check a row (or its absence) against the state the log commits to.
-fn checked<R: BoundRow>(
-    view: &View,
-    key: &RowKey,
-    row: Option<R>,
-    describe: impl FnOnce() -> String,
-) -> Result<Option<R>, StoreError> {
-    match view
-        .state
-        .check(key, row.as_ref().map(BoundRow::digest).as_ref())
-    {
+fn checked<R: BoundRow>(view: &View, key: &RowKey, row: Option<R>, describe: impl FnOnce() -> String) -> Result<Option<R>, StoreError> {
+    match view.state.check(key, row.as_ref().map(BoundRow::digest).as_ref()) {
         Check::Ok => Ok(row),
-        bad => Err(StoreError::RowTampered {
-            table: R::TABLE.name(),
-            key: describe(),
-            reason: bad.reason(),
-        }),
+        bad => Err(StoreError::RowTampered { table: R::TABLE.name(), key: describe(), reason: bad.reason() }),
     }
 }
 
 /// Every row of `R`'s table matching `sql_where`, each checked against the log.
-fn rows<R: BoundRow>(
-    conn: &mut Conn,
-    view: &View,
-    sql_where: &str,
-    args: &[Arg<'_>],
-) -> Result<Vec<R>, StoreError> {
-    let sql = format!(
-        "SELECT {} FROM {} WHERE {sql_where}",
-        R::COLUMNS,
-        R::TABLE.name()
-    );
-    let out: Vec<R> = conn
-        .query(&sql, args)
-        .map_err(store_db_err)?
-        .iter()
-        .map(|r| R::from_cols(&PgRow(r)))
-        .collect::<Result<_, _>>()
-        .map_err(store_db_err)?;
+fn rows<R: BoundRow>(conn: &mut Conn, view: &View, sql_where: &str, args: &[Arg<'_>]) -> Result<Vec<R>, StoreError> {
+    let sql = format!("SELECT {} FROM {} WHERE {sql_where}", R::COLUMNS, R::TABLE.name());
+    let out: Vec<R> = conn.query(&sql, args).map_err(store_db_err)?.iter().map(|r| R::from_cols(&PgRow(r))).collect::<Result<_, _>>().map_err(store_db_err)?;
     for r in &out {
         let c = view.state.check(&r.key(), Some(&r.digest()));
         if c != Check::Ok {
-            return Err(StoreError::RowTampered {
-                table: R::TABLE.name(),
-                key: r.parts().join("/"),
-                reason: c.reason(),
-            });
+            return Err(StoreError::RowTampered { table: R::TABLE.name(), key: r.parts().join("/"), reason: c.reason() });
         }
     }
     Ok(out)
 }
 
 /// One optional row of `R`'s table.
-fn row<R: BoundRow>(
-    conn: &mut Conn,
-    sql_where: &str,
-    args: &[Arg<'_>],
-) -> Result<Option<R>, StoreError> {
-    let sql = format!(
-        "SELECT {} FROM {} WHERE {sql_where}",
-        R::COLUMNS,
-        R::TABLE.name()
-    );
-    conn.query(&sql, args)
-        .map_err(store_db_err)?
-        .first()
-        .map(|r| R::from_cols(&PgRow(r)))
-        .transpose()
-        .map_err(store_db_err)
+fn row<R: BoundRow>(conn: &mut Conn, sql_where: &str, args: &[Arg<'_>]) -> Result<Option<R>, StoreError> {
+    let sql = format!("SELECT {} FROM {} WHERE {sql_where}", R::COLUMNS, R::TABLE.name());
+    conn.query(&sql, args).map_err(store_db_err)?.first().map(|r| R::from_cols(&PgRow(r))).transpose().map_err(store_db_err)
 }
 
-fn read_item(
-    conn: &mut Conn,
-    view: &View,
-    tenant: &TenantId,
-    id: &ItemId,
-) -> Result<Option<MemoryItem>, StoreError> {
-    let row: Option<ItemRow> = row(
-        conn,
-        "id = ?1 AND tenant = ?2",
-        &[
-            Arg::Blob(id.as_bytes().as_slice()),
-            Arg::Text(tenant.as_str()),
-        ],
-    )?;
+fn read_item(conn: &mut Conn, view: &View, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
+    let row: Option<ItemRow> = row(conn, "id = ?1 AND tenant = ?2", &[Arg::Blob(id.as_bytes().as_slice()), Arg::Text(tenant.as_str())])?;
     checked_item(view, tenant, id, row)
 }
 
 /// An item row as read (or its absence), checked against the state the verified log commits
 /// the row to.
-fn checked_item(
-    view: &View,
-    tenant: &TenantId,
-    id: &ItemId,
-    row: Option<ItemRow>,
-) -> Result<Option<MemoryItem>, StoreError> {
-    let tampered = |reason: String| StoreError::ItemTampered {
-        id: id.to_string(),
-        reason,
-    };
+fn checked_item(view: &View, tenant: &TenantId, id: &ItemId, row: Option<ItemRow>) -> Result<Option<MemoryItem>, StoreError> {
+    let tampered = |reason: String| StoreError::ItemTampered { id: id.to_string(), reason };
     let key = row_key(Table::Items, tenant.as_str(), &[&id.to_string()]);
-    let check = view
-        .state
-        .check(&key, row.as_ref().map(BoundRow::digest).as_ref());
+    let check = view.state.check(&key, row.as_ref().map(BoundRow::digest).as_ref());
     if check != Check::Ok {
         return Err(tampered(format!("record {}", check.reason())));
     }
@@ -1210,50 +814,26 @@ fn checked_item(
 
 /// Items by id in one query (ids passed as one comma-separated hex list), each checked as
 /// [`read_item`] checks it; one answer per id, in order.
-fn read_items(
-    conn: &mut Conn,
-    view: &View,
-    tenant: &TenantId,
-    ids: &[ItemId],
-) -> Result<Vec<Option<MemoryItem>>, StoreError> {
+fn read_items(conn: &mut Conn, view: &View, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<MemoryItem>>, StoreError> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let list = ids
-        .iter()
-        .map(|id| hex::encode(id.as_bytes()))
-        .collect::<Vec<_>>()
-        .join(",");
+    let list = ids.iter().map(|id| hex::encode(id.as_bytes())).collect::<Vec<_>>().join(",");
     let sql = format!(
         "SELECT {} FROM items WHERE tenant = ?1 AND id = ANY(ARRAY(SELECT decode(x, 'hex') FROM unnest(string_to_array(?2, ',')) AS x))",
         ItemRow::COLUMNS
     );
     let mut found: HashMap<Vec<u8>, ItemRow> = HashMap::with_capacity(ids.len());
-    for r in &conn
-        .query(&sql, &[Arg::Text(tenant.as_str()), Arg::Text(&list)])
-        .map_err(store_db_err)?
-    {
+    for r in &conn.query(&sql, &[Arg::Text(tenant.as_str()), Arg::Text(&list)]).map_err(store_db_err)? {
         let row = ItemRow::from_cols(&PgRow(r)).map_err(store_db_err)?;
         found.insert(row.id.clone(), row);
     }
-    ids.iter()
-        .map(|id| {
-            checked_item(
-                view,
-                tenant,
-                id,
-                found.get(id.as_bytes().as_slice()).cloned(),
-            )
-        })
-        .collect()
+    ids.iter().map(|id| checked_item(view, tenant, id, found.get(id.as_bytes().as_slice()).cloned())).collect()
 }
 
 fn item_from_row(row: &ItemRow, tenant: &TenantId) -> Result<MemoryItem, StoreError> {
     let id = item_id_of(&row.id)?;
-    item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered {
-        id: id.to_string(),
-        reason,
-    })
+    item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })
 }
 
 fn limit_of(limit: usize) -> i64 {
@@ -1266,9 +846,7 @@ fn after_of(after: Option<u64>) -> i64 {
 
 fn check_k(k: usize) -> Result<(), StoreError> {
     if k == 0 || k > SEARCH_K_MAX {
-        return Err(StoreError::BadQuery(format!(
-            "k must be 1..={SEARCH_K_MAX}"
-        )));
+        return Err(StoreError::BadQuery(format!("k must be 1..={SEARCH_K_MAX}")));
     }
     Ok(())
 }
@@ -1276,19 +854,11 @@ fn check_k(k: usize) -> Result<(), StoreError> {
 /// The words of [`memwarden_store::lexical::query_terms`] as PostgreSQL `tsquery` terms (each
 /// quoted; the words are letters and digits only, so nothing else can reach the query).
 fn ts_terms(text: &str) -> Vec<String> {
-    memwarden_store::lexical::query_terms(text)
-        .into_iter()
-        .filter(|t| !t.is_empty() && t.chars().all(char::is_alphanumeric))
-        .map(|t| format!("'{t}'"))
-        .collect()
+    memwarden_store::lexical::query_terms(text).into_iter().filter(|t| !t.is_empty() && t.chars().all(char::is_alphanumeric)).map(|t| format!("'{t}'")).collect()
 }
 
 impl Store for PostgresStore {
-    fn commit(
-        &self,
-        now_ms: u64,
-        mutations: Vec<Mutation>,
-    ) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
+    fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
         if mutations.len() > BATCH_MUTATIONS_MAX {
             return Ok(vec![Err(CommitError::BatchTooLarge(mutations.len()))]);
         }
@@ -1298,11 +868,7 @@ impl Store for PostgresStore {
         self.commit_inner(now_ms, &mutations, false)
     }
 
-    fn commit_atomic(
-        &self,
-        now_ms: u64,
-        mutations: Vec<Mutation>,
-    ) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
+    fn commit_atomic(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
         if mutations.len() > BATCH_MUTATIONS_MAX {
             return Ok(Err(CommitError::BatchTooLarge(mutations.len())));
         }
@@ -1313,75 +879,40 @@ impl Store for PostgresStore {
         Ok(rs.into_iter().collect())
     }
 
-    fn principal(
-        &self,
-        tenant: &TenantId,
-        id: &PrincipalId,
-    ) -> Result<Option<Principal>, StoreError> {
+    fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
-            let r: Option<PrincipalRow> = row(
-                conn,
-                "tenant = ?1 AND id = ?2",
-                &[Arg::Text(tenant.as_str()), Arg::Text(id.as_str())],
-            )?;
+            let r: Option<PrincipalRow> = row(conn, "tenant = ?1 AND id = ?2", &[Arg::Text(tenant.as_str()), Arg::Text(id.as_str())])?;
             let key = row_key(Table::Principals, tenant.as_str(), &[id.as_str()]);
-            let Some(r) = checked(view, &key, r, || id.to_string())? else {
-                return Ok(None);
-            };
+            let Some(r) = checked(view, &key, r, || id.to_string())? else { return Ok(None) };
             principal_of(&r).map(Some)
         })
     }
 
     fn principals(&self, tenant: &TenantId) -> Result<Vec<Principal>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
-            let rs: Vec<PrincipalRow> = rows(
-                conn,
-                view,
-                "tenant = ?1 ORDER BY id COLLATE \"C\"",
-                &[Arg::Text(tenant.as_str())],
-            )?;
+            let rs: Vec<PrincipalRow> = rows(conn, view, "tenant = ?1 ORDER BY id COLLATE \"C\"", &[Arg::Text(tenant.as_str())])?;
             rs.iter().map(principal_of).collect()
         })
     }
 
     fn item(&self, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
-        self.read_tenant(tenant.as_str(), |conn, view| {
-            read_item(conn, view, tenant, id)
-        })
+        self.read_tenant(tenant.as_str(), |conn, view| read_item(conn, view, tenant, id))
     }
 
-    fn items(
-        &self,
-        tenant: &TenantId,
-        ids: &[ItemId],
-    ) -> Result<Vec<Option<MemoryItem>>, StoreError> {
+    fn items(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<MemoryItem>>, StoreError> {
         if ids.len() > ITEMS_BATCH_MAX {
-            return Err(StoreError::BadQuery(format!(
-                "at most {ITEMS_BATCH_MAX} ids per read, {} given",
-                ids.len()
-            )));
+            return Err(StoreError::BadQuery(format!("at most {ITEMS_BATCH_MAX} ids per read, {} given", ids.len())));
         }
-        self.read_tenant(tenant.as_str(), |conn, view| {
-            read_items(conn, view, tenant, ids)
-        })
+        self.read_tenant(tenant.as_str(), |conn, view| read_items(conn, view, tenant, ids))
     }
 
-    fn list(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        limit: usize,
-    ) -> Result<Vec<MemoryItem>, StoreError> {
+    fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
             let rs: Vec<ItemRow> = rows(
                 conn,
                 view,
                 "tenant = ?1 AND namespace = ?2 ORDER BY created_ms, id LIMIT ?3",
-                &[
-                    Arg::Text(tenant.as_str()),
-                    Arg::Text(namespace.as_str()),
-                    Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX)),
-                ],
+                &[Arg::Text(tenant.as_str()), Arg::Text(namespace.as_str()), Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX))],
             )?;
             rs.iter().map(|r| item_from_row(r, tenant)).collect()
         })
@@ -1389,34 +920,15 @@ impl Store for PostgresStore {
 
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
         let mut conn = self.reader()?;
-        let rows = conn
-            .query(
-                "SELECT COUNT(*) FROM items WHERE tenant = ?1",
-                &[Arg::Text(tenant.as_str())],
-            )
-            .map_err(store_db_err)?;
-        Ok(rows
-            .first()
-            .map(|r| PgRow(r).int(0))
-            .transpose()
-            .map_err(store_db_err)?
-            .map_or(0, u64_of))
+        let rows = conn.query("SELECT COUNT(*) FROM items WHERE tenant = ?1", &[Arg::Text(tenant.as_str())]).map_err(store_db_err)?;
+        Ok(rows.first().map(|r| PgRow(r).int(0)).transpose().map_err(store_db_err)?.map_or(0, u64_of))
     }
 
-    fn attestations(
-        &self,
-        tenant: &TenantId,
-        keys: &[String],
-    ) -> Result<Vec<Attestation>, StoreError> {
+    fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
             let mut out = Vec::new();
             for k in keys {
-                let rs: Vec<AttestationRow> = rows(
-                    conn,
-                    view,
-                    "tenant = ?1 AND key = ?2 ORDER BY log_index",
-                    &[Arg::Text(tenant.as_str()), Arg::Text(k)],
-                )?;
+                let rs: Vec<AttestationRow> = rows(conn, view, "tenant = ?1 AND key = ?2 ORDER BY log_index", &[Arg::Text(tenant.as_str()), Arg::Text(k)])?;
                 for r in rs {
                     out.push(attestation_of(&r)?);
                 }
@@ -1425,132 +937,60 @@ impl Store for PostgresStore {
         })
     }
 
-    fn reputation(
-        &self,
-        tenant: &TenantId,
-        principal: &PrincipalId,
-    ) -> Result<Option<f64>, StoreError> {
+    fn reputation(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<Option<f64>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
-            let r: Option<ReputationRow> = row(
-                conn,
-                "tenant = ?1 AND principal = ?2",
-                &[Arg::Text(tenant.as_str()), Arg::Text(principal.as_str())],
-            )?;
+            let r: Option<ReputationRow> = row(conn, "tenant = ?1 AND principal = ?2", &[Arg::Text(tenant.as_str()), Arg::Text(principal.as_str())])?;
             let key = row_key(Table::Reputation, tenant.as_str(), &[principal.as_str()]);
             Ok(checked(view, &key, r, || principal.to_string())?.map(|r| r.value))
         })
     }
 
-    fn items_in_order(
-        &self,
-        tenant: &TenantId,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<OrderedItem>, StoreError> {
+    fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<OrderedItem>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
             let (a, l) = (after_of(after), limit_of(limit));
             let args = [Arg::Text(tenant.as_str()), Arg::Int(a), Arg::Int(l)];
-            let live: Vec<ItemRow> = rows(
-                conn,
-                view,
-                "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3",
-                &args,
-            )?;
-            let gone: Vec<ErasedRow> = rows(
-                conn,
-                view,
-                "tenant = ?1 AND item_log_index > ?2 ORDER BY item_log_index LIMIT ?3",
-                &args,
-            )?;
+            let live: Vec<ItemRow> = rows(conn, view, "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3", &args)?;
+            let gone: Vec<ErasedRow> = rows(conn, view, "tenant = ?1 AND item_log_index > ?2 ORDER BY item_log_index LIMIT ?3", &args)?;
             let mut out = Vec::with_capacity(live.len() + gone.len());
             for r in &live {
-                out.push(OrderedItem {
-                    log_index: u64_of(r.log_index),
-                    item: item_from_row(r, tenant)?,
-                    erased: false,
-                });
+                out.push(OrderedItem { log_index: u64_of(r.log_index), item: item_from_row(r, tenant)?, erased: false });
             }
             for r in &gone {
                 let id = item_id_of(&r.id)?;
-                let item: MemoryItem = serde_json::from_str(&r.tombstone)
-                    .map_err(|e| StoreError::Corrupt(format!("tombstone {id}: {e}")))?;
+                let item: MemoryItem = serde_json::from_str(&r.tombstone).map_err(|e| StoreError::Corrupt(format!("tombstone {id}: {e}")))?;
                 if item.id() != id || item.tenant() != tenant {
-                    return Err(StoreError::ItemTampered {
-                        id: id.to_string(),
-                        reason: "tombstone names another id or tenant".into(),
-                    });
+                    return Err(StoreError::ItemTampered { id: id.to_string(), reason: "tombstone names another id or tenant".into() });
                 }
-                out.push(OrderedItem {
-                    log_index: u64_of(r.item_log_index),
-                    item,
-                    erased: true,
-                });
+                out.push(OrderedItem { log_index: u64_of(r.item_log_index), item, erased: true });
             }
             out.sort_by_key(|o| o.log_index);
             out.truncate(usize::try_from(l).unwrap_or(0));
             let order: Vec<u64> = out.iter().map(|o| o.log_index).collect();
             view.state
-                .check_page(
-                    tenant.as_str(),
-                    OrderKind::Items,
-                    after,
-                    usize::try_from(l).unwrap_or(0),
-                    &order,
-                )
-                .map_err(|reason| StoreError::RowTampered {
-                    table: "items",
-                    key: format!("{tenant} in commit order"),
-                    reason,
-                })?;
+                .check_page(tenant.as_str(), OrderKind::Items, after, usize::try_from(l).unwrap_or(0), &order)
+                .map_err(|reason| StoreError::RowTampered { table: "items", key: format!("{tenant} in commit order"), reason })?;
             Ok(out)
         })
     }
 
-    fn lineage_events(
-        &self,
-        tenant: &TenantId,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<(u64, serde_json::Value)>, StoreError> {
+    fn lineage_events(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, serde_json::Value)>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
             let (a, l) = (after_of(after), limit_of(limit));
-            let rs: Vec<LineageRow> = rows(
-                conn,
-                view,
-                "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3",
-                &[Arg::Text(tenant.as_str()), Arg::Int(a), Arg::Int(l)],
-            )?;
+            let rs: Vec<LineageRow> = rows(conn, view, "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3", &[Arg::Text(tenant.as_str()), Arg::Int(a), Arg::Int(l)])?;
             let order: Vec<u64> = rs.iter().map(|r| u64_of(r.log_index)).collect();
             view.state
-                .check_page(
-                    tenant.as_str(),
-                    OrderKind::Lineage,
-                    after,
-                    usize::try_from(l).unwrap_or(0),
-                    &order,
-                )
-                .map_err(|reason| StoreError::RowTampered {
-                    table: "lineage_events",
-                    key: format!("{tenant} in commit order"),
-                    reason,
-                })?;
+                .check_page(tenant.as_str(), OrderKind::Lineage, after, usize::try_from(l).unwrap_or(0), &order)
+                .map_err(|reason| StoreError::RowTampered { table: "lineage_events", key: format!("{tenant} in commit order"), reason })?;
             rs.into_iter()
                 .map(|r| {
-                    let event = serde_json::from_str(&r.event).map_err(|e| {
-                        StoreError::Corrupt(format!("lineage event {}: {e}", r.log_index))
-                    })?;
+                    let event = serde_json::from_str(&r.event).map_err(|e| StoreError::Corrupt(format!("lineage event {}: {e}", r.log_index)))?;
                     Ok((u64_of(r.log_index), event))
                 })
                 .collect()
         })
     }
 
-    fn attestations_of(
-        &self,
-        tenant: &TenantId,
-        key: &str,
-        value: &NormValue,
-    ) -> Result<Vec<Attestation>, StoreError> {
+    fn attestations_of(&self, tenant: &TenantId, key: &str, value: &NormValue) -> Result<Vec<Attestation>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
             let rs: Vec<AttestationRow> = rows(
                 conn,
@@ -1573,24 +1013,11 @@ impl Store for PostgresStore {
         self.read_tenant(tenant.as_str(), |conn, view| {
             let mut out = Vec::new();
             for k in keys {
-                let rs: Vec<ElevationRow> = rows(
-                    conn,
-                    view,
-                    "tenant = ?1 AND key = ?2",
-                    &[Arg::Text(tenant.as_str()), Arg::Text(k)],
-                )?;
+                let rs: Vec<ElevationRow> = rows(conn, view, "tenant = ?1 AND key = ?2", &[Arg::Text(tenant.as_str()), Arg::Text(k)])?;
                 for r in rs {
-                    let e: Elevation = serde_json::from_str(&r.record)
-                        .map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
-                    if e.tenant.as_str() != r.tenant
-                        || e.key != r.key
-                        || e.value.canonical != r.value
-                    {
-                        return Err(StoreError::RowTampered {
-                            table: "elevations",
-                            key: r.parts().join("/"),
-                            reason: "the record names another key or value".into(),
-                        });
+                    let e: Elevation = serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
+                    if e.tenant.as_str() != r.tenant || e.key != r.key || e.value.canonical != r.value {
+                        return Err(StoreError::RowTampered { table: "elevations", key: r.parts().join("/"), reason: "the record names another key or value".into() });
                     }
                     out.push(e);
                 }
@@ -1609,44 +1036,17 @@ impl Store for PostgresStore {
         Ok(read(&self.view).state.check(&key, None) != Check::Ok)
     }
 
-    fn session(
-        &self,
-        tenant: &TenantId,
-        principal: &PrincipalId,
-        session: &SessionId,
-    ) -> Result<Option<StoredSession>, StoreError> {
+    fn session(&self, tenant: &TenantId, principal: &PrincipalId, session: &SessionId) -> Result<Option<StoredSession>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
-            let r: Option<SessionRow> = row(
-                conn,
-                "tenant = ?1 AND principal = ?2 AND session = ?3",
-                &[
-                    Arg::Text(tenant.as_str()),
-                    Arg::Text(principal.as_str()),
-                    Arg::Text(session.as_str()),
-                ],
-            )?;
-            let key = row_key(
-                Table::Sessions,
-                tenant.as_str(),
-                &[principal.as_str(), session.as_str()],
-            );
-            let Some(r) = checked(view, &key, r, || format!("{principal}/{session}"))? else {
-                return Ok(None);
-            };
-            serde_json::from_str(&r.record)
-                .map(Some)
-                .map_err(|e| StoreError::Corrupt(format!("session: {e}")))
+            let r: Option<SessionRow> =
+                row(conn, "tenant = ?1 AND principal = ?2 AND session = ?3", &[Arg::Text(tenant.as_str()), Arg::Text(principal.as_str()), Arg::Text(session.as_str())])?;
+            let key = row_key(Table::Sessions, tenant.as_str(), &[principal.as_str(), session.as_str()]);
+            let Some(r) = checked(view, &key, r, || format!("{principal}/{session}"))? else { return Ok(None) };
+            serde_json::from_str(&r.record).map(Some).map_err(|e| StoreError::Corrupt(format!("session: {e}")))
         })
     }
 
-    fn search(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        query: &[f32],
-        k: usize,
-        reader: &PrincipalId,
-    ) -> Result<Vec<Hit>, StoreError> {
+    fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
         check_k(k)?;
         // The vector index is this process's: caught up first, so it holds every item another
         // process committed before this search (rows read back below are checked as always).
@@ -1681,27 +1081,19 @@ impl Store for PostgresStore {
         })
     }
 
-    fn search_lexical(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        text: &str,
-        query: &[f32],
-        k: usize,
-        reader: &PrincipalId,
-    ) -> Result<Vec<Hit>, StoreError> {
+    fn search_lexical(&self, tenant: &TenantId, namespace: &Namespace, text: &str, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
         check_k(k)?;
+        // Any term may match. The SQLite store leaves out words that match more than
+        // `TERM_MATCHES_MAX` memories of the namespace; here counting them (a GIN index answers
+        // only with bitmap scans, so each count visits the heap) cost more than the ranking it
+        // saves: 10-word queries over 10,000 memories, search p50 27.6 ms without the count,
+        // 45-48 ms with it (examples/engine_round_trips.rs, 2026-12-04).
+        let terms = ts_terms(text);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = terms.join(" | ");
         self.read_tenant(tenant.as_str(), |conn, view| {
-            // Any term may match. The SQLite store leaves out words that match more than
-            // `TERM_MATCHES_MAX` memories of the namespace; here counting them (a GIN index
-            // answers only with bitmap scans, so each count visits the heap) cost more than the
-            // ranking it saves: 10-word queries over 10,000 memories, search p50 27.6 ms without
-            // the count, 45-48 ms with it (examples/engine_round_trips.rs, 2026-12-04).
-            let terms = ts_terms(text);
-            if terms.is_empty() {
-                return Ok(Vec::new());
-            }
-            let q = terms.join(" | ");
             // Fetch wider until k eligible matches are found or there are no more: the
             // permission filter runs on the verified item, never on the text index.
             let mut limit = k.saturating_mul(4);
@@ -1764,35 +1156,22 @@ impl Store for PostgresStore {
         let mut conn = self.reader()?;
         let n = to.saturating_sub(from);
         let rows = conn
-            .query(
-                "SELECT entry FROM log ORDER BY tenant COLLATE \"C\", idx LIMIT ?2 OFFSET ?1",
-                &[Arg::Int(i64_of(from)), Arg::Int(i64_of(n))],
-            )
+            .query("SELECT entry FROM log ORDER BY tenant COLLATE \"C\", idx LIMIT ?2 OFFSET ?1", &[Arg::Int(i64_of(from)), Arg::Int(i64_of(n))])
             .map_err(store_db_err)?;
-        rows.iter()
-            .map(|r| PgRow(r).blob(0).map_err(store_db_err))
-            .collect()
+        rows.iter().map(|r| PgRow(r).blob(0).map_err(store_db_err)).collect()
     }
 
     fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, StoreError> {
-        self.global_view()
-            .inclusion_proof(index, size)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))
+        self.global_view().inclusion_proof(index, size).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     fn consistency_proof(&self, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError> {
-        self.global_view()
-            .consistency_proof(old_size, new_size)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))
+        self.global_view().consistency_proof(old_size, new_size).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     fn checkpoint(&self, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
         for t in self.refresh_all()? {
-            let stale = read(&self.view)
-                .logs
-                .tenants
-                .get(&t)
-                .is_some_and(|l| l.log.len() > l.last_checkpoint);
+            let stale = read(&self.view).logs.tenants.get(&t).is_some_and(|l| l.log.len() > l.last_checkpoint);
             if stale {
                 let mut conn = ready(&self.writer)?;
                 self.write_checkpoint(&mut conn, &t, now_ms)?;
@@ -1818,11 +1197,7 @@ impl Store for PostgresStore {
         // Caught up first, so a view cached above the store learns of another process's write
         // on its next use.
         self.refresh(tenant.as_str());
-        read(&self.view)
-            .foreign
-            .get(tenant.as_str())
-            .copied()
-            .unwrap_or(0)
+        read(&self.view).foreign.get(tenant.as_str()).copied().unwrap_or(0)
     }
 
     fn foreign_entries(&self, tenant: &TenantId, since: u64) -> Option<(u64, Vec<u64>)> {
@@ -1837,11 +1212,7 @@ impl Store for PostgresStore {
         if since > now || history.front().is_none_or(|(v, _)| *v > since + 1) {
             return None;
         }
-        let mut out: Vec<u64> = history
-            .iter()
-            .filter(|(v, _)| *v > since)
-            .flat_map(|(_, ix)| ix.iter().copied())
-            .collect();
+        let mut out: Vec<u64> = history.iter().filter(|(v, _)| *v > since).flat_map(|(_, ix)| ix.iter().copied()).collect();
         out.sort_unstable();
         out.dedup();
         Some((now, out))
@@ -1852,12 +1223,7 @@ impl Store for PostgresStore {
             Ok(ts) => ts.iter().filter_map(|t| TenantId::new(t).ok()).collect(),
             Err(e) => {
                 eprintln!("memwarden-store-pg: listing tenants failed: {e}");
-                let mut out: Vec<TenantId> = read(&self.view)
-                    .logs
-                    .tenants
-                    .keys()
-                    .filter_map(|t| TenantId::new(t).ok())
-                    .collect();
+                let mut out: Vec<TenantId> = read(&self.view).logs.tenants.keys().filter_map(|t| TenantId::new(t).ok()).collect();
                 out.sort();
                 out
             }
@@ -1866,10 +1232,7 @@ impl Store for PostgresStore {
 
     fn log_len_of(&self, tenant: &TenantId) -> u64 {
         self.refresh(tenant.as_str());
-        read(&self.view)
-            .logs
-            .of(tenant.as_str())
-            .map_or(0, VerdictLog::len)
+        read(&self.view).logs.of(tenant.as_str()).map_or(0, VerdictLog::len)
     }
 
     fn log_root_of(&self, tenant: &TenantId) -> (u64, Hash, Hash) {
@@ -1881,65 +1244,29 @@ impl Store for PostgresStore {
         }
     }
 
-    fn log_entries_of(
-        &self,
-        tenant: &TenantId,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
+    fn log_entries_of(&self, tenant: &TenantId, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
         let mut conn = self.reader()?;
         let rows = conn
-            .query(
-                "SELECT entry FROM log WHERE tenant = ?1 AND idx >= ?2 AND idx < ?3 ORDER BY idx",
-                &[
-                    Arg::Text(tenant.as_str()),
-                    Arg::Int(i64_of(from)),
-                    Arg::Int(i64_of(to)),
-                ],
-            )
+            .query("SELECT entry FROM log WHERE tenant = ?1 AND idx >= ?2 AND idx < ?3 ORDER BY idx", &[Arg::Text(tenant.as_str()), Arg::Int(i64_of(from)), Arg::Int(i64_of(to))])
             .map_err(store_db_err)?;
-        rows.iter()
-            .map(|r| PgRow(r).blob(0).map_err(store_db_err))
-            .collect()
+        rows.iter().map(|r| PgRow(r).blob(0).map_err(store_db_err)).collect()
     }
 
-    fn inclusion_proof_of(
-        &self,
-        tenant: &TenantId,
-        index: u64,
-        size: u64,
-    ) -> Result<Vec<Hash>, StoreError> {
+    fn inclusion_proof_of(&self, tenant: &TenantId, index: u64, size: u64) -> Result<Vec<Hash>, StoreError> {
         self.refresh(tenant.as_str());
         let view = read(&self.view);
-        let log = view
-            .logs
-            .of(tenant.as_str())
-            .ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
-        log.inclusion_proof(index, size)
-            .map_err(|e| StoreError::BadQuery(e.to_string()))
+        let log = view.logs.of(tenant.as_str()).ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
+        log.inclusion_proof(index, size).map_err(|e| StoreError::BadQuery(e.to_string()))
     }
 
-    fn consistency_proof_of(
-        &self,
-        tenant: &TenantId,
-        old_size: u64,
-        new_size: u64,
-    ) -> Result<Vec<Hash>, StoreError> {
+    fn consistency_proof_of(&self, tenant: &TenantId, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError> {
         self.refresh(tenant.as_str());
         let view = read(&self.view);
-        let log = view
-            .logs
-            .of(tenant.as_str())
-            .ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
-        log.consistency_proof(old_size, new_size)
-            .map_err(|e| StoreError::BadQuery(e.to_string()))
+        let log = view.logs.of(tenant.as_str()).ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
+        log.consistency_proof(old_size, new_size).map_err(|e| StoreError::BadQuery(e.to_string()))
     }
 
-    fn checkpoint_of(
-        &self,
-        tenant: &TenantId,
-        now_ms: u64,
-    ) -> Result<SignedCheckpoint, StoreError> {
+    fn checkpoint_of(&self, tenant: &TenantId, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
         self.refresh(tenant.as_str());
         let mut conn = ready(&self.writer)?;
         self.write_checkpoint(&mut conn, tenant.as_str(), now_ms)
@@ -1947,17 +1274,11 @@ impl Store for PostgresStore {
 
     fn checkpoints_of(&self, tenant: &TenantId) -> Result<Vec<SignedCheckpoint>, StoreError> {
         let mut conn = self.reader()?;
-        let rows = conn
-            .query(
-                "SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size",
-                &[Arg::Text(tenant.as_str())],
-            )
-            .map_err(store_db_err)?;
+        let rows = conn.query("SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size", &[Arg::Text(tenant.as_str())]).map_err(store_db_err)?;
         rows.iter()
             .map(|r| {
                 let rec = PgRow(r).text(0).map_err(store_db_err)?;
-                serde_json::from_str(&rec)
-                    .map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))
+                serde_json::from_str(&rec).map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))
             })
             .collect()
     }
@@ -1971,17 +1292,8 @@ impl Store for PostgresStore {
 impl PostgresStore {
     /// Export `tenant` into `out` (the `memwarden-tenant/1` JSON Lines file), read in one
     /// REPEATABLE READ snapshot; nothing is written unless the tenant's log and rows verify.
-    pub fn export_tenant(
-        &self,
-        tenant: &TenantId,
-        now_ms: u64,
-        out: &mut dyn std::io::Write,
-    ) -> Result<Exported, TransferError> {
-        let source = Source {
-            backend: "postgres".into(),
-            store_id: self.store_id.clone(),
-            log_key: self.key.verifying_key().to_bytes(),
-        };
+    pub fn export_tenant(&self, tenant: &TenantId, now_ms: u64, out: &mut dyn std::io::Write) -> Result<Exported, TransferError> {
+        let source = Source { backend: "postgres".into(), store_id: self.store_id.clone(), log_key: self.key.verifying_key().to_bytes() };
         let mut conn = self.reader()?;
         conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
         let res = export_from(&PgDb::new(&mut conn), tenant, &source, now_ms, out);
@@ -1996,11 +1308,7 @@ impl PostgresStore {
     /// The log keeps the source's entries (same size, root and head); the store signs a
     /// checkpoint of its own at the imported size. Later vector keys of the tenant start above
     /// the imported ones (`vseq_base:<tenant>` in `meta`).
-    pub fn import_tenant(
-        &self,
-        src: &mut dyn std::io::BufRead,
-        now_ms: u64,
-    ) -> Result<Imported, TransferError> {
+    pub fn import_tenant(&self, src: &mut dyn std::io::BufRead, now_ms: u64) -> Result<Imported, TransferError> {
         let mut lines = Lines::new(src);
         let head = read_head(&mut lines)?;
         let tenant = head.tenant.as_str().to_owned();
@@ -2009,22 +1317,11 @@ impl PostgresStore {
         conn.begin("BEGIN")?;
         let out = (|| -> Result<Imported, TransferError> {
             let name = self.lock_name(&tenant);
-            conn.query(
-                "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
-                &[Arg::Text(&name)],
-            )
-            .map_err(store_db_err)?;
+            conn.query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))", &[Arg::Text(&name)]).map_err(store_db_err)?;
             let witnessed = HashMap::new();
-            let target = Target {
-                key: &self.key,
-                gseq: 0,
-                witnessed: &witnessed,
-                now_ms,
-            };
+            let target = Target { key: &self.key, gseq: 0, witnessed: &witnessed, now_ms };
             let imported = import_rows(&PgDb::new(&mut conn), head, &mut lines, &target)?;
-            let base = imported.max_vseq.map_or(0, |m| {
-                m.saturating_add(1).saturating_sub(i64_of(size)).max(0)
-            });
+            let base = imported.max_vseq.map_or(0, |m| m.saturating_add(1).saturating_sub(i64_of(size)).max(0));
             if base > 0 {
                 let key = format!("vseq_base:{tenant}");
                 let value = base.to_string();
@@ -2035,8 +1332,7 @@ impl PostgresStore {
         })();
         let imported = match out {
             Ok(i) => {
-                conn.batch("COMMIT")
-                    .map_err(|e| StoreError::Database(format!("commit failed: {e}")))?;
+                conn.batch("COMMIT").map_err(|e| StoreError::Database(format!("commit failed: {e}")))?;
                 i
             }
             Err(e) => {
@@ -2060,11 +1356,7 @@ impl PostgresStore {
 /// Drop a store's schema and everything in it (tests; irreversible).
 pub fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {
     let mut conn = Conn::connect(url, "public")?;
-    conn.batch(&format!(
-        "DROP SCHEMA IF EXISTS {} CASCADE",
-        quote_ident(schema)
-    ))
-    .map_err(store_db_err)
+    conn.batch(&format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(schema))).map_err(store_db_err)
 }
 
 #[cfg(test)]
@@ -2074,24 +1366,12 @@ mod tests {
     #[test]
     fn a_store_spec_names_its_schema() {
         let c = PgConfig::from_spec("postgres://u@h:5432/db?schema=prod&sslmode=disable", "/k");
-        assert_eq!(
-            (c.url.as_str(), c.schema.as_str()),
-            ("postgres://u@h:5432/db?sslmode=disable", "prod")
-        );
+        assert_eq!((c.url.as_str(), c.schema.as_str()), ("postgres://u@h:5432/db?sslmode=disable", "prod"));
         let c = PgConfig::from_spec("postgresql://u@h/db?schema=x", "/k");
-        assert_eq!(
-            (c.url.as_str(), c.schema.as_str()),
-            ("postgresql://u@h/db", "x")
-        );
+        assert_eq!((c.url.as_str(), c.schema.as_str()), ("postgresql://u@h/db", "x"));
         let c = PgConfig::from_spec("postgres://u@h/db", "/k");
-        assert_eq!(
-            (c.url.as_str(), c.schema.as_str()),
-            ("postgres://u@h/db", "memwarden")
-        );
+        assert_eq!((c.url.as_str(), c.schema.as_str()), ("postgres://u@h/db", "memwarden"));
         let c = PgConfig::from_spec("host=127.0.0.1 schema=s1 dbname=test", "/k");
-        assert_eq!(
-            (c.url.as_str(), c.schema.as_str()),
-            ("host=127.0.0.1 dbname=test", "s1")
-        );
+        assert_eq!((c.url.as_str(), c.schema.as_str()), ("host=127.0.0.1 dbname=test", "s1"));
     }
 }

@@ -21,8 +21,7 @@ use memwarden_store_pg::{PgConfig, PostgresStore, drop_schema};
 use std::sync::Arc;
 
 fn pg_url() -> String {
-    std::env::var("MEMWARDEN_PG_URL")
-        .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into())
+    std::env::var("MEMWARDEN_PG_URL").unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into())
 }
 
 /// How a case reaches the database behind the store, as an attacker with write access would.
@@ -58,8 +57,7 @@ struct PgRaw {
 impl PgRaw {
     fn client(&self) -> postgres::Client {
         let mut c = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("SET search_path TO \"{}\"", self.schema))
-            .unwrap();
+        c.batch_execute(&format!("SET search_path TO \"{}\"", self.schema)).unwrap();
         c
     }
 }
@@ -101,14 +99,7 @@ impl Drop for Harness {
 fn sqlite() -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(open(dir.path()));
-    Harness {
-        name: "sqlite",
-        a: Arc::clone(&store),
-        b: store,
-        raw: Box::new(SqliteRaw(db(dir.path()))),
-        pg: None,
-        _dir: dir,
-    }
+    Harness { name: "sqlite", a: Arc::clone(&store), b: store, raw: Box::new(SqliteRaw(db(dir.path()))), pg: None, _dir: dir }
 }
 
 fn pg_config(dir: &std::path::Path) -> PgConfig {
@@ -143,18 +134,8 @@ fn postgres() -> Harness {
     let config = pg_config(dir.path());
     let a: Arc<dyn Store> = Arc::new(open_pg(&config));
     let b: Arc<dyn Store> = Arc::new(open_pg(&config));
-    let raw = Box::new(PgRaw {
-        url: config.url.clone(),
-        schema: config.schema.clone(),
-    });
-    Harness {
-        name: "postgres",
-        a,
-        b,
-        raw,
-        pg: Some(config),
-        _dir: dir,
-    }
+    let raw = Box::new(PgRaw { url: config.url.clone(), schema: config.schema.clone() });
+    Harness { name: "postgres", a, b, raw, pg: Some(config), _dir: dir }
 }
 
 /// Run `case` against both backends.
@@ -187,39 +168,18 @@ fn inbox() -> Principal {
 }
 
 fn setup(store: &dyn Store) {
-    for p in [
-        principal("ana", PrincipalKind::Agent),
-        principal("ben", PrincipalKind::Agent),
-        uma(),
-        inbox(),
-    ] {
+    for p in [principal("ana", PrincipalKind::Agent), principal("ben", PrincipalKind::Agent), uma(), inbox()] {
         one(store, 0, Mutation::Principal(p));
     }
 }
 
-fn write_as(
-    store: &dyn Store,
-    writer: &Principal,
-    n: u64,
-    text: &str,
-    route: Route,
-    private: bool,
-) {
+fn write_as(store: &dyn Store, writer: &Principal, n: u64, text: &str, route: Route, private: bool) {
     let mut req = WriteRequest::new(ns(), text, route);
     if private {
         req.readers = Some(Default::default());
     }
-    let w = Authority::default()
-        .admit_write(writer, &tenant(), req, &[], id(n), n)
-        .unwrap();
-    one(
-        store,
-        n,
-        Mutation::Item {
-            write: w,
-            embedding: Some(vector(n)),
-        },
-    );
+    let w = Authority::default().admit_write(writer, &tenant(), req, &[], id(n), n).unwrap();
+    one(store, n, Mutation::Item { write: w, embedding: Some(vector(n)) });
 }
 
 /// The decision consuming the grant `nonce` to pay ACCT-7 (pushed by the untrusted email `email`),
@@ -227,28 +187,14 @@ fn write_as(
 fn grant_decision(store: &dyn Store, email: u64, nonce: [u8; 16]) -> Mutation {
     let email = store.item(&tenant(), &id(email)).unwrap().unwrap();
     let value = NormValue::new(ValueKind::Account, "ACCT-7").unwrap();
-    let grant = Grant {
-        tenant: tenant(),
-        user: pid("uma"),
-        tool: "pay".into(),
-        key: "payee".into(),
-        value,
-        amount: None,
-        nonce,
-        issued_ms: 10,
-        expires_ms: 1_000_000,
-    }
-    .sign(&user_key());
+    let grant =
+        Grant { tenant: tenant(), user: pid("uma"), tool: "pay".into(), key: "payee".into(), value, amount: None, nonce, issued_ms: 10, expires_ms: 1_000_000 }
+            .sign(&user_key());
     let action = ActionRequest {
         tool: "pay".into(),
         kind: ActionKind::Act,
         risk: Risk::High,
-        values: vec![ActionValue {
-            key: "payee".into(),
-            value: "ACCT-7".into(),
-            kind: ValueKind::Account,
-            sources: vec![],
-        }],
+        values: vec![ActionValue { key: "payee".into(), value: "ACCT-7".into(), kind: ValueKind::Account, sources: vec![] }],
         amount: None,
         context: vec![email.id()],
         grants: vec![grant],
@@ -275,18 +221,8 @@ fn grant_decision(store: &dyn Store, email: u64, nonce: [u8; 16]) -> Mutation {
         session_witnesses: &[],
     };
     let outcome = Authority::default().decide(&action, &ctx);
-    assert_eq!(
-        outcome.grant_uses().len(),
-        1,
-        "the decision consumes the grant: {:?}",
-        outcome.verdict()
-    );
-    Mutation::Decision {
-        actor: pid("ana"),
-        tenant: tenant(),
-        action: serde_json::json!({"tool": "pay"}),
-        outcome,
-    }
+    assert_eq!(outcome.grant_uses().len(), 1, "the decision consumes the grant: {:?}", outcome.verdict());
+    Mutation::Decision { actor: pid("ana"), tenant: tenant(), action: serde_json::json!({"tool": "pay"}), outcome }
 }
 
 #[test]
@@ -296,26 +232,12 @@ fn a_commit_reads_back_verified_through_either_handle() {
         let ana = principal("ana", PrincipalKind::Agent);
         let mut req = WriteRequest::new(ns(), "the offsite is on friday", Route::Direct);
         req.readers = None;
-        let w = Authority::default()
-            .admit_write(&ana, &tenant(), req, &[], id(1), 1)
-            .unwrap();
+        let w = Authority::default().admit_write(&ana, &tenant(), req, &[], id(1), 1).unwrap();
         let digest = w.item().identity_digest();
-        let r = one(
-            &*h.a,
-            1,
-            Mutation::Item {
-                write: w,
-                embedding: Some(vector(1)),
-            },
-        );
+        let r = one(&*h.a, 1, Mutation::Item { write: w, embedding: Some(vector(1)) });
         for s in [&h.a, &h.b] {
             let item = s.item(&tenant(), &id(1)).unwrap().expect("the item");
-            assert_eq!(
-                item.identity_digest(),
-                digest,
-                "{}: the identity digest the log committed",
-                h.name
-            );
+            assert_eq!(item.identity_digest(), digest, "{}: the identity digest the log committed", h.name);
             assert_eq!(item.content(), "the offsite is on friday");
             assert_eq!(s.count(&tenant()).unwrap(), 1);
             assert_eq!(s.list(&tenant(), &ns(), 10).unwrap().len(), 1);
@@ -323,69 +245,22 @@ fn a_commit_reads_back_verified_through_either_handle() {
             assert_eq!(ordered.len(), 1);
             assert_eq!(ordered[0].log_index, r.log_index);
             assert_eq!(s.principals(&tenant()).unwrap().len(), 4);
-            assert_eq!(
-                s.principal(&tenant(), &pid("ben")).unwrap().unwrap().id,
-                pid("ben")
-            );
+            assert_eq!(s.principal(&tenant(), &pid("ben")).unwrap().unwrap().id, pid("ben"));
             assert_eq!(s.log_len_of(&tenant()), r.log_index + 1);
             let (len, _, head) = s.log_root_of(&tenant());
-            assert_eq!(
-                (len, head),
-                (r.log_index + 1, r.leaf),
-                "{}: the receipt is the head",
-                h.name
-            );
-            let hits = s
-                .search(&tenant(), &ns(), &vector(1), 5, &pid("ben"))
-                .unwrap();
-            assert_eq!(
-                hits.len(),
-                1,
-                "{}: searchable through either handle",
-                h.name
-            );
-            let lexical = s
-                .search_lexical(
-                    &tenant(),
-                    &ns(),
-                    "when is the offsite?",
-                    &vector(1),
-                    5,
-                    &pid("ben"),
-                )
-                .unwrap();
+            assert_eq!((len, head), (r.log_index + 1, r.leaf), "{}: the receipt is the head", h.name);
+            let hits = s.search(&tenant(), &ns(), &vector(1), 5, &pid("ben")).unwrap();
+            assert_eq!(hits.len(), 1, "{}: searchable through either handle", h.name);
+            let lexical = s.search_lexical(&tenant(), &ns(), "when is the offsite?", &vector(1), 5, &pid("ben")).unwrap();
             assert_eq!(lexical.len(), 1, "{}: lexical hit", h.name);
             assert!(lexical[0].lexical.is_some_and(|x| x > 0.0));
             assert!(s.verify_log_of(&tenant()).unwrap().is_ok());
             assert!(s.verify_log().unwrap().is_ok());
         }
         // An id is never reused.
-        let again = Authority::default()
-            .admit_write(
-                &ana,
-                &tenant(),
-                WriteRequest::new(ns(), "dup", Route::Direct),
-                &[],
-                id(1),
-                2,
-            )
-            .unwrap();
-        let r =
-            h.b.commit(
-                2,
-                vec![Mutation::Item {
-                    write: again,
-                    embedding: None,
-                }],
-            )
-            .unwrap()
-            .pop()
-            .unwrap();
-        assert!(
-            matches!(r, Err(CommitError::ItemExists(_))),
-            "{}: {r:?}",
-            h.name
-        );
+        let again = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), "dup", Route::Direct), &[], id(1), 2).unwrap();
+        let r = h.b.commit(2, vec![Mutation::Item { write: again, embedding: None }]).unwrap().pop().unwrap();
+        assert!(matches!(r, Err(CommitError::ItemExists(_))), "{}: {r:?}", h.name);
     });
 }
 
@@ -394,65 +269,14 @@ fn an_atomic_commit_is_all_or_nothing() {
     check(|h| {
         setup(&*h.a);
         let ana = principal("ana", PrincipalKind::Agent);
-        let ok = Authority::default()
-            .admit_write(
-                &ana,
-                &tenant(),
-                WriteRequest::new(ns(), "first", Route::Direct),
-                &[],
-                id(1),
-                1,
-            )
-            .unwrap();
-        let dup = Authority::default()
-            .admit_write(
-                &ana,
-                &tenant(),
-                WriteRequest::new(ns(), "second", Route::Direct),
-                &[],
-                id(1),
-                1,
-            )
-            .unwrap();
+        let ok = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), "first", Route::Direct), &[], id(1), 1).unwrap();
+        let dup = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), "second", Route::Direct), &[], id(1), 1).unwrap();
         let before = h.a.log_len_of(&tenant());
-        let r =
-            h.a.commit_atomic(
-                1,
-                vec![
-                    Mutation::Item {
-                        write: ok,
-                        embedding: Some(vector(1)),
-                    },
-                    Mutation::Item {
-                        write: dup,
-                        embedding: None,
-                    },
-                ],
-            )
-            .unwrap();
-        assert!(
-            matches!(r, Err(CommitError::ItemExists(_))),
-            "{}: {r:?}",
-            h.name
-        );
-        assert_eq!(
-            h.b.log_len_of(&tenant()),
-            before,
-            "{}: no entry of the failed operation",
-            h.name
-        );
-        assert!(
-            h.b.item(&tenant(), &id(1)).unwrap().is_none(),
-            "{}: no row of the failed operation",
-            h.name
-        );
-        assert!(
-            h.b.search(&tenant(), &ns(), &vector(1), 5, &pid("ana"))
-                .unwrap()
-                .is_empty(),
-            "{}: no vector of the failed operation",
-            h.name
-        );
+        let r = h.a.commit_atomic(1, vec![Mutation::Item { write: ok, embedding: Some(vector(1)) }, Mutation::Item { write: dup, embedding: None }]).unwrap();
+        assert!(matches!(r, Err(CommitError::ItemExists(_))), "{}: {r:?}", h.name);
+        assert_eq!(h.b.log_len_of(&tenant()), before, "{}: no entry of the failed operation", h.name);
+        assert!(h.b.item(&tenant(), &id(1)).unwrap().is_none(), "{}: no row of the failed operation", h.name);
+        assert!(h.b.search(&tenant(), &ns(), &vector(1), 5, &pid("ana")).unwrap().is_empty(), "{}: no vector of the failed operation", h.name);
         assert!(h.b.verify_log().unwrap().is_ok());
     });
 }
@@ -468,39 +292,16 @@ fn a_row_edited_outside_the_log_is_refused_on_read_and_named_by_verify() {
         h.raw.exec(r#"UPDATE items SET record = replace(record, '"readers":{"kind":"only","principals":["ana"]}', '"readers":{"kind":"all"}')"#);
         for s in [&h.a, &h.b] {
             let r = s.item(&tenant(), &id(1));
-            assert!(
-                matches!(r, Err(StoreError::ItemTampered { .. })),
-                "{}: {r:?}",
-                h.name
-            );
+            assert!(matches!(r, Err(StoreError::ItemTampered { .. })), "{}: {r:?}", h.name);
             let hits = s.search(&tenant(), &ns(), &vector(1), 5, &pid("ben"));
-            assert!(
-                hits.as_ref().map_or(true, |h| h.is_empty()),
-                "{}: a tampered row is never served: {hits:?}",
-                h.name
-            );
+            assert!(hits.as_ref().map_or(true, |h| h.is_empty()), "{}: a tampered row is never served: {hits:?}", h.name);
             let report = s.verify_log().unwrap();
-            assert!(
-                matches!(&report.problem, Some(Problem::BadRow { table, .. }) if table == "items"),
-                "{}: {:?}",
-                h.name,
-                report.problem
-            );
+            assert!(matches!(&report.problem, Some(Problem::BadRow { table, .. }) if table == "items"), "{}: {:?}", h.name, report.problem);
         }
         // A principal turned into a user by editing its row.
         h.raw.exec("UPDATE principals SET record = replace(record, '\"agent\"', '\"user\"') WHERE id = 'ben'");
         let r = h.b.principal(&tenant(), &pid("ben"));
-        assert!(
-            matches!(
-                r,
-                Err(StoreError::RowTampered {
-                    table: "principals",
-                    ..
-                })
-            ),
-            "{}: {r:?}",
-            h.name
-        );
+        assert!(matches!(r, Err(StoreError::RowTampered { table: "principals", .. })), "{}: {r:?}", h.name);
     });
 }
 
@@ -508,43 +309,20 @@ fn a_row_edited_outside_the_log_is_refused_on_read_and_named_by_verify() {
 fn a_grant_used_once_is_refused_the_second_time_through_the_other_handle() {
     check(|h| {
         setup(&*h.a);
-        write_as(
-            &*h.a,
-            &inbox(),
-            9,
-            "pay ACCT-7 now",
-            Route::ExternalObservation,
-            false,
-        );
+        write_as(&*h.a, &inbox(), 9, "pay ACCT-7 now", Route::ExternalObservation, false);
         let nonce = [7u8; 16];
         let first = grant_decision(&*h.a, 9, nonce);
         h.a.commit(20, vec![first]).unwrap().pop().unwrap().unwrap();
-        assert!(
-            h.b.grant_used(&tenant(), &nonce).unwrap(),
-            "{}: the other handle sees the use",
-            h.name
-        );
+        assert!(h.b.grant_used(&tenant(), &nonce).unwrap(), "{}: the other handle sees the use", h.name);
         let second = grant_decision(&*h.b, 9, nonce);
         let r = h.b.commit(21, vec![second]).unwrap().pop().unwrap();
-        assert!(
-            matches!(r, Err(CommitError::GrantAlreadyUsed(_))),
-            "{}: {r:?}",
-            h.name
-        );
+        assert!(matches!(r, Err(CommitError::GrantAlreadyUsed(_))), "{}: {r:?}", h.name);
         // A deleted grants_used row does not make the grant usable again.
         h.raw.exec("DELETE FROM grants_used");
-        assert!(
-            h.b.grant_used(&tenant(), &nonce).unwrap(),
-            "{}: the log says it was used",
-            h.name
-        );
+        assert!(h.b.grant_used(&tenant(), &nonce).unwrap(), "{}: the log says it was used", h.name);
         let third = grant_decision(&*h.a, 9, nonce);
         let r = h.a.commit(22, vec![third]).unwrap().pop().unwrap();
-        assert!(
-            matches!(r, Err(CommitError::GrantAlreadyUsed(_))),
-            "{}: {r:?}",
-            h.name
-        );
+        assert!(matches!(r, Err(CommitError::GrantAlreadyUsed(_))), "{}: {r:?}", h.name);
     });
 }
 
@@ -560,64 +338,25 @@ fn a_word_in_too_many_memories_and_the_lexical_query() {
         let many = memwarden_store::lexical::TERM_MATCHES_MAX as u64 + 8;
         let muts: Vec<Mutation> = (1..=many)
             .map(|n| {
-                let req =
-                    WriteRequest::new(ns(), format!("caroline wrote entry {n}"), Route::Direct);
-                Mutation::Item {
-                    write: Authority::default()
-                        .admit_write(&ana, &tenant(), req, &[], id(n), n)
-                        .unwrap(),
-                    embedding: Some(vector(n)),
-                }
+                let req = WriteRequest::new(ns(), format!("caroline wrote entry {n}"), Route::Direct);
+                Mutation::Item { write: Authority::default().admit_write(&ana, &tenant(), req, &[], id(n), n).unwrap(), embedding: Some(vector(n)) }
             })
             .collect();
         for r in h.a.commit(many, muts).unwrap() {
             r.unwrap();
         }
-        write_as(
-            &*h.a,
-            &ana,
-            many + 1,
-            "caroline adopted a zebra",
-            Route::Direct,
-            false,
-        );
+        write_as(&*h.a, &ana, many + 1, "caroline adopted a zebra", Route::Direct, false);
         for s in [&h.a, &h.b] {
-            let hits = s
-                .search_lexical(
-                    &tenant(),
-                    &ns(),
-                    "did caroline adopt the zebra",
-                    &vector(1),
-                    5,
-                    &pid("ben"),
-                )
-                .unwrap();
-            assert_eq!(
-                hits.first().map(|x| x.item.id()),
-                Some(id(many + 1)),
-                "{}: the zebra memory comes first",
-                h.name
-            );
-            let frequent = s
-                .search_lexical(&tenant(), &ns(), "caroline", &vector(1), 5, &pid("ben"))
-                .unwrap();
+            let hits = s.search_lexical(&tenant(), &ns(), "did caroline adopt the zebra", &vector(1), 5, &pid("ben")).unwrap();
+            assert_eq!(hits.first().map(|x| x.item.id()), Some(id(many + 1)), "{}: the zebra memory comes first", h.name);
+            let frequent = s.search_lexical(&tenant(), &ns(), "caroline", &vector(1), 5, &pid("ben")).unwrap();
             if h.name == "sqlite" {
                 assert_eq!(hits.len(), 1, "sqlite: only the zebra memory is proposed");
-                assert!(
-                    frequent.is_empty(),
-                    "sqlite: a frequent word alone proposes nothing"
-                );
+                assert!(frequent.is_empty(), "sqlite: a frequent word alone proposes nothing");
             } else {
                 assert_eq!(frequent.len(), 5, "{}: the frequent word is kept", h.name);
             }
-            assert_eq!(
-                s.search(&tenant(), &ns(), &vector(3), 5, &pid("ben"))
-                    .unwrap()
-                    .len(),
-                5,
-                "{}: the vector search sees everything",
-                h.name
-            );
+            assert_eq!(s.search(&tenant(), &ns(), &vector(3), 5, &pid("ben")).unwrap().len(), 5, "{}: the vector search sees everything", h.name);
         }
     });
 }
@@ -629,73 +368,29 @@ fn guarded_search_never_returns_an_ineligible_item() {
         let ana = principal("ana", PrincipalKind::Agent);
         // 20 memories; every third private to ana, memory 5 revoked through the other handle.
         for n in 1..=20 {
-            write_as(
-                &*h.a,
-                &ana,
-                n,
-                &format!("note number {n} about the launch"),
-                Route::Direct,
-                n % 3 == 0,
-            );
+            write_as(&*h.a, &ana, n, &format!("note number {n} about the launch"), Route::Direct, n % 3 == 0);
         }
         let item = h.b.item(&tenant(), &id(5)).unwrap().unwrap();
-        let rev = Authority::default()
-            .admit_revocation(&ana, &item, "wrong")
-            .unwrap();
+        let rev = Authority::default().admit_revocation(&ana, &item, "wrong").unwrap();
         one(&*h.b, 30, Mutation::Revocation(rev));
         let private: Vec<ItemId> = (1..=20).filter(|n| n % 3 == 0).map(id).collect();
         let eligible_ben = 20 - private.len() - 1;
         for s in [&h.a, &h.b] {
             for q in 1..=20 {
                 for k in [1, 5, 50] {
-                    let hits = s
-                        .search(&tenant(), &ns(), &vector(q), k, &pid("ben"))
-                        .unwrap();
-                    assert_eq!(
-                        hits.len(),
-                        k.min(eligible_ben),
-                        "{}: min(k, eligible)",
-                        h.name
-                    );
+                    let hits = s.search(&tenant(), &ns(), &vector(q), k, &pid("ben")).unwrap();
+                    assert_eq!(hits.len(), k.min(eligible_ben), "{}: min(k, eligible)", h.name);
                     for hit in &hits {
-                        assert!(
-                            hit.item.readable_by(&pid("ben")),
-                            "{}: ineligible hit {}",
-                            h.name,
-                            hit.item.id()
-                        );
-                        assert!(
-                            !private.contains(&hit.item.id()) && hit.item.id() != id(5),
-                            "{}: {}",
-                            h.name,
-                            hit.item.id()
-                        );
+                        assert!(hit.item.readable_by(&pid("ben")), "{}: ineligible hit {}", h.name, hit.item.id());
+                        assert!(!private.contains(&hit.item.id()) && hit.item.id() != id(5), "{}: {}", h.name, hit.item.id());
                     }
                 }
-                let lexical = s
-                    .search_lexical(&tenant(), &ns(), "launch note", &vector(q), 50, &pid("ben"))
-                    .unwrap();
-                assert_eq!(
-                    lexical.len(),
-                    eligible_ben,
-                    "{}: lexical min(k, eligible)",
-                    h.name
-                );
-                assert!(
-                    lexical
-                        .iter()
-                        .all(|x| x.item.readable_by(&pid("ben")) && x.item.id() != id(5))
-                );
+                let lexical = s.search_lexical(&tenant(), &ns(), "launch note", &vector(q), 50, &pid("ben")).unwrap();
+                assert_eq!(lexical.len(), eligible_ben, "{}: lexical min(k, eligible)", h.name);
+                assert!(lexical.iter().all(|x| x.item.readable_by(&pid("ben")) && x.item.id() != id(5)));
             }
-            let ana_hits = s
-                .search(&tenant(), &ns(), &vector(3), 50, &pid("ana"))
-                .unwrap();
-            assert_eq!(
-                ana_hits.len(),
-                19,
-                "{}: ana reads her private notes, not the revoked one",
-                h.name
-            );
+            let ana_hits = s.search(&tenant(), &ns(), &vector(3), 50, &pid("ana")).unwrap();
+            assert_eq!(ana_hits.len(), 19, "{}: ana reads her private notes, not the revoked one", h.name);
         }
     });
 }
@@ -705,64 +400,20 @@ fn erasure_removes_the_text_everywhere() {
     check(|h| {
         setup(&*h.a);
         let ana = principal("ana", PrincipalKind::Agent);
-        write_as(
-            &*h.a,
-            &ana,
-            1,
-            "the door code is 4417 zebra",
-            Route::Direct,
-            false,
-        );
+        write_as(&*h.a, &ana, 1, "the door code is 4417 zebra", Route::Direct, false);
         write_as(&*h.a, &ana, 2, "lunch is at noon", Route::Direct, false);
-        assert_eq!(
-            h.b.search_lexical(&tenant(), &ns(), "zebra", &vector(1), 5, &pid("ben"))
-                .unwrap()
-                .len(),
-            1
-        );
-        one(
-            &*h.b,
-            10,
-            Mutation::Erasure {
-                tenant: tenant(),
-                ids: vec![id(1)],
-                event: serde_json::json!({"erase": 1}),
-            },
-        );
+        assert_eq!(h.b.search_lexical(&tenant(), &ns(), "zebra", &vector(1), 5, &pid("ben")).unwrap().len(), 1);
+        one(&*h.b, 10, Mutation::Erasure { tenant: tenant(), ids: vec![id(1)], event: serde_json::json!({"erase": 1}) });
         for s in [&h.a, &h.b] {
             assert!(s.item(&tenant(), &id(1)).unwrap().is_none(), "{}", h.name);
-            let hits = s
-                .search(&tenant(), &ns(), &vector(1), 5, &pid("ben"))
-                .unwrap();
-            assert!(
-                hits.iter().all(|x| x.item.id() != id(1)),
-                "{}: erased memory searched",
-                h.name
-            );
+            let hits = s.search(&tenant(), &ns(), &vector(1), 5, &pid("ben")).unwrap();
+            assert!(hits.iter().all(|x| x.item.id() != id(1)), "{}: erased memory searched", h.name);
             assert_eq!(hits.len(), 1);
-            assert!(
-                s.search_lexical(&tenant(), &ns(), "zebra", &vector(1), 5, &pid("ben"))
-                    .unwrap()
-                    .is_empty(),
-                "{}",
-                h.name
-            );
+            assert!(s.search_lexical(&tenant(), &ns(), "zebra", &vector(1), 5, &pid("ben")).unwrap().is_empty(), "{}", h.name);
             let ordered = s.items_in_order(&tenant(), None, 10).unwrap();
-            let tomb = ordered
-                .iter()
-                .find(|o| o.item.id() == id(1))
-                .expect("a tombstone");
-            assert!(
-                tomb.erased && tomb.item.content() == TOMBSTONE_CONTENT,
-                "{}",
-                h.name
-            );
-            assert!(
-                s.verify_log().unwrap().is_ok(),
-                "{}: {:?}",
-                h.name,
-                s.verify_log().unwrap().problem
-            );
+            let tomb = ordered.iter().find(|o| o.item.id() == id(1)).expect("a tombstone");
+            assert!(tomb.erased && tomb.item.content() == TOMBSTONE_CONTENT, "{}", h.name);
+            assert!(s.verify_log().unwrap().is_ok(), "{}: {:?}", h.name, s.verify_log().unwrap().problem);
         }
         // No row of any table holds the text.
         for sql in [
@@ -773,32 +424,9 @@ fn erasure_removes_the_text_everywhere() {
             assert_eq!(h.raw.count(sql), 0, "{}: {sql}", h.name);
         }
         // The id is never reused.
-        let again = Authority::default()
-            .admit_write(
-                &ana,
-                &tenant(),
-                WriteRequest::new(ns(), "reuse", Route::Direct),
-                &[],
-                id(1),
-                11,
-            )
-            .unwrap();
-        let r =
-            h.a.commit(
-                11,
-                vec![Mutation::Item {
-                    write: again,
-                    embedding: None,
-                }],
-            )
-            .unwrap()
-            .pop()
-            .unwrap();
-        assert!(
-            matches!(r, Err(CommitError::ItemExists(_))),
-            "{}: {r:?}",
-            h.name
-        );
+        let again = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), "reuse", Route::Direct), &[], id(1), 11).unwrap();
+        let r = h.a.commit(11, vec![Mutation::Item { write: again, embedding: None }]).unwrap().pop().unwrap();
+        assert!(matches!(r, Err(CommitError::ItemExists(_))), "{}: {r:?}", h.name);
     });
 }
 
@@ -806,78 +434,25 @@ fn erasure_removes_the_text_everywhere() {
 fn session_taint_and_reputation_persist_and_are_bound() {
     check(|h| {
         setup(&*h.a);
-        write_as(
-            &*h.a,
-            &inbox(),
-            1,
-            "external text",
-            Route::ExternalObservation,
-            false,
-        );
+        write_as(&*h.a, &inbox(), 1, "external text", Route::ExternalObservation, false);
         let email = h.a.item(&tenant(), &id(1)).unwrap().unwrap();
         let mut observed = Observed::default();
         observed.observe(&email);
         let s1 = SessionId::new("s1").unwrap();
-        one(
-            &*h.a,
-            2,
-            Mutation::SessionTaint {
-                tenant: tenant(),
-                principal: pid("ana"),
-                session: s1.clone(),
-                observed,
-            },
-        );
-        one(
-            &*h.a,
-            3,
-            Mutation::Feedback {
-                tenant: tenant(),
-                actor: pid("uma"),
-                guards: vec![],
-                reputations: vec![(pid("ana"), 0.25)],
-                record: serde_json::json!({}),
-            },
-        );
-        one(
-            &*h.a,
-            4,
-            Mutation::Lineage {
-                tenant: tenant(),
-                event: serde_json::json!({"read_by": [1]}),
-            },
-        );
-        let stored =
-            h.b.session(&tenant(), &pid("ana"), &s1)
-                .unwrap()
-                .expect("the taint persists");
-        assert!(
-            stored.floor < Integrity::Trusted,
-            "{}: {:?}",
-            h.name,
-            stored.floor
-        );
+        one(&*h.a, 2, Mutation::SessionTaint { tenant: tenant(), principal: pid("ana"), session: s1.clone(), observed });
+        one(&*h.a, 3, Mutation::Feedback { tenant: tenant(), actor: pid("uma"), guards: vec![], reputations: vec![(pid("ana"), 0.25)], record: serde_json::json!({}) });
+        one(&*h.a, 4, Mutation::Lineage { tenant: tenant(), event: serde_json::json!({"read_by": [1]}) });
+        let stored = h.b.session(&tenant(), &pid("ana"), &s1).unwrap().expect("the taint persists");
+        assert!(stored.floor < Integrity::Trusted, "{}: {:?}", h.name, stored.floor);
         assert_eq!(h.b.reputation(&tenant(), &pid("ana")).unwrap(), Some(0.25));
         assert_eq!(h.b.lineage_events(&tenant(), None, 10).unwrap().len(), 1);
         // A deleted session row does not forget the taint; a raised reputation is refused.
         h.raw.exec("DELETE FROM sessions");
-        assert!(
-            h.b.session(&tenant(), &pid("ana"), &s1).is_err(),
-            "{}",
-            h.name
-        );
+        assert!(h.b.session(&tenant(), &pid("ana"), &s1).is_err(), "{}", h.name);
         h.raw.exec("UPDATE reputation SET value = 1.0");
-        assert!(
-            h.b.reputation(&tenant(), &pid("ana")).is_err(),
-            "{}",
-            h.name
-        );
+        assert!(h.b.reputation(&tenant(), &pid("ana")).is_err(), "{}", h.name);
         h.raw.exec("DELETE FROM lineage_events");
-        assert!(
-            h.b.lineage_events(&tenant(), None, 10).is_err(),
-            "{}",
-            h.name
-        );
+        assert!(h.b.lineage_events(&tenant(), None, 10).is_err(), "{}", h.name);
         assert!(h.b.verify_log().unwrap().problem.is_some());
     });
 }
@@ -890,11 +465,7 @@ fn a_changed_log_entry_is_refused() {
         // Flip one byte of a principal entry (index 1).
         h.raw.flip_entry(1);
         let report = h.b.verify_log_of(&tenant()).unwrap();
-        assert!(
-            report.problem.is_some(),
-            "{}: a changed entry verifies",
-            h.name
-        );
+        assert!(report.problem.is_some(), "{}: a changed entry verifies", h.name);
     });
 }
 
@@ -908,78 +479,23 @@ fn another_tenants_memories_principals_and_log_stay_its_own() {
         let gina: Principal =
             serde_json::from_value(serde_json::json!({"id": "ana", "tenant": other, "kind": "agent", "domain": null, "allow_listed": false, "public_key": null})).unwrap();
         one(&*h.b, 0, Mutation::Principal(gina.clone()));
-        write_as(
-            &*h.a,
-            &principal("ana", PrincipalKind::Agent),
-            1,
-            "roadmap: ship the ledger export",
-            Route::Direct,
-            false,
-        );
-        let w = Authority::default()
-            .admit_write(
-                &gina,
-                &other,
-                WriteRequest::new(ns(), "roadmap: ship the ledger export", Route::Direct),
-                &[],
-                id(2),
-                2,
-            )
-            .unwrap();
-        one(
-            &*h.b,
-            2,
-            Mutation::Item {
-                write: w,
-                embedding: Some(vector(1)),
-            },
-        );
+        write_as(&*h.a, &principal("ana", PrincipalKind::Agent), 1, "roadmap: ship the ledger export", Route::Direct, false);
+        let w = Authority::default().admit_write(&gina, &other, WriteRequest::new(ns(), "roadmap: ship the ledger export", Route::Direct), &[], id(2), 2).unwrap();
+        one(&*h.b, 2, Mutation::Item { write: w, embedding: Some(vector(1)) });
         for s in [&h.a, &h.b] {
-            for (mine, theirs, own) in
-                [(tenant(), &other, id(1)), (other.clone(), &tenant(), id(2))]
-            {
+            for (mine, theirs, own) in [(tenant(), &other, id(1)), (other.clone(), &tenant(), id(2))] {
                 let foreign = if own == id(1) { id(2) } else { id(1) };
-                assert!(
-                    s.item(&mine, &foreign).unwrap().is_none(),
-                    "{}: {mine} reads {theirs}'s memory by id",
-                    h.name
-                );
+                assert!(s.item(&mine, &foreign).unwrap().is_none(), "{}: {mine} reads {theirs}'s memory by id", h.name);
                 assert_eq!(s.item(&mine, &own).unwrap().map(|i| i.id()), Some(own));
-                let listed: Vec<ItemId> = s
-                    .list(&mine, &ns(), 10)
-                    .unwrap()
-                    .iter()
-                    .map(MemoryItem::id)
-                    .collect();
+                let listed: Vec<ItemId> = s.list(&mine, &ns(), 10).unwrap().iter().map(MemoryItem::id).collect();
                 assert_eq!(listed, [own], "{}: list of {mine}", h.name);
                 assert_eq!(s.count(&mine).unwrap(), 1);
-                let ordered: Vec<ItemId> = s
-                    .items_in_order(&mine, None, 10)
-                    .unwrap()
-                    .iter()
-                    .map(|o| o.item.id())
-                    .collect();
+                let ordered: Vec<ItemId> = s.items_in_order(&mine, None, 10).unwrap().iter().map(|o| o.item.id()).collect();
                 assert_eq!(ordered, [own], "{}: items_in_order of {mine}", h.name);
-                let hits: Vec<ItemId> = s
-                    .search(&mine, &ns(), &vector(1), 5, &pid("ana"))
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.item.id())
-                    .collect();
+                let hits: Vec<ItemId> = s.search(&mine, &ns(), &vector(1), 5, &pid("ana")).unwrap().iter().map(|x| x.item.id()).collect();
                 assert_eq!(hits, [own], "{}: vector search of {mine}", h.name);
-                let lexical: Vec<ItemId> = s
-                    .search_lexical(
-                        &mine,
-                        &ns(),
-                        "ledger export roadmap",
-                        &vector(1),
-                        5,
-                        &pid("ana"),
-                    )
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.item.id())
-                    .collect();
+                let lexical: Vec<ItemId> =
+                    s.search_lexical(&mine, &ns(), "ledger export roadmap", &vector(1), 5, &pid("ana")).unwrap().iter().map(|x| x.item.id()).collect();
                 assert_eq!(lexical, [own], "{}: lexical search of {mine}", h.name);
             }
             assert_eq!(s.principals(&other).unwrap().len(), 1, "{}", h.name);
@@ -989,18 +505,9 @@ fn another_tenants_memories_principals_and_log_stay_its_own() {
         let other_len = h.a.log_len_of(&other);
         h.raw.flip_entry(1);
         for s in [&h.a, &h.b] {
-            assert!(
-                s.verify_log_of(&tenant()).unwrap().problem.is_some(),
-                "{}: the changed entry verifies",
-                h.name
-            );
+            assert!(s.verify_log_of(&tenant()).unwrap().problem.is_some(), "{}: the changed entry verifies", h.name);
             let theirs = s.verify_log_of(&other).unwrap();
-            assert!(
-                theirs.is_ok(),
-                "{}: the other tenant's log is blamed: {:?}",
-                h.name,
-                theirs.problem
-            );
+            assert!(theirs.is_ok(), "{}: the other tenant's log is blamed: {:?}", h.name, theirs.problem);
             assert_eq!(s.log_len_of(&other), other_len);
         }
     });
@@ -1042,50 +549,23 @@ fn two_processes_appending_concurrently_keep_one_unforked_chain_per_tenant() {
         // genesis + principal + half of every thread's writes
         let expected = 2 + 4 * PER_THREAD / 2;
         for s in &stores {
-            assert_eq!(
-                s.log_len_of(&t),
-                expected,
-                "every write is in {t}'s log exactly once"
-            );
+            assert_eq!(s.log_len_of(&t), expected, "every write is in {t}'s log exactly once");
             let report = s.verify_log_of(&t).unwrap();
             assert!(report.is_ok(), "{t}: {:?}", report.problem);
             assert_eq!(s.count(&t).unwrap(), expected - 2);
-            assert_eq!(
-                s.log_root_of(&t),
-                stores[0].log_root_of(&t),
-                "both processes see one chain"
-            );
+            assert_eq!(s.log_root_of(&t), stores[0].log_root_of(&t), "both processes see one chain");
         }
         // Each entry's index is its position and links to the one before (verified above);
         // no index is taken twice.
-        let raw = PgRaw {
-            url: config.url.clone(),
-            schema: config.schema.clone(),
-        };
-        assert_eq!(
-            raw.count(&format!(
-                "SELECT count(DISTINCT idx) FROM log WHERE tenant = '{t}'"
-            )),
-            i64::try_from(expected).unwrap()
-        );
-        assert_eq!(
-            raw.count(&format!("SELECT max(idx) FROM log WHERE tenant = '{t}'")),
-            i64::try_from(expected - 1).unwrap()
-        );
+        let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
+        assert_eq!(raw.count(&format!("SELECT count(DISTINCT idx) FROM log WHERE tenant = '{t}'")), i64::try_from(expected).unwrap());
+        assert_eq!(raw.count(&format!("SELECT max(idx) FROM log WHERE tenant = '{t}'")), i64::try_from(expected - 1).unwrap());
     }
     for s in &stores {
         assert!(s.verify_log().unwrap().is_ok());
         // Each process's index holds every vector, including the other's.
         assert_eq!(s.indexed_count(), 4 * PER_THREAD as usize);
-        let hits = s
-            .search(
-                &TenantId::new("acme").unwrap(),
-                &ns(),
-                &vector(1000),
-                10,
-                &pid("ben"),
-            )
-            .unwrap();
+        let hits = s.search(&TenantId::new("acme").unwrap(), &ns(), &vector(1000), 10, &pid("ben")).unwrap();
         assert_eq!(hits.len(), 10);
     }
     // A third process opening now verifies both logs and sees everything.
@@ -1105,78 +585,26 @@ fn a_second_process_sees_the_firsts_writes_revocations_and_erasures_at_once() {
     let ana = principal("ana", PrincipalKind::Agent);
     write_as(&a, &ana, 1, "the vendor is ACME corp", Route::Direct, false);
     // Written through A, read and searched through B with no wait.
-    assert_eq!(
-        b.item(&tenant(), &id(1)).unwrap().unwrap().content(),
-        "the vendor is ACME corp"
-    );
-    assert_eq!(
-        b.search(&tenant(), &ns(), &vector(1), 3, &pid("ben"))
-            .unwrap()
-            .len(),
-        1
-    );
-    assert_eq!(
-        b.search_lexical(&tenant(), &ns(), "vendor", &vector(1), 3, &pid("ben"))
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(b.item(&tenant(), &id(1)).unwrap().unwrap().content(), "the vendor is ACME corp");
+    assert_eq!(b.search(&tenant(), &ns(), &vector(1), 3, &pid("ben")).unwrap().len(), 1);
+    assert_eq!(b.search_lexical(&tenant(), &ns(), "vendor", &vector(1), 3, &pid("ben")).unwrap().len(), 1);
     // Revoked through A: B's index re-classes it before its next search.
     let item = a.item(&tenant(), &id(1)).unwrap().unwrap();
-    one(
-        &a,
-        2,
-        Mutation::Revocation(
-            Authority::default()
-                .admit_revocation(&ana, &item, "wrong")
-                .unwrap(),
-        ),
-    );
-    assert!(
-        b.search(&tenant(), &ns(), &vector(1), 3, &pid("ben"))
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        b.search(&tenant(), &ns(), &vector(1), 3, &pid("ana"))
-            .unwrap()
-            .is_empty()
-    );
+    one(&a, 2, Mutation::Revocation(Authority::default().admit_revocation(&ana, &item, "wrong").unwrap()));
+    assert!(b.search(&tenant(), &ns(), &vector(1), 3, &pid("ben")).unwrap().is_empty());
+    assert!(b.search(&tenant(), &ns(), &vector(1), 3, &pid("ana")).unwrap().is_empty());
     // B writes, A sees it; B's write is chained after A's revocation.
     write_as(&b, &ana, 3, "second note", Route::Direct, false);
-    assert_eq!(
-        a.search(&tenant(), &ns(), &vector(3), 3, &pid("ben"))
-            .unwrap()
-            .len(),
-        1
-    );
-    one(
-        &a,
-        4,
-        Mutation::Erasure {
-            tenant: tenant(),
-            ids: vec![id(3)],
-            event: serde_json::json!({"erase": 3}),
-        },
-    );
+    assert_eq!(a.search(&tenant(), &ns(), &vector(3), 3, &pid("ben")).unwrap().len(), 1);
+    one(&a, 4, Mutation::Erasure { tenant: tenant(), ids: vec![id(3)], event: serde_json::json!({"erase": 3}) });
     assert!(b.item(&tenant(), &id(3)).unwrap().is_none());
-    assert!(
-        b.search(&tenant(), &ns(), &vector(3), 3, &pid("ben"))
-            .unwrap()
-            .is_empty()
-    );
+    assert!(b.search(&tenant(), &ns(), &vector(3), 3, &pid("ben")).unwrap().is_empty());
     assert_eq!(b.indexed_count(), 1, "the erased vector left B's index too");
     assert_eq!(a.log_root_of(&tenant()), b.log_root_of(&tenant()));
     assert!(a.verify_log().unwrap().is_ok() && b.verify_log().unwrap().is_ok());
     // Checkpoints signed through one process verify through the other.
     let cp = a.checkpoint_of(&tenant(), 5).unwrap();
-    assert_eq!(
-        b.checkpoints_of(&tenant())
-            .unwrap()
-            .last()
-            .map(|c| c.checkpoint.size),
-        Some(cp.checkpoint.size)
-    );
+    assert_eq!(b.checkpoints_of(&tenant()).unwrap().last().map(|c| c.checkpoint.size), Some(cp.checkpoint.size));
     assert!(b.verify_log_of(&tenant()).unwrap().checkpoints_checked >= 1);
 }
 
@@ -1191,27 +619,14 @@ fn a_cut_or_rewritten_log_is_refused_by_the_running_process_and_at_open() {
     write_as(&a, &ana, 1, "one", Route::Direct, false);
     // The signed head is what a cut is detected against at open (there is no witness yet).
     a.checkpoint_of(&tenant(), 2).unwrap();
-    let raw = PgRaw {
-        url: config.url.clone(),
-        schema: config.schema.clone(),
-    };
+    let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
     let n = raw.count("SELECT max(idx) FROM log");
     raw.exec(&format!("DELETE FROM log WHERE idx = {n}; UPDATE heads SET size = {n}, head = (SELECT sha256(entry) FROM log WHERE idx = {})", n - 1));
     let report = a.verify_log().unwrap();
-    assert!(
-        matches!(&report.problem, Some(Problem::InLog { .. })),
-        "{:?}",
-        report.problem
-    );
+    assert!(matches!(&report.problem, Some(Problem::InLog { .. })), "{:?}", report.problem);
     let r = a.commit(9, vec![item_mutation("ana", 2, "two")]);
-    assert!(
-        matches!(r, Err(StoreError::LogTampered(_))),
-        "the writer refuses to build on a cut log: {r:?}"
-    );
-    assert!(matches!(
-        PostgresStore::open(config.clone()),
-        Err(StoreError::LogTampered(_))
-    ));
+    assert!(matches!(r, Err(StoreError::LogTampered(_))), "the writer refuses to build on a cut log: {r:?}");
+    assert!(matches!(PostgresStore::open(config.clone()), Err(StoreError::LogTampered(_))));
 }
 
 #[test]
@@ -1221,23 +636,10 @@ fn another_key_is_refused_and_a_newer_schema_too() {
     let _drop = DropSchema(config.clone());
     let a = open_pg(&config);
     drop(a);
-    let other = PgConfig {
-        key_dir: dir.path().join("other-keys"),
-        ..config.clone()
-    };
-    assert!(matches!(
-        PostgresStore::open(other),
-        Err(StoreError::KeyDir(_))
-    ));
-    PgRaw {
-        url: config.url.clone(),
-        schema: config.schema.clone(),
-    }
-    .exec("INSERT INTO schema_version(version, applied_ms) VALUES (99, 0)");
-    assert!(matches!(
-        PostgresStore::open(config.clone()),
-        Err(StoreError::Schema(99))
-    ));
+    let other = PgConfig { key_dir: dir.path().join("other-keys"), ..config.clone() };
+    assert!(matches!(PostgresStore::open(other), Err(StoreError::KeyDir(_))));
+    PgRaw { url: config.url.clone(), schema: config.schema.clone() }.exec("INSERT INTO schema_version(version, applied_ms) VALUES (99, 0)");
+    assert!(matches!(PostgresStore::open(config.clone()), Err(StoreError::Schema(99))));
 }
 
 #[test]
@@ -1251,10 +653,7 @@ fn the_sqlite_backend_still_opens_and_verifies_a_reopened_store() {
     }
     let s = SqliteStore::open(&dir.path().join("data"), config(dir.path())).unwrap();
     assert!(s.verify_log().unwrap().is_ok());
-    assert_eq!(
-        s.item(&tenant(), &id(1)).unwrap().unwrap().content(),
-        "persisted"
-    );
+    assert_eq!(s.item(&tenant(), &id(1)).unwrap().unwrap().content(), "persisted");
 }
 
 #[test]
@@ -1275,25 +674,11 @@ fn dropped_connections_are_reopened_without_losing_a_write() {
     assert_eq!(killed, 2, "the store's writer and reader connections");
     // The next commit and the next read reconnect on their own.
     write_as(&a, &ana, 2, "after the drop", Route::Direct, false);
-    assert_eq!(
-        a.item(&tenant(), &id(1)).unwrap().unwrap().content(),
-        "before the drop"
-    );
-    assert_eq!(
-        a.item(&tenant(), &id(2)).unwrap().unwrap().content(),
-        "after the drop"
-    );
-    assert_eq!(
-        a.search(&tenant(), &ns(), &vector(2), 5, &pid("ben"))
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(a.item(&tenant(), &id(1)).unwrap().unwrap().content(), "before the drop");
+    assert_eq!(a.item(&tenant(), &id(2)).unwrap().unwrap().content(), "after the drop");
+    assert_eq!(a.search(&tenant(), &ns(), &vector(2), 5, &pid("ben")).unwrap().len(), 2);
     assert!(a.verify_log().unwrap().is_ok());
-    assert_eq!(
-        open_pg(&config).log_len_of(&tenant()),
-        a.log_len_of(&tenant())
-    );
+    assert_eq!(open_pg(&config).log_len_of(&tenant()), a.log_len_of(&tenant()));
 }
 
 #[test]
@@ -1303,33 +688,16 @@ fn read_modify_writes_raced_through_both_handles_have_one_winner() {
         let ana = principal("ana", PrincipalKind::Agent);
         for round in 0..8u64 {
             let n = 100 + round;
-            write_as(
-                &*h.a,
-                &ana,
-                n,
-                &format!("raced memory {round}"),
-                Route::Direct,
-                false,
-            );
+            write_as(&*h.a, &ana, n, &format!("raced memory {round}"), Route::Direct, false);
             let read = h.b.item(&tenant(), &id(n)).unwrap().unwrap();
             // Built from the same read: a revocation and a hold (or a guard update).
-            let revoke = Mutation::Revocation(
-                Authority::default()
-                    .admit_revocation(&ana, &read, "race")
-                    .unwrap(),
-            );
+            let revoke = Mutation::Revocation(Authority::default().admit_revocation(&ana, &read, "race").unwrap());
             let other = if round % 2 == 0 {
                 Mutation::Hold(Authority::default().admit_hold(&read, &pid("ana"), "race"))
             } else {
                 let mut guard = read.guard().clone();
                 guard.successes += 1;
-                Mutation::Feedback {
-                    tenant: tenant(),
-                    actor: pid("uma"),
-                    guards: vec![(read.id(), read.version(), guard)],
-                    reputations: vec![],
-                    record: serde_json::json!({"round": round}),
-                }
+                Mutation::Feedback { tenant: tenant(), actor: pid("uma"), guards: vec![(read.id(), read.version(), guard)], reputations: vec![], record: serde_json::json!({"round": round}) }
             };
             let barrier = Arc::new(std::sync::Barrier::new(2));
             let racers: Vec<_> = [(Arc::clone(&h.a), revoke), (Arc::clone(&h.b), other)]
@@ -1345,25 +713,11 @@ fn read_modify_writes_raced_through_both_handles_have_one_winner() {
             let results: Vec<_> = racers.into_iter().map(|t| t.join().unwrap()).collect();
             let wins = results.iter().filter(|r| r.is_ok()).count();
             assert_eq!(wins, 1, "{} round {round}: {results:?}", h.name);
-            assert!(
-                results
-                    .iter()
-                    .any(|r| matches!(r, Err(CommitError::Conflict { .. }))),
-                "{}: the loser conflicts: {results:?}",
-                h.name
-            );
+            assert!(results.iter().any(|r| matches!(r, Err(CommitError::Conflict { .. }))), "{}: the loser conflicts: {results:?}", h.name);
             // The stale read cannot be replayed either.
-            let stale = Mutation::Revocation(
-                Authority::default()
-                    .admit_revocation(&ana, &read, "late")
-                    .unwrap(),
-            );
+            let stale = Mutation::Revocation(Authority::default().admit_revocation(&ana, &read, "late").unwrap());
             let r = h.a.commit(n, vec![stale]).unwrap().pop().unwrap();
-            assert!(
-                matches!(r, Err(CommitError::Conflict { .. })),
-                "{}: {r:?}",
-                h.name
-            );
+            assert!(matches!(r, Err(CommitError::Conflict { .. })), "{}: {r:?}", h.name);
         }
         assert!(h.a.verify_log().unwrap().is_ok() && h.b.verify_log().unwrap().is_ok());
     });
@@ -1387,29 +741,17 @@ fn reads_racing_another_processes_writes_never_raise_a_false_alarm() {
         .map(|t| {
             // Two threads read through the writing process itself (its view moves ahead of their
             // snapshots), two through the other.
-            let (b, stop) = (
-                Arc::clone(if t % 2 == 0 { &a } else { &b }),
-                Arc::clone(&stop),
-            );
+            let (b, stop) = (Arc::clone(if t % 2 == 0 { &a } else { &b }), Arc::clone(&stop));
             std::thread::spawn(move || {
                 let mut reads = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let n = 1 + (reads * 7 + t) % 60;
-                    b.item(&tenant(), &id(n))
-                        .unwrap_or_else(|e| panic!("read {n}: {e}"));
-                    for hit in b
-                        .search(&tenant(), &ns(), &vector(n), 5, &pid("ben"))
-                        .unwrap_or_else(|e| panic!("search: {e}"))
-                    {
-                        assert_eq!(
-                            hit.item.status(),
-                            Status::Active,
-                            "a revoked memory was returned"
-                        );
+                    b.item(&tenant(), &id(n)).unwrap_or_else(|e| panic!("read {n}: {e}"));
+                    for hit in b.search(&tenant(), &ns(), &vector(n), 5, &pid("ben")).unwrap_or_else(|e| panic!("search: {e}")) {
+                        assert_eq!(hit.item.status(), Status::Active, "a revoked memory was returned");
                         assert!(hit.item.readable_by(&pid("ben")));
                     }
-                    b.items_in_order(&tenant(), None, 100)
-                        .unwrap_or_else(|e| panic!("items_in_order: {e}"));
+                    b.items_in_order(&tenant(), None, 100).unwrap_or_else(|e| panic!("items_in_order: {e}"));
                     reads += 1;
                 }
                 reads
@@ -1420,15 +762,7 @@ fn reads_racing_another_processes_writes_never_raise_a_false_alarm() {
         write_as(&*a, &ana, n, &format!("memory {n}"), Route::Direct, false);
         if n % 3 == 0 {
             let item = a.item(&tenant(), &id(n - 1)).unwrap().unwrap();
-            one(
-                &*a,
-                n,
-                Mutation::Revocation(
-                    Authority::default()
-                        .admit_revocation(&ana, &item, "race")
-                        .unwrap(),
-                ),
-            );
+            one(&*a, n, Mutation::Revocation(Authority::default().admit_revocation(&ana, &item, "race").unwrap()));
         }
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1458,8 +792,7 @@ fn a_processes_own_concurrent_commits_are_never_foreign() {
             std::thread::spawn(move || {
                 let mut n = 0u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    a.search(&tenant(), &ns(), &vector(1 + (n + t) % 40), 5, &pid("ben"))
-                        .unwrap();
+                    a.search(&tenant(), &ns(), &vector(1 + (n + t) % 40), 5, &pid("ben")).unwrap();
                     a.items_in_order(&tenant(), None, 50).unwrap();
                     n += 1;
                 }
@@ -1484,10 +817,7 @@ fn a_processes_own_concurrent_commits_are_never_foreign() {
     for r in readers {
         r.join().unwrap();
     }
-    assert_eq!(
-        a.log_len_of(&tenant()),
-        open_pg(&config).log_len_of(&tenant())
-    );
+    assert_eq!(a.log_len_of(&tenant()), open_pg(&config).log_len_of(&tenant()));
     assert_eq!(a.foreign_version(&tenant()), 0, "only this process wrote");
 }
 
@@ -1501,20 +831,12 @@ fn the_foreign_version_moves_only_with_another_processes_writes() {
     setup(&a);
     let ana = principal("ana", PrincipalKind::Agent);
     write_as(&a, &ana, 1, "a's own write", Route::Direct, false);
-    assert_eq!(
-        a.foreign_version(&tenant()),
-        0,
-        "its own writes are not foreign"
-    );
+    assert_eq!(a.foreign_version(&tenant()), 0, "its own writes are not foreign");
     let seen = b.foreign_version(&tenant());
     assert!(seen >= 1, "B caught up on A's writes");
     assert_eq!(b.foreign_version(&tenant()), seen, "nothing new: no move");
     write_as(&b, &ana, 2, "b's write", Route::Direct, false);
-    assert_eq!(
-        b.foreign_version(&tenant()),
-        seen,
-        "B's own write is not foreign to B"
-    );
+    assert_eq!(b.foreign_version(&tenant()), seen, "B's own write is not foreign to B");
     assert_eq!(a.foreign_version(&tenant()), 1, "A sees B's write");
     let other = TenantId::new("globex").unwrap();
     assert_eq!(a.foreign_version(&other), 0);

@@ -42,25 +42,9 @@ fn vector(seed: u64) -> Vec<f32> {
 fn item(n: u64) -> Mutation {
     let mut raw = [0u8; 16];
     raw[..8].copy_from_slice(&n.to_be_bytes());
-    let req = WriteRequest::new(
-        Namespace::new("notes").unwrap(),
-        format!("memory number {n} about the quarterly report"),
-        Route::Direct,
-    );
-    let write = Authority::default()
-        .admit_write(
-            &principal("ana"),
-            &tenant(),
-            req,
-            &[],
-            ItemId::from_bytes(raw),
-            n,
-        )
-        .unwrap();
-    Mutation::Item {
-        write,
-        embedding: Some(vector(n)),
-    }
+    let req = WriteRequest::new(Namespace::new("notes").unwrap(), format!("memory number {n} about the quarterly report"), Route::Direct);
+    let write = Authority::default().admit_write(&principal("ana"), &tenant(), req, &[], ItemId::from_bytes(raw), n).unwrap();
+    Mutation::Item { write, embedding: Some(vector(n)) }
 }
 
 fn pct(mut v: Vec<f64>, p: f64) -> f64 {
@@ -69,11 +53,7 @@ fn pct(mut v: Vec<f64>, p: f64) -> f64 {
 }
 
 fn report(name: &str, v: Vec<f64>) {
-    println!(
-        "  {name:<8} p50 {:>9.1} us   p95 {:>9.1} us",
-        pct(v.clone(), 0.5),
-        pct(v, 0.95)
-    );
+    println!("  {name:<8} p50 {:>9.1} us   p95 {:>9.1} us", pct(v.clone(), 0.5), pct(v, 0.95));
 }
 
 fn run(kind: &str, open: &dyn Fn() -> (SqliteStore, Option<tempfile::TempDir>), rounds: u64) {
@@ -87,20 +67,9 @@ fn run(kind: &str, open: &dyn Fn() -> (SqliteStore, Option<tempfile::TempDir>), 
     }
     report("open", opens);
     let (store, _dir) = open();
-    store
-        .commit(
-            0,
-            vec![
-                Mutation::Principal(principal("ana")),
-                Mutation::Principal(principal("ben")),
-            ],
-        )
-        .unwrap();
+    store.commit(0, vec![Mutation::Principal(principal("ana")), Mutation::Principal(principal("ben"))]).unwrap();
     for chunk in (1..=SEED).collect::<Vec<_>>().chunks(512) {
-        for r in store
-            .commit(1, chunk.iter().map(|&n| item(n)).collect())
-            .unwrap()
-        {
+        for r in store.commit(1, chunk.iter().map(|&n| item(n)).collect()).unwrap() {
             r.unwrap();
         }
     }
@@ -108,37 +77,15 @@ fn run(kind: &str, open: &dyn Fn() -> (SqliteStore, Option<tempfile::TempDir>), 
     for i in 0..rounds {
         let n = SEED + 1 + i;
         let t = Instant::now();
-        store
-            .commit(n, vec![item(n)])
-            .unwrap()
-            .pop()
-            .unwrap()
-            .unwrap();
+        store.commit(n, vec![item(n)]).unwrap().pop().unwrap().unwrap();
         w.push(t.elapsed().as_secs_f64() * 1e6);
         let mut raw = [0u8; 16];
         raw[..8].copy_from_slice(&n.to_be_bytes());
         let t = Instant::now();
-        assert!(
-            store
-                .item(&tenant(), &ItemId::from_bytes(raw))
-                .unwrap()
-                .is_some()
-        );
+        assert!(store.item(&tenant(), &ItemId::from_bytes(raw)).unwrap().is_some());
         r.push(t.elapsed().as_secs_f64() * 1e6);
         let t = Instant::now();
-        assert_eq!(
-            store
-                .search(
-                    &tenant(),
-                    &Namespace::new("notes").unwrap(),
-                    &vector(n / 2),
-                    5,
-                    &PrincipalId::new("ben").unwrap()
-                )
-                .unwrap()
-                .len(),
-            5
-        );
+        assert_eq!(store.search(&tenant(), &Namespace::new("notes").unwrap(), &vector(n / 2), 5, &PrincipalId::new("ben").unwrap()).unwrap().len(), 5);
         q.push(t.elapsed().as_secs_f64() * 1e6);
     }
     report("commit", w);
@@ -148,19 +95,13 @@ fn run(kind: &str, open: &dyn Fn() -> (SqliteStore, Option<tempfile::TempDir>), 
 }
 
 fn main() {
-    let rounds: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(300);
+    let rounds: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(300);
     run(
         "durable (SqliteStore::open, synchronous=FULL, witness every commit; a fresh directory on the root filesystem)",
         &|| {
             let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
             let config = StoreConfig::default().with_key_dir(dir.path().join("keys"));
-            (
-                SqliteStore::open(&dir.path().join("data"), config).unwrap(),
-                Some(dir),
-            )
+            (SqliteStore::open(&dir.path().join("data"), config).unwrap(), Some(dir))
         },
         rounds,
     );
@@ -168,26 +109,10 @@ fn main() {
         "durable, witness only at checkpoints (witness_every_commit = false)",
         &|| {
             let dir = tempfile::tempdir_in(std::env::temp_dir()).unwrap();
-            let config = StoreConfig {
-                witness_every_commit: false,
-                ..StoreConfig::default()
-            }
-            .with_key_dir(dir.path().join("keys"));
-            (
-                SqliteStore::open(&dir.path().join("data"), config).unwrap(),
-                Some(dir),
-            )
+            let config = StoreConfig { witness_every_commit: false, ..StoreConfig::default() }.with_key_dir(dir.path().join("keys"));
+            (SqliteStore::open(&dir.path().join("data"), config).unwrap(), Some(dir))
         },
         rounds,
     );
-    run(
-        "ephemeral (SqliteStore::open_ephemeral)",
-        &|| {
-            (
-                SqliteStore::open_ephemeral(StoreConfig::default()).unwrap(),
-                None,
-            )
-        },
-        rounds,
-    );
+    run("ephemeral (SqliteStore::open_ephemeral)", &|| (SqliteStore::open_ephemeral(StoreConfig::default()).unwrap(), None), rounds);
 }

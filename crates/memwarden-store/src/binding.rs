@@ -229,24 +229,12 @@ impl Binding {
 
     /// A deleted row of `table`.
     pub fn deleted(table: Table, tenant: &str, parts: Vec<String>) -> Self {
-        Self {
-            table,
-            tenant: tenant.to_owned(),
-            parts,
-            digest: None,
-            order: None,
-        }
+        Self { table, tenant: tenant.to_owned(), parts, digest: None, order: None }
     }
 
     /// The binding as a log entry lists it.
     pub fn to_json(&self) -> Value {
-        json!([
-            self.table.name(),
-            self.tenant,
-            self.parts,
-            self.digest.map(hex::encode),
-            self.order
-        ])
+        json!([self.table.name(), self.tenant, self.parts, self.digest.map(hex::encode), self.order])
     }
 }
 
@@ -266,23 +254,14 @@ pub fn bindings_of(body: &[u8]) -> Result<Vec<Binding>, String> {
     rows.rows
         .into_iter()
         .map(|(table, tenant, parts, digest, order)| {
-            let table = Table::from_name(&table)
-                .ok_or_else(|| format!("binding names an unknown table {table:?}"))?;
+            let table = Table::from_name(&table).ok_or_else(|| format!("binding names an unknown table {table:?}"))?;
             let digest = digest
                 .map(|d| {
                     let mut out = [0u8; 32];
-                    hex::decode_to_slice(&d, &mut out)
-                        .map(|()| out)
-                        .map_err(|e| format!("binding digest: {e}"))
+                    hex::decode_to_slice(&d, &mut out).map(|()| out).map_err(|e| format!("binding digest: {e}"))
                 })
                 .transpose()?;
-            Ok(Binding {
-                table,
-                tenant,
-                parts,
-                digest,
-                order,
-            })
+            Ok(Binding { table, tenant, parts, digest, order })
         })
         .collect()
 }
@@ -332,12 +311,8 @@ impl Check {
         match self {
             Check::Ok => "as committed".into(),
             Check::Unbound => "the row was committed by no log entry (forged)".into(),
-            Check::Differs { entry } => format!(
-                "the row differs from its digest in log entry {entry} (edited or rolled back)"
-            ),
-            Check::Missing { entry } => {
-                format!("the row committed by log entry {entry} is missing (deleted)")
-            }
+            Check::Differs { entry } => format!("the row differs from its digest in log entry {entry} (edited or rolled back)"),
+            Check::Missing { entry } => format!("the row committed by log entry {entry} is missing (deleted)"),
         }
     }
 }
@@ -367,23 +342,16 @@ impl StateIndex {
             }
         }
         if let (Some(kind), Some(o)) = (b.table.order(), b.order) {
-            self.order
-                .entry((b.tenant.clone(), kind))
-                .or_default()
-                .insert(o);
+            self.order.entry((b.tenant.clone(), kind)).or_default().insert(o);
         }
     }
 
     /// Stage the bindings of a group whose transaction is about to commit.
     pub fn stage(&mut self, bindings: &[(Binding, u64)]) {
         for (b, entry) in bindings {
-            self.staged
-                .insert(b.key(), b.digest.as_ref().map(|d| Bound::new(d, *entry)));
+            self.staged.insert(b.key(), b.digest.as_ref().map(|d| Bound::new(d, *entry)));
             if let (Some(kind), Some(o)) = (b.table.order(), b.order) {
-                self.staged_order
-                    .entry((b.tenant.clone(), kind))
-                    .or_default()
-                    .insert(o);
+                self.staged_order.entry((b.tenant.clone(), kind)).or_default().insert(o);
             }
         }
     }
@@ -416,32 +384,19 @@ impl StateIndex {
     /// paged read returned (ascending), for rows after `after`, at most `limit` of them. Every
     /// returned value must be committed (or staged), and no committed value may be skipped in
     /// the range the page covers.
-    pub fn check_page(
-        &self,
-        tenant: &str,
-        kind: OrderKind,
-        after: Option<u64>,
-        limit: usize,
-        returned: &[u64],
-    ) -> Result<(), String> {
+    pub fn check_page(&self, tenant: &str, kind: OrderKind, after: Option<u64>, limit: usize, returned: &[u64]) -> Result<(), String> {
         let key = (tenant.to_owned(), kind);
         let empty = BTreeSet::new();
         let committed = self.order.get(&key).unwrap_or(&empty);
         let staged = self.staged_order.get(&key).unwrap_or(&empty);
         for r in returned {
             if !committed.contains(r) && !staged.contains(r) {
-                return Err(format!(
-                    "row at log index {r} was committed by no log entry"
-                ));
+                return Err(format!("row at log index {r} was committed by no log entry"));
             }
         }
         let lo = after.map_or(0, |a| a.saturating_add(1));
         // The page covers up to its last row, or everything after `after` when it is short.
-        let hi = if returned.len() >= limit {
-            returned.last().copied()
-        } else {
-            None
-        };
+        let hi = if returned.len() >= limit { returned.last().copied() } else { None };
         let range: Box<dyn Iterator<Item = &u64>> = match hi {
             Some(h) => Box::new(committed.range(lo..=h)),
             None => Box::new(committed.range(lo..)),
@@ -452,9 +407,7 @@ impl StateIndex {
                 got.next();
             }
             if got.peek() != Some(&want) {
-                return Err(format!(
-                    "the row committed at log index {want} is missing (deleted)"
-                ));
+                return Err(format!("the row committed at log index {want} is missing (deleted)"));
             }
         }
         Ok(())
@@ -475,9 +428,7 @@ pub trait BoundRow: Sized {
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError>;
     /// Read a row of [`BoundRow::COLUMNS`] from SQLite.
     fn read(r: &Row<'_>) -> rusqlite::Result<Self> {
-        Self::from_cols(r).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Null, Box::new(e))
-        })
+        Self::from_cols(r).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Null, Box::new(e)))
     }
     /// Its tenant.
     fn tenant(&self) -> &str;
@@ -497,13 +448,7 @@ pub trait BoundRow: Sized {
     }
     /// The binding a log entry lists for this row.
     fn binding(&self) -> Binding {
-        Binding {
-            table: Self::TABLE,
-            tenant: self.tenant().to_owned(),
-            parts: self.parts(),
-            digest: Some(self.digest()),
-            order: self.order(),
-        }
+        Binding { table: Self::TABLE, tenant: self.tenant().to_owned(), parts: self.parts(), digest: Some(self.digest()), order: self.order() }
     }
 }
 
@@ -534,8 +479,7 @@ pub struct ItemRow {
 
 impl BoundRow for ItemRow {
     const TABLE: Table = Table::Items;
-    const COLUMNS: &'static str =
-        "id, tenant, namespace, record, digest, log_index, created_ms, version, vseq, emb_digest";
+    const COLUMNS: &'static str = "id, tenant, namespace, record, digest, log_index, created_ms, version, vseq, emb_digest";
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
         Ok(Self {
             id: r.blob(0)?,
@@ -596,14 +540,7 @@ impl BoundRow for ErasedRow {
     const TABLE: Table = Table::Erased;
     const COLUMNS: &'static str = "id, tenant, namespace, tombstone, item_log_index, log_index";
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
-        Ok(Self {
-            id: r.blob(0)?,
-            tenant: r.text(1)?,
-            namespace: r.text(2)?,
-            tombstone: r.text(3)?,
-            item_log_index: r.int(4)?,
-            log_index: r.int(5)?,
-        })
+        Ok(Self { id: r.blob(0)?, tenant: r.text(1)?, namespace: r.text(2)?, tombstone: r.text(3)?, item_log_index: r.int(4)?, log_index: r.int(5)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -643,12 +580,7 @@ impl BoundRow for PrincipalRow {
     const TABLE: Table = Table::Principals;
     const COLUMNS: &'static str = "tenant, id, record, log_index";
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
-        Ok(Self {
-            tenant: r.text(0)?,
-            id: r.text(1)?,
-            record: r.text(2)?,
-            log_index: r.int(3)?,
-        })
+        Ok(Self { tenant: r.text(0)?, id: r.text(1)?, record: r.text(2)?, log_index: r.int(3)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -657,12 +589,7 @@ impl BoundRow for PrincipalRow {
         vec![self.id.clone()]
     }
     fn digest(&self) -> RowDigest {
-        Fields::new(Self::TABLE)
-            .text(&self.tenant)
-            .text(&self.id)
-            .text(&self.record)
-            .int(self.log_index)
-            .finish()
+        Fields::new(Self::TABLE).text(&self.tenant).text(&self.id).text(&self.record).int(self.log_index).finish()
     }
 }
 
@@ -683,12 +610,7 @@ impl BoundRow for AttestationRow {
     const TABLE: Table = Table::Attestations;
     const COLUMNS: &'static str = "tenant, key, record, log_index";
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
-        Ok(Self {
-            tenant: r.text(0)?,
-            key: r.text(1)?,
-            record: r.text(2)?,
-            log_index: r.int(3)?,
-        })
+        Ok(Self { tenant: r.text(0)?, key: r.text(1)?, record: r.text(2)?, log_index: r.int(3)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -697,12 +619,7 @@ impl BoundRow for AttestationRow {
         vec![self.log_index.to_string()]
     }
     fn digest(&self) -> RowDigest {
-        Fields::new(Self::TABLE)
-            .text(&self.tenant)
-            .text(&self.key)
-            .text(&self.record)
-            .int(self.log_index)
-            .finish()
+        Fields::new(Self::TABLE).text(&self.tenant).text(&self.key).text(&self.record).int(self.log_index).finish()
     }
 }
 
@@ -725,13 +642,7 @@ impl BoundRow for ElevationRow {
     const TABLE: Table = Table::Elevations;
     const COLUMNS: &'static str = "tenant, key, value, record, log_index";
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
-        Ok(Self {
-            tenant: r.text(0)?,
-            key: r.text(1)?,
-            value: r.text(2)?,
-            record: r.text(3)?,
-            log_index: r.int(4)?,
-        })
+        Ok(Self { tenant: r.text(0)?, key: r.text(1)?, value: r.text(2)?, record: r.text(3)?, log_index: r.int(4)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -740,13 +651,7 @@ impl BoundRow for ElevationRow {
         vec![self.key.clone(), self.value.clone()]
     }
     fn digest(&self) -> RowDigest {
-        Fields::new(Self::TABLE)
-            .text(&self.tenant)
-            .text(&self.key)
-            .text(&self.value)
-            .text(&self.record)
-            .int(self.log_index)
-            .finish()
+        Fields::new(Self::TABLE).text(&self.tenant).text(&self.key).text(&self.value).text(&self.record).int(self.log_index).finish()
     }
 }
 
@@ -767,12 +672,7 @@ impl BoundRow for GrantUsedRow {
     const TABLE: Table = Table::GrantsUsed;
     const COLUMNS: &'static str = "tenant, nonce, record, log_index";
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
-        Ok(Self {
-            tenant: r.text(0)?,
-            nonce: r.blob(1)?,
-            record: r.text(2)?,
-            log_index: r.int(3)?,
-        })
+        Ok(Self { tenant: r.text(0)?, nonce: r.blob(1)?, record: r.text(2)?, log_index: r.int(3)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -781,12 +681,7 @@ impl BoundRow for GrantUsedRow {
         vec![hex::encode(&self.nonce)]
     }
     fn digest(&self) -> RowDigest {
-        Fields::new(Self::TABLE)
-            .text(&self.tenant)
-            .bytes(&self.nonce)
-            .text(&self.record)
-            .int(self.log_index)
-            .finish()
+        Fields::new(Self::TABLE).text(&self.tenant).bytes(&self.nonce).text(&self.record).int(self.log_index).finish()
     }
 }
 
@@ -809,13 +704,7 @@ impl BoundRow for SessionRow {
     const TABLE: Table = Table::Sessions;
     const COLUMNS: &'static str = "tenant, principal, session, record, log_index";
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
-        Ok(Self {
-            tenant: r.text(0)?,
-            principal: r.text(1)?,
-            session: r.text(2)?,
-            record: r.text(3)?,
-            log_index: r.int(4)?,
-        })
+        Ok(Self { tenant: r.text(0)?, principal: r.text(1)?, session: r.text(2)?, record: r.text(3)?, log_index: r.int(4)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -824,13 +713,7 @@ impl BoundRow for SessionRow {
         vec![self.principal.clone(), self.session.clone()]
     }
     fn digest(&self) -> RowDigest {
-        Fields::new(Self::TABLE)
-            .text(&self.tenant)
-            .text(&self.principal)
-            .text(&self.session)
-            .text(&self.record)
-            .int(self.log_index)
-            .finish()
+        Fields::new(Self::TABLE).text(&self.tenant).text(&self.principal).text(&self.session).text(&self.record).int(self.log_index).finish()
     }
 }
 
@@ -851,12 +734,7 @@ impl BoundRow for ReputationRow {
     const TABLE: Table = Table::Reputation;
     const COLUMNS: &'static str = "tenant, principal, value, log_index";
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
-        Ok(Self {
-            tenant: r.text(0)?,
-            principal: r.text(1)?,
-            value: r.real(2)?,
-            log_index: r.int(3)?,
-        })
+        Ok(Self { tenant: r.text(0)?, principal: r.text(1)?, value: r.real(2)?, log_index: r.int(3)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -865,12 +743,7 @@ impl BoundRow for ReputationRow {
         vec![self.principal.clone()]
     }
     fn digest(&self) -> RowDigest {
-        Fields::new(Self::TABLE)
-            .text(&self.tenant)
-            .text(&self.principal)
-            .bytes(&self.value.to_bits().to_be_bytes())
-            .int(self.log_index)
-            .finish()
+        Fields::new(Self::TABLE).text(&self.tenant).text(&self.principal).bytes(&self.value.to_bits().to_be_bytes()).int(self.log_index).finish()
     }
 }
 
@@ -889,11 +762,7 @@ impl BoundRow for LineageRow {
     const TABLE: Table = Table::LineageEvents;
     const COLUMNS: &'static str = "tenant, event, log_index";
     fn from_cols(r: &dyn Cols) -> Result<Self, DbError> {
-        Ok(Self {
-            tenant: r.text(0)?,
-            event: r.text(1)?,
-            log_index: r.int(2)?,
-        })
+        Ok(Self { tenant: r.text(0)?, event: r.text(1)?, log_index: r.int(2)? })
     }
     fn tenant(&self) -> &str {
         &self.tenant
@@ -902,11 +771,7 @@ impl BoundRow for LineageRow {
         vec![self.log_index.to_string()]
     }
     fn digest(&self) -> RowDigest {
-        Fields::new(Self::TABLE)
-            .text(&self.tenant)
-            .text(&self.event)
-            .int(self.log_index)
-            .finish()
+        Fields::new(Self::TABLE).text(&self.tenant).text(&self.event).int(self.log_index).finish()
     }
     fn order(&self) -> Option<u64> {
         Some(i64_to_u64(self.log_index))
@@ -972,10 +837,7 @@ mod tests {
         assert_eq!(idx.check(&key, Some(&row.digest())), Check::Ok);
         let mut edited = row.clone();
         edited.record = "{\"x\":1}".into();
-        assert_eq!(
-            idx.check(&key, Some(&edited.digest())),
-            Check::Differs { entry: 5 }
-        );
+        assert_eq!(idx.check(&key, Some(&edited.digest())), Check::Differs { entry: 5 });
         assert_eq!(idx.check(&key, None), Check::Missing { entry: 5 });
         // Staged: both states pass until the stage is dropped.
         idx.stage(&[(edited.binding(), 7)]);
@@ -983,14 +845,9 @@ mod tests {
         assert_eq!(idx.check(&key, Some(&row.digest())), Check::Ok);
         idx.apply(&edited.binding(), 7);
         idx.unstage();
-        assert_eq!(
-            idx.check(&key, Some(&row.digest())),
-            Check::Differs { entry: 7 },
-            "rolled back to the old state"
-        );
+        assert_eq!(idx.check(&key, Some(&row.digest())), Check::Differs { entry: 7 }, "rolled back to the old state");
         // A JSON round trip of the binding.
-        let body =
-            serde_json::to_vec(&json!({"x": 1, "rows": [edited.binding().to_json()]})).unwrap();
+        let body = serde_json::to_vec(&json!({"x": 1, "rows": [edited.binding().to_json()]})).unwrap();
         assert_eq!(bindings_of(&body).unwrap(), vec![edited.binding()]);
         assert!(bindings_of(b"{\"x\":1}").unwrap().is_empty());
     }
@@ -999,19 +856,9 @@ mod tests {
     fn a_page_with_a_gap_is_refused() {
         let mut idx = StateIndex::default();
         for o in [3, 5, 8, 13] {
-            idx.apply(
-                &Binding {
-                    table: Table::LineageEvents,
-                    tenant: "t".into(),
-                    parts: vec![o.to_string()],
-                    digest: Some([0; 32]),
-                    order: Some(o),
-                },
-                o,
-            );
+            idx.apply(&Binding { table: Table::LineageEvents, tenant: "t".into(), parts: vec![o.to_string()], digest: Some([0; 32]), order: Some(o) }, o);
         }
-        let check =
-            |after, limit, got: &[u64]| idx.check_page("t", OrderKind::Lineage, after, limit, got);
+        let check = |after, limit, got: &[u64]| idx.check_page("t", OrderKind::Lineage, after, limit, got);
         assert!(check(None, 10, &[3, 5, 8, 13]).is_ok());
         assert!(check(None, 2, &[3, 5]).is_ok());
         assert!(check(Some(5), 2, &[8, 13]).is_ok());

@@ -91,10 +91,7 @@ pub struct DbError {
 impl DbError {
     /// An error that is not a constraint violation.
     pub fn other(message: impl Into<String>) -> Self {
-        Self {
-            constraint: false,
-            message: message.into(),
-        }
+        Self { constraint: false, message: message.into() }
     }
 }
 
@@ -109,10 +106,7 @@ impl std::error::Error for DbError {}
 impl From<rusqlite::Error> for DbError {
     fn from(e: rusqlite::Error) -> Self {
         let constraint = matches!(&e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation);
-        Self {
-            constraint,
-            message: e.to_string(),
-        }
+        Self { constraint, message: e.to_string() }
     }
 }
 
@@ -165,24 +159,13 @@ pub trait Db {
     /// returns the number of rows changed.
     fn execute(&self, sql: &str, args: &[Arg<'_>]) -> Result<usize, DbError>;
     /// Run a query, calling `each` on every row in order.
-    fn query(
-        &self,
-        sql: &str,
-        args: &[Arg<'_>],
-        each: &mut dyn FnMut(&dyn Cols) -> Result<(), DbError>,
-    ) -> Result<(), DbError>;
+    fn query(&self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Cols) -> Result<(), DbError>) -> Result<(), DbError>;
     /// The column that orders a table's rows by insertion, for audits that report the first bad
     /// row (`rowid` on SQLite).
     fn row_order(&self) -> &'static str;
     /// Store the vector key of a new item with an embedding and return it. `next_index` is the
     /// index its write entry takes in its tenant's log (unique in the tenant, never reused).
-    fn insert_vector(
-        &self,
-        id: &[u8],
-        tenant: &str,
-        namespace: &str,
-        next_index: u64,
-    ) -> Result<u64, DbError>;
+    fn insert_vector(&self, id: &[u8], tenant: &str, namespace: &str, next_index: u64) -> Result<u64, DbError>;
     /// Record the store's vector dimension (with its first vector).
     fn record_dims(&self, dims: usize) -> Result<(), DbError>;
     /// Index the text of the item row `id` (just inserted) for lexical search.
@@ -195,12 +178,7 @@ pub trait Db {
 }
 
 /// The first row of a query, read with `read`.
-pub fn query_opt<T>(
-    db: &dyn Db,
-    sql: &str,
-    args: &[Arg<'_>],
-    read: impl Fn(&dyn Cols) -> Result<T, DbError>,
-) -> Result<Option<T>, DbError> {
+pub fn query_opt<T>(db: &dyn Db, sql: &str, args: &[Arg<'_>], read: impl Fn(&dyn Cols) -> Result<T, DbError>) -> Result<Option<T>, DbError> {
     let mut out = None;
     db.query(sql, args, &mut |r| {
         if out.is_none() {
@@ -212,12 +190,7 @@ pub fn query_opt<T>(
 }
 
 /// Every row of a query, read with `read`.
-pub fn query_all<T>(
-    db: &dyn Db,
-    sql: &str,
-    args: &[Arg<'_>],
-    read: impl Fn(&dyn Cols) -> Result<T, DbError>,
-) -> Result<Vec<T>, DbError> {
+pub fn query_all<T>(db: &dyn Db, sql: &str, args: &[Arg<'_>], read: impl Fn(&dyn Cols) -> Result<T, DbError>) -> Result<Vec<T>, DbError> {
     let mut out = Vec::new();
     db.query(sql, args, &mut |r| {
         out.push(read(r)?);
@@ -247,18 +220,10 @@ impl Db for SqliteDb<'_> {
             self.0.execute_batch(sql)?;
             return Ok(0);
         }
-        Ok(self
-            .0
-            .prepare_cached(sql)?
-            .execute(rusqlite::params_from_iter(args.iter()))?)
+        Ok(self.0.prepare_cached(sql)?.execute(rusqlite::params_from_iter(args.iter()))?)
     }
 
-    fn query(
-        &self,
-        sql: &str,
-        args: &[Arg<'_>],
-        each: &mut dyn FnMut(&dyn Cols) -> Result<(), DbError>,
-    ) -> Result<(), DbError> {
+    fn query(&self, sql: &str, args: &[Arg<'_>], each: &mut dyn FnMut(&dyn Cols) -> Result<(), DbError>) -> Result<(), DbError> {
         let mut stmt = self.0.prepare_cached(sql)?;
         let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
         while let Some(r) = rows.next()? {
@@ -271,27 +236,13 @@ impl Db for SqliteDb<'_> {
         "rowid"
     }
 
-    fn insert_vector(
-        &self,
-        id: &[u8],
-        tenant: &str,
-        namespace: &str,
-        _next_index: u64,
-    ) -> Result<u64, DbError> {
-        self.execute(
-            "INSERT INTO vectors(id, tenant, namespace) VALUES(?1, ?2, ?3)",
-            crate::args![id, tenant, namespace],
-        )?;
-        u64::try_from(self.0.last_insert_rowid())
-            .map_err(|_| DbError::other("negative vector sequence"))
+    fn insert_vector(&self, id: &[u8], tenant: &str, namespace: &str, _next_index: u64) -> Result<u64, DbError> {
+        self.execute("INSERT INTO vectors(id, tenant, namespace) VALUES(?1, ?2, ?3)", crate::args![id, tenant, namespace])?;
+        u64::try_from(self.0.last_insert_rowid()).map_err(|_| DbError::other("negative vector sequence"))
     }
 
     fn record_dims(&self, dims: usize) -> Result<(), DbError> {
-        self.execute(
-            "INSERT INTO meta(key, value) VALUES('vector_dims', ?1)",
-            crate::args![dims as i64],
-        )
-        .map(|_| ())
+        self.execute("INSERT INTO meta(key, value) VALUES('vector_dims', ?1)", crate::args![dims as i64]).map(|_| ())
     }
 
     fn index_text(&self, id: &[u8], content: &str) -> Result<(), DbError> {
@@ -304,10 +255,6 @@ impl Db for SqliteDb<'_> {
 
     fn append_entry(&self, tenant: &str, idx: u64, entry: &[u8], gseq: u64) -> Result<(), DbError> {
         let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.execute(
-            "INSERT INTO log(tenant, idx, entry, gseq) VALUES(?1, ?2, ?3, ?4)",
-            crate::args![tenant, i(idx), entry, i(gseq)],
-        )
-        .map(|_| ())
+        self.execute("INSERT INTO log(tenant, idx, entry, gseq) VALUES(?1, ?2, ?3, ?4)", crate::args![tenant, i(idx), entry, i(gseq)]).map(|_| ())
     }
 }

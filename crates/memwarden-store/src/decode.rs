@@ -7,14 +7,7 @@ use memwarden_core::prelude::{Attestation, ItemId, MemoryItem, Principal, Tenant
 
 /// A stored item record, checked against the key columns of its row (id, tenant, namespace), its
 /// identity digest and its version (the log index of its last change).
-pub fn item_record(
-    record: &str,
-    tenant: &TenantId,
-    id: &ItemId,
-    namespace: &str,
-    digest: &[u8],
-    version: i64,
-) -> Result<MemoryItem, String> {
+pub fn item_record(record: &str, tenant: &TenantId, id: &ItemId, namespace: &str, digest: &[u8], version: i64) -> Result<MemoryItem, String> {
     let row = crate::binding::ItemRow {
         id: id.as_bytes().to_vec(),
         tenant: tenant.as_str().to_owned(),
@@ -32,23 +25,13 @@ pub fn item_record(
 
 /// A stored principal record, checked against its row's tenant and id.
 pub fn principal_record(record: &str, tenant: &str, id: &str) -> Result<Principal, String> {
-    let row = crate::binding::PrincipalRow {
-        tenant: tenant.to_owned(),
-        id: id.to_owned(),
-        record: record.to_owned(),
-        log_index: 0,
-    };
+    let row = crate::binding::PrincipalRow { tenant: tenant.to_owned(), id: id.to_owned(), record: record.to_owned(), log_index: 0 };
     crate::sqlite::principal_of(&row).map_err(|e| e.to_string())
 }
 
 /// A stored attestation record, checked against its row's tenant and key.
 pub fn attestation_record(record: &str, tenant: &str, key: &str) -> Result<Attestation, String> {
-    let row = crate::binding::AttestationRow {
-        tenant: tenant.to_owned(),
-        key: key.to_owned(),
-        record: record.to_owned(),
-        log_index: 0,
-    };
+    let row = crate::binding::AttestationRow { tenant: tenant.to_owned(), key: key.to_owned(), record: record.to_owned(), log_index: 0 };
     crate::sqlite::attestation_of(&row).map_err(|e| e.to_string())
 }
 

@@ -38,10 +38,7 @@ pub enum KeyLocation {
 }
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |error| StoreError::Io {
-        path: path.display().to_string(),
-        error,
-    }
+    move |error| StoreError::Io { path: path.display().to_string(), error }
 }
 
 /// Create `dir` (and parents) and make it 0700.
@@ -62,8 +59,7 @@ pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<(), StoreError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(io_err(path))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io_err(path))?;
     }
     #[cfg(not(unix))]
     let _ = (path, mode);
@@ -99,22 +95,10 @@ pub(crate) fn resolve(data_dir: &Path, loc: &KeyLocation) -> Result<PathBuf, Sto
             let base = std::env::var_os("XDG_STATE_HOME")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME")
-                        .filter(|v| !v.is_empty())
-                        .map(|h| PathBuf::from(h).join(".local").join("state"))
-                })
-                .ok_or_else(|| {
-                    StoreError::KeyDir(
-                        "neither XDG_STATE_HOME nor HOME is set: configure StoreConfig::keys"
-                            .into(),
-                    )
-                })?;
+                .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".local").join("state")))
+                .ok_or_else(|| StoreError::KeyDir("neither XDG_STATE_HOME nor HOME is set: configure StoreConfig::keys".into()))?;
             let canonical = std::fs::canonicalize(data_dir).map_err(io_err(data_dir))?;
-            Ok(base
-                .join("memwarden")
-                .join("keys")
-                .join(default_name(&canonical)))
+            Ok(base.join("memwarden").join("keys").join(default_name(&canonical)))
         }
     }
 }
@@ -124,12 +108,7 @@ fn default_name(canonical: &Path) -> String {
     let digest = Sha256::digest(canonical.as_os_str().as_encoded_bytes());
     let name: String = canonical
         .file_name()
-        .map(|n| {
-            n.to_string_lossy()
-                .chars()
-                .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                .collect()
-        })
+        .map(|n| n.to_string_lossy().chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect())
         .unwrap_or_default();
     let mut name = name.trim_start_matches('.').to_owned();
     name.truncate(NAME_BYTES_MAX);
@@ -141,8 +120,7 @@ fn default_name(canonical: &Path) -> String {
 
 fn parse_key(path: &Path, text: &str) -> Result<SigningKey, StoreError> {
     let mut seed = [0u8; 32];
-    hex::decode_to_slice(text.trim(), &mut seed)
-        .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+    hex::decode_to_slice(text.trim(), &mut seed).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
     Ok(SigningKey::from_bytes(&seed))
 }
 
@@ -159,18 +137,14 @@ pub fn load_key(dir: &Path) -> Result<Option<SigningKey>, StoreError> {
 /// A fresh key, written to `dir` (0600).
 pub fn create_key(dir: &Path) -> Result<SigningKey, StoreError> {
     let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed)
-        .map_err(|e| StoreError::Corrupt(format!("no randomness for the log key: {e}")))?;
+    getrandom::fill(&mut seed).map_err(|e| StoreError::Corrupt(format!("no randomness for the log key: {e}")))?;
     write_private(&dir.join(LOG_KEY_FILE), hex::encode(seed).as_bytes())?;
     Ok(SigningKey::from_bytes(&seed))
 }
 
 /// Store `key` in `dir` (moving a key out of an old-layout data directory).
 pub(crate) fn save_key(dir: &Path, key: &SigningKey) -> Result<(), StoreError> {
-    write_private(
-        &dir.join(LOG_KEY_FILE),
-        hex::encode(key.to_bytes()).as_bytes(),
-    )
+    write_private(&dir.join(LOG_KEY_FILE), hex::encode(key.to_bytes()).as_bytes())
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -184,8 +158,7 @@ pub(crate) fn bound_store(dir: &Path) -> Result<Option<String>, StoreError> {
     let path = dir.join(STORE_FILE);
     match std::fs::read(&path) {
         Ok(bytes) => {
-            let f: StoreFile = serde_json::from_slice(&bytes)
-                .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
+            let f: StoreFile = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
             Ok(Some(f.store_id))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -195,26 +168,16 @@ pub(crate) fn bound_store(dir: &Path) -> Result<Option<String>, StoreError> {
 
 /// Bind the key directory to `store_id`.
 pub(crate) fn bind_store(dir: &Path, store_id: &str, data_dir: &Path) -> Result<(), StoreError> {
-    let f = StoreFile {
-        store_id: store_id.to_owned(),
-        data_dir: data_dir.display().to_string(),
-    };
+    let f = StoreFile { store_id: store_id.to_owned(), data_dir: data_dir.display().to_string() };
     let bytes = serde_json::to_vec_pretty(&f).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     write_private(&dir.join(STORE_FILE), &bytes)
 }
 
 /// A sibling of the default key directory `default_dir` bound to `store_id` (how a copy of a
 /// data directory finds the key directory of the store it was copied from, for verification).
-pub(crate) fn find_by_store(
-    default_dir: &Path,
-    store_id: &str,
-) -> Result<Option<PathBuf>, StoreError> {
-    let Some(parent) = default_dir.parent() else {
-        return Ok(None);
-    };
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return Ok(None);
-    };
+pub(crate) fn find_by_store(default_dir: &Path, store_id: &str) -> Result<Option<PathBuf>, StoreError> {
+    let Some(parent) = default_dir.parent() else { return Ok(None) };
+    let Ok(entries) = std::fs::read_dir(parent) else { return Ok(None) };
     for e in entries.flatten() {
         let dir = e.path();
         if dir.is_dir() && bound_store(&dir).ok().flatten().as_deref() == Some(store_id) {
@@ -243,8 +206,7 @@ const LEGACY_WITNESS_EXT: &str = "json";
 
 fn witness_file(dir: &Path, tenant: &str, ext: &str) -> PathBuf {
     let digest = Sha256::digest(tenant.as_bytes());
-    dir.join(WITNESS_DIR)
-        .join(format!("{}.{ext}", hex::encode(&digest[..16])))
+    dir.join(WITNESS_DIR).join(format!("{}.{ext}", hex::encode(&digest[..16])))
 }
 
 fn slot_checksum(seq: u64, json: &[u8]) -> [u8; 32] {
@@ -268,10 +230,7 @@ pub(crate) fn write_witness(dir: &Path, w: &Witness) -> Result<(), StoreError> {
     slot.extend_from_slice(&json);
     slot.extend_from_slice(&slot_checksum(seq, &json));
     if slot.len() > SLOT_BYTES {
-        return Err(StoreError::Corrupt(format!(
-            "a witness of {} bytes does not fit its slot",
-            slot.len()
-        )));
+        return Err(StoreError::Corrupt(format!("a witness of {} bytes does not fit its slot", slot.len())));
     }
     slot.resize(SLOT_BYTES, 0);
     let file = witness_file(dir, &w.tenant, WITNESS_EXT);
@@ -292,8 +251,7 @@ pub(crate) fn write_witness(dir: &Path, w: &Witness) -> Result<(), StoreError> {
     if fresh {
         f.set_len((2 * SLOT_BYTES) as u64).map_err(io_err(&file))?;
     }
-    f.seek(SeekFrom::Start((seq % 2) * SLOT_BYTES as u64))
-        .map_err(io_err(&file))?;
+    f.seek(SeekFrom::Start((seq % 2) * SLOT_BYTES as u64)).map_err(io_err(&file))?;
     f.write_all(&slot).map_err(io_err(&file))?;
     if fresh { f.sync_all() } else { f.sync_data() }.map_err(io_err(&file))
 }
@@ -329,21 +287,12 @@ pub(crate) fn read_witnesses(dir: &Path) -> Result<Vec<Witness>, StoreError> {
             continue;
         }
         let bytes = std::fs::read(&path).map_err(io_err(&path))?;
-        let best = bytes
-            .chunks(SLOT_BYTES)
-            .filter_map(parse_slot)
-            .max_by_key(|(seq, _)| *seq);
+        let best = bytes.chunks(SLOT_BYTES).filter_map(parse_slot).max_by_key(|(seq, _)| *seq);
         let Some((_, w)) = best else {
-            return Err(StoreError::Corrupt(format!(
-                "witness {} holds no valid head",
-                path.display()
-            )));
+            return Err(StoreError::Corrupt(format!("witness {} holds no valid head", path.display())));
         };
         if witness_file(dir, &w.tenant, WITNESS_EXT) != path {
-            return Err(StoreError::Corrupt(format!(
-                "witness {} names another tenant",
-                path.display()
-            )));
+            return Err(StoreError::Corrupt(format!("witness {} names another tenant", path.display())));
         }
         out.push(w);
     }
@@ -355,9 +304,7 @@ pub(crate) fn read_witnesses(dir: &Path) -> Result<Vec<Witness>, StoreError> {
 pub(crate) fn read_legacy_witness(dir: &Path) -> Result<Option<Witness>, StoreError> {
     let path = witness_file(dir, "", LEGACY_WITNESS_EXT);
     match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("witness {}: {e}", path.display()))),
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(format!("witness {}: {e}", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err(&path)(e)),
     }
@@ -394,10 +341,7 @@ mod tests {
     #[test]
     fn hmac_matches_rfc_4231() {
         let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-        assert_eq!(
-            hex::encode(mac),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
+        assert_eq!(hex::encode(mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
     }
 
     #[test]

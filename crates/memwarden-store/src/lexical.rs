@@ -27,13 +27,7 @@ INSERT INTO items_fts(items_fts, rank) VALUES('secure-delete', 1);
 /// Create the index if the store has none (a new store, or one written before it existed) and
 /// fill it from the items already stored, in one transaction.
 pub(crate) fn prepare(conn: &Connection) -> Result<(), StoreError> {
-    let exists: Option<i64> = conn
-        .query_row(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'items_fts'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let exists: Option<i64> = conn.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'items_fts'", [], |r| r.get(0)).optional()?;
     if exists.is_some() {
         return Ok(());
     }
@@ -53,10 +47,7 @@ pub(crate) fn index(conn: &Connection, id: &[u8], content: &str) -> rusqlite::Re
 
 /// Remove the item row `id`'s text from the index (before the row is deleted).
 pub(crate) fn unindex(conn: &Connection, id: &[u8]) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "DELETE FROM items_fts WHERE rowid = (SELECT rowid FROM items WHERE id = ?1)",
-    )?
-    .execute(params![id])?;
+    conn.prepare_cached("DELETE FROM items_fts WHERE rowid = (SELECT rowid FROM items WHERE id = ?1)")?.execute(params![id])?;
     Ok(())
 }
 
@@ -64,138 +55,15 @@ pub(crate) fn unindex(conn: &Connection, id: &[u8]) -> rusqlite::Result<()> {
 /// relevance, and on a small corpus BM25 still ranks it (a query about a meeting found a
 /// sentence about a guitar through "is" and "the").
 pub const STOPWORDS: &[&str] = &[
-    "a",
-    "about",
-    "above",
-    "after",
-    "again",
-    "all",
-    "am",
-    "an",
-    "and",
-    "any",
-    "are",
-    "as",
-    "at",
-    "be",
-    "because",
-    "been",
-    "before",
-    "being",
-    "below",
-    "between",
-    "both",
-    "but",
-    "by",
-    "can",
-    "could",
-    "did",
-    "do",
-    "does",
-    "doing",
-    "down",
-    "during",
-    "each",
-    "few",
-    "for",
-    "from",
-    "further",
-    "had",
-    "has",
-    "have",
-    "having",
-    "he",
-    "her",
-    "here",
-    "hers",
-    "herself",
-    "him",
-    "himself",
-    "his",
-    "how",
-    "i",
-    "if",
-    "in",
-    "into",
-    "is",
-    "it",
-    "its",
-    "itself",
-    "just",
-    "me",
-    "more",
-    "most",
-    "my",
-    "myself",
-    "no",
-    "nor",
-    "not",
-    "now",
-    "of",
-    "off",
-    "on",
-    "once",
-    "only",
-    "or",
-    "other",
-    "our",
-    "ours",
-    "ourselves",
-    "out",
-    "over",
-    "own",
-    "same",
-    "she",
-    "should",
-    "so",
-    "some",
-    "such",
-    "than",
-    "that",
-    "the",
-    "their",
-    "theirs",
-    "them",
-    "themselves",
-    "then",
-    "there",
-    "these",
-    "they",
-    "this",
-    "those",
-    "through",
-    "to",
-    "too",
-    "under",
-    "until",
-    "up",
-    "very",
-    "was",
-    "we",
-    "were",
-    "what",
-    "when",
-    "where",
-    "which",
-    "while",
-    "who",
-    "whom",
-    "why",
-    "will",
-    "with",
-    "would",
-    "you",
-    "your",
-    "yours",
-    "yourself",
-    "yourselves",
-    "s",
-    "t",
-    "d",
-    "ll",
-    "m",
-    "re",
-    "ve",
+    "a", "about", "above", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before",
+    "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each",
+    "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor",
+    "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same",
+    "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there",
+    "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what",
+    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself",
+    "yourselves", "s", "t", "d", "ll", "m", "re", "ve",
 ];
 
 /// The words of a free-text query: letters and digits, lower-cased, [`STOPWORDS`] left out,
@@ -224,13 +92,7 @@ fn quoted_any(terms: &[String]) -> Option<String> {
     if terms.is_empty() {
         return None;
     }
-    Some(
-        terms
-            .iter()
-            .map(|t| format!("\"{t}\""))
-            .collect::<Vec<_>>()
-            .join(" OR "),
-    )
+    Some(terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
 }
 
 /// The FTS5 query for free text: its words ([`query_terms`]), each quoted so no query syntax
@@ -255,25 +117,13 @@ pub const TERM_MATCHES_MAX: usize = 512;
 /// [`match_query`] without the terms that match more than [`TERM_MATCHES_MAX`] of the
 /// namespace's memories, or that match none (each counted up to the limit, without ranking).
 /// `None` when no term is left: the lexical search then proposes nothing.
-pub(crate) fn selective_query(
-    conn: &Connection,
-    tenant: &str,
-    namespace: &str,
-    text: &str,
-) -> Result<Option<String>, StoreError> {
-    let mut stmt = conn.prepare_cached("SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ?1 AND tenant = ?2 AND namespace = ?3 LIMIT ?4)")?;
+pub(crate) fn selective_query(conn: &Connection, tenant: &str, namespace: &str, text: &str) -> Result<Option<String>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ?1 AND tenant = ?2 AND namespace = ?3 LIMIT ?4)")?;
     let mut kept = Vec::new();
     for t in query_terms(text) {
         let one = format!("\"{t}\"");
-        let n: i64 = stmt.query_row(
-            params![
-                one,
-                tenant,
-                namespace,
-                i64::try_from(TERM_MATCHES_MAX + 1).unwrap_or(i64::MAX)
-            ],
-            |r| r.get(0),
-        )?;
+        let n: i64 = stmt.query_row(params![one, tenant, namespace, i64::try_from(TERM_MATCHES_MAX + 1).unwrap_or(i64::MAX)], |r| r.get(0))?;
         if n > 0 && usize::try_from(n).unwrap_or(usize::MAX) <= TERM_MATCHES_MAX {
             kept.push(t);
         }
@@ -284,23 +134,9 @@ pub(crate) fn selective_query(
 /// Row ids of `tenant`'s items in `namespace` whose text matches `query` (from
 /// [`match_query`]) with their BM25 score (higher is better; FTS5's `rank` is its negation),
 /// best first, at most `limit`.
-pub(crate) fn candidates(
-    conn: &Connection,
-    tenant: &str,
-    namespace: &str,
-    query: &str,
-    limit: usize,
-) -> Result<Vec<(i64, f64)>, StoreError> {
+pub(crate) fn candidates(conn: &Connection, tenant: &str, namespace: &str, query: &str, limit: usize) -> Result<Vec<(i64, f64)>, StoreError> {
     let mut stmt = conn.prepare_cached("SELECT rowid, rank FROM items_fts WHERE items_fts MATCH ?1 AND tenant = ?2 AND namespace = ?3 ORDER BY rank, rowid LIMIT ?4")?;
-    let rows = stmt.query_map(
-        params![
-            query,
-            tenant,
-            namespace,
-            i64::try_from(limit).unwrap_or(i64::MAX)
-        ],
-        |r| Ok((r.get::<_, i64>(0)?, -r.get::<_, f64>(1)?)),
-    )?;
+    let rows = stmt.query_map(params![query, tenant, namespace, i64::try_from(limit).unwrap_or(i64::MAX)], |r| Ok((r.get::<_, i64>(0)?, -r.get::<_, f64>(1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -314,17 +150,10 @@ mod tests {
     #[test]
     fn terms_in_too_many_memories_leave_the_query() {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
-        conn.execute_batch(
-            "CREATE TABLE items (id BLOB, record TEXT, tenant TEXT, namespace TEXT);",
-        )
-        .unwrap();
+        conn.execute_batch("CREATE TABLE items (id BLOB, record TEXT, tenant TEXT, namespace TEXT);").unwrap();
         super::prepare(&conn).unwrap();
         let add = |n: usize, ns: &str, text: &str| {
-            conn.execute(
-                "INSERT INTO items_fts(rowid, content, tenant, namespace) VALUES (?1, ?2, 't', ?3)",
-                rusqlite::params![n as i64, text, ns],
-            )
-            .unwrap();
+            conn.execute("INSERT INTO items_fts(rowid, content, tenant, namespace) VALUES (?1, ?2, 't', ?3)", rusqlite::params![n as i64, text, ns]).unwrap();
         };
         for n in 0..=super::TERM_MATCHES_MAX {
             add(n, "a", &format!("caroline said note {n}"));
@@ -336,39 +165,25 @@ mod tests {
         let q = |text: &str| super::selective_query(&conn, "t", "a", text).unwrap();
         // `caroline` is in 514 memories of `a`, `adopt` in none (no stemming), `zebra` in one
         // (the 1,024 of namespace `b` do not count).
-        assert_eq!(
-            q("What did Caroline adopt, a zebra?").as_deref(),
-            Some("\"zebra\"")
-        );
-        assert_eq!(
-            q("What did Caroline adopted").as_deref(),
-            Some("\"adopted\"")
-        );
+        assert_eq!(q("What did Caroline adopt, a zebra?").as_deref(), Some("\"zebra\""));
+        assert_eq!(q("What did Caroline adopted").as_deref(), Some("\"adopted\""));
         assert_eq!(q("caroline said"), None);
         assert_eq!(q("note 7").as_deref(), Some("\"7\""));
     }
 
     #[test]
     fn queries_keep_words_only() {
-        let check = |text: &str, want: Option<&str>| {
-            assert_eq!(match_query(text).as_deref(), want, "{text:?}")
-        };
+        let check = |text: &str, want: Option<&str>| assert_eq!(match_query(text).as_deref(), want, "{text:?}");
         check("", None);
         check("  ?! ", None);
         check("Where is the offsite?", Some("\"offsite\""));
         check("the of is", None);
         // FTS5 syntax is never passed through.
-        check(
-            "x\" OR content:* NEAR(",
-            Some("\"x\" OR \"content\" OR \"near\""),
-        );
+        check("x\" OR content:* NEAR(", Some("\"x\" OR \"content\" OR \"near\""));
         check("Café café", Some("\"café\""));
         let long = "x".repeat(super::QUERY_TERM_BYTES_MAX + 1);
         check(&format!("{long} ok"), Some("\"ok\""));
         let many: Vec<String> = (0..100).map(|i| format!("w{i}")).collect();
-        assert_eq!(
-            match_query(&many.join(" ")).map(|q| q.matches(" OR ").count() + 1),
-            Some(super::QUERY_TERMS_MAX)
-        );
+        assert_eq!(match_query(&many.join(" ")).map(|q| q.matches(" OR ").count() + 1), Some(super::QUERY_TERMS_MAX));
     }
 }

@@ -80,9 +80,8 @@ pub use keys::KeyLocation;
 pub mod backend {
     pub use crate::audit::audit;
     pub use crate::binding::{
-        AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow,
-        LineageRow, OrderKind, PrincipalRow, ReputationRow, RowDigest, RowKey, SessionRow,
-        StateIndex, Table, bindings_of, embedding_digest, row_key,
+        AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow, OrderKind, PrincipalRow, ReputationRow,
+        RowDigest, RowKey, SessionRow, StateIndex, Table, bindings_of, embedding_digest, row_key,
     };
     pub use crate::db::{Arg, AsArg, Cols, Db, DbError, query_all, query_opt};
     pub use crate::keys::{create_key, load_key};
@@ -334,9 +333,7 @@ pub enum StoreError {
     #[error("the store's writer has stopped")]
     WriterGone,
     /// Another process has this data directory open (a server, or another command).
-    #[error(
-        "data directory {0} is in use by another memwarden process (talk to that process, e.g. over HTTP, or stop it)"
-    )]
+    #[error("data directory {0} is in use by another memwarden process (talk to that process, e.g. over HTTP, or stop it)")]
     Locked(String),
     /// A search query is malformed (wrong dimension, not finite, `k` out of range).
     #[error("bad query: {0}")]
@@ -405,28 +402,16 @@ pub struct OrderedItem {
 /// PostgreSQL backend implements the same trait (per-tenant log serialisation in a transaction).
 pub trait Store: Send + Sync {
     /// Commit mutations; each succeeds or fails on its own, all successes are durable on return.
-    fn commit(
-        &self,
-        now_ms: u64,
-        mutations: Vec<Mutation>,
-    ) -> Result<Vec<Result<Receipt, CommitError>>, StoreError>;
+    fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError>;
     /// Commit one operation's mutations **atomically**: all of them in one savepoint, all or
     /// nothing. On any [`CommitError`] nothing of the operation is applied (no row, log entry,
     /// vector or catalog change) and that error is returned; on success every receipt, in
     /// mutation order, durable on return. Still group-committed with concurrent callers (one
     /// transaction, one fsync for the group); another caller's failure never affects this one.
     /// An empty list commits nothing and returns no receipts.
-    fn commit_atomic(
-        &self,
-        now_ms: u64,
-        mutations: Vec<Mutation>,
-    ) -> Result<Result<Vec<Receipt>, CommitError>, StoreError>;
+    fn commit_atomic(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Result<Vec<Receipt>, CommitError>, StoreError>;
     /// A principal by id.
-    fn principal(
-        &self,
-        tenant: &TenantId,
-        id: &PrincipalId,
-    ) -> Result<Option<Principal>, StoreError>;
+    fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError>;
     /// Every principal of a tenant.
     fn principals(&self, tenant: &TenantId) -> Result<Vec<Principal>, StoreError>;
     /// An item by id, verified against its log entry. Items of other tenants are invisible.
@@ -435,103 +420,48 @@ pub trait Store: Send + Sync {
     /// tenants' invisible): one answer per id, in the order given, `None` for an id the tenant
     /// does not hold. At most [`ITEMS_BATCH_MAX`] ids. A backend with a round trip per read
     /// answers in one.
-    fn items(
-        &self,
-        tenant: &TenantId,
-        ids: &[ItemId],
-    ) -> Result<Vec<Option<MemoryItem>>, StoreError> {
+    fn items(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<MemoryItem>>, StoreError> {
         if ids.len() > ITEMS_BATCH_MAX {
-            return Err(StoreError::BadQuery(format!(
-                "at most {ITEMS_BATCH_MAX} ids per read, {} given",
-                ids.len()
-            )));
+            return Err(StoreError::BadQuery(format!("at most {ITEMS_BATCH_MAX} ids per read, {} given", ids.len())));
         }
         ids.iter().map(|id| self.item(tenant, id)).collect()
     }
     /// Items of a namespace, oldest first, at most `limit`.
-    fn list(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        limit: usize,
-    ) -> Result<Vec<MemoryItem>, StoreError>;
+    fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError>;
     /// Number of items in a tenant.
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError>;
     /// Attestations of a tenant for these keys.
-    fn attestations(
-        &self,
-        tenant: &TenantId,
-        keys: &[String],
-    ) -> Result<Vec<Attestation>, StoreError>;
+    fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError>;
     /// A principal's stored reputation (lifecycle feedback), if any.
-    fn reputation(
-        &self,
-        tenant: &TenantId,
-        principal: &PrincipalId,
-    ) -> Result<Option<f64>, StoreError>;
+    fn reputation(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<Option<f64>, StoreError>;
     /// The tenant's items in commit order, erased ones as tombstones, after log index `after`
     /// (exclusive; `None` from the start), at most `limit` (capped at [`PAGE_ROWS_MAX`]): for
     /// rebuilding derived state (the lineage graph) page by page.
-    fn items_in_order(
-        &self,
-        tenant: &TenantId,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<OrderedItem>, StoreError>;
+    fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<OrderedItem>, StoreError>;
     /// The tenant's lineage events in commit order, each with its log index, after log index
     /// `after` (exclusive; `None` from the start), at most `limit` (capped at
     /// [`PAGE_ROWS_MAX`]). Each row is checked against its verified log entry.
-    fn lineage_events(
-        &self,
-        tenant: &TenantId,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<(u64, serde_json::Value)>, StoreError>;
+    fn lineage_events(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, serde_json::Value)>, StoreError>;
     /// Attestations of a tenant for one (key, value) — what a decision needs; indexed, so its
     /// cost does not grow with the other values attested under the same key.
-    fn attestations_of(
-        &self,
-        tenant: &TenantId,
-        key: &str,
-        value: &NormValue,
-    ) -> Result<Vec<Attestation>, StoreError>;
+    fn attestations_of(&self, tenant: &TenantId, key: &str, value: &NormValue) -> Result<Vec<Attestation>, StoreError>;
     /// Elevations of a tenant for these keys.
     fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError>;
     /// Whether a grant nonce was consumed.
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError>;
     /// A session's stored floor and witnesses (`None`: the session was never handed anything
     /// below trusted). The caller rebuilds it with [`Observed::restore`].
-    fn session(
-        &self,
-        tenant: &TenantId,
-        principal: &PrincipalId,
-        session: &SessionId,
-    ) -> Result<Option<StoredSession>, StoreError>;
+    fn session(&self, tenant: &TenantId, principal: &PrincipalId, session: &SessionId) -> Result<Option<StoredSession>, StoreError>;
     /// Semantic search over a namespace for `reader`. The permission filter (the item's status
     /// and scope admit `reader`: [`MemoryItem::readable_by`]) decides eligibility *before*
     /// ranking, never as a score penalty. Returns `min(k, eligible)` items, most similar first,
     /// and never one `reader` may not read. `k` is 1..=[`SEARCH_K_MAX`].
-    fn search(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        query: &[f32],
-        k: usize,
-        reader: &PrincipalId,
-    ) -> Result<Vec<Hit>, StoreError>;
+    fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError>;
     /// Lexical search (BM25 over the words of `text`) under the same permission filter as
     /// [`Store::search`]: `min(k, eligible matches)` items, best match first, never one `reader`
     /// may not read. Each hit's `similarity` is its embedding's cosine to `query` (0 without an
     /// embedding). A store without a lexical index returns nothing (search is then vector-only).
-    fn search_lexical(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        text: &str,
-        query: &[f32],
-        k: usize,
-        reader: &PrincipalId,
-    ) -> Result<Vec<Hit>, StoreError> {
+    fn search_lexical(&self, tenant: &TenantId, namespace: &Namespace, text: &str, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
         let _ = (tenant, namespace, text, query, k, reader);
         Ok(Vec::new())
     }
@@ -585,30 +515,14 @@ pub trait Store: Send + Sync {
     /// The tenant log's (size, Merkle root, head).
     fn log_root_of(&self, tenant: &TenantId) -> (u64, Hash, Hash);
     /// Encoded entries `[from, to)` of the tenant's log.
-    fn log_entries_of(
-        &self,
-        tenant: &TenantId,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<Vec<u8>>, StoreError>;
+    fn log_entries_of(&self, tenant: &TenantId, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError>;
     /// Inclusion proof of entry `index` in the tenant log's tree of size `size`.
-    fn inclusion_proof_of(
-        &self,
-        tenant: &TenantId,
-        index: u64,
-        size: u64,
-    ) -> Result<Vec<Hash>, StoreError>;
+    fn inclusion_proof_of(&self, tenant: &TenantId, index: u64, size: u64) -> Result<Vec<Hash>, StoreError>;
     /// Consistency proof between two sizes of the tenant's log.
-    fn consistency_proof_of(
-        &self,
-        tenant: &TenantId,
-        old_size: u64,
-        new_size: u64,
-    ) -> Result<Vec<Hash>, StoreError>;
+    fn consistency_proof_of(&self, tenant: &TenantId, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError>;
     /// Sign a checkpoint of the tenant's current log and store it ([`StoreError::UnknownLog`]
     /// if it has none).
-    fn checkpoint_of(&self, tenant: &TenantId, now_ms: u64)
-    -> Result<SignedCheckpoint, StoreError>;
+    fn checkpoint_of(&self, tenant: &TenantId, now_ms: u64) -> Result<SignedCheckpoint, StoreError>;
     /// The tenant log's stored checkpoints.
     fn checkpoints_of(&self, tenant: &TenantId) -> Result<Vec<SignedCheckpoint>, StoreError>;
     /// Verify the tenant's log (chain, checkpoints, recorded head, witness) and audit its rows.

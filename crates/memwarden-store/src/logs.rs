@@ -10,10 +10,7 @@
 use std::collections::HashMap;
 
 use ed25519_dalek::SigningKey;
-use memwarden_log::{
-    Checkpoint, CompactTree, Hash, ProofError, SignedCheckpoint, VerdictLog, consistency_proof,
-    inclusion_proof, merkle_root,
-};
+use memwarden_log::{Checkpoint, CompactTree, Hash, ProofError, SignedCheckpoint, VerdictLog, consistency_proof, inclusion_proof, merkle_root};
 
 /// The tenant name of the global view's checkpoints (no tenant id is empty).
 pub const GLOBAL: &str = "";
@@ -59,13 +56,7 @@ impl GlobalView {
         self.leaves.last().copied().unwrap_or([0; 32])
     }
     fn prefix(&self, size: u64) -> Result<&[Hash], ProofError> {
-        usize::try_from(size)
-            .ok()
-            .and_then(|n| self.leaves.get(..n))
-            .ok_or(ProofError::SizeBeyondLog {
-                size,
-                len: self.len(),
-            })
+        usize::try_from(size).ok().and_then(|n| self.leaves.get(..n)).ok_or(ProofError::SizeBeyondLog { size, len: self.len() })
     }
     /// Inclusion proof of leaf `index` in the tree of size `size`.
     pub fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, ProofError> {
@@ -74,22 +65,13 @@ impl GlobalView {
     /// Consistency proof between two sizes.
     pub fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, ProofError> {
         if old > new {
-            return Err(ProofError::SizesOutOfOrder {
-                old_size: old,
-                new_size: new,
-            });
+            return Err(ProofError::SizesOutOfOrder { old_size: old, new_size: new });
         }
         consistency_proof(self.prefix(new)?, old)
     }
     /// A signed checkpoint of the current tree.
     pub fn checkpoint(&self, key: &SigningKey, time_ms: u64) -> SignedCheckpoint {
-        Checkpoint {
-            size: self.len(),
-            root: self.root(),
-            head: self.head(),
-            time_ms,
-        }
-        .sign(key)
+        Checkpoint { size: self.len(), root: self.root(), head: self.head(), time_ms }.sign(key)
     }
     /// The root and head of the first `size` leaves.
     pub fn at(&self, size: u64) -> Option<(Hash, Hash)> {
@@ -110,9 +92,7 @@ pub struct Logs {
 impl Logs {
     /// (length, head) of a tenant's log; `None` when it has none yet.
     pub fn chain(&self, tenant: &str) -> Option<(u64, Hash)> {
-        self.tenants
-            .get(tenant)
-            .map(|t| (t.log.len(), t.log.head()))
+        self.tenants.get(tenant).map(|t| (t.log.len(), t.log.head()))
     }
     /// A tenant's log, if it has one.
     pub fn of(&self, tenant: &str) -> Option<&VerdictLog> {

@@ -18,8 +18,7 @@ use serde_json::{Value, json};
 
 use crate::StoreError;
 use crate::binding::{
-    AttestationRow, Binding, BoundRow, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow,
-    PrincipalRow, ReputationRow, SessionRow, embedding_digest,
+    AttestationRow, Binding, BoundRow, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow, PrincipalRow, ReputationRow, SessionRow, embedding_digest,
 };
 use crate::sqlite::{SCHEMA, SCHEMA_LOGS, SCHEMA_VERSION};
 
@@ -69,11 +68,7 @@ fn chunks(bindings: &[Binding]) -> Vec<Vec<Value>> {
 }
 
 fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool, StoreError> {
-    let n: i64 = conn.query_row(
-        &format!("SELECT count(*) FROM pragma_table_info('{table}') WHERE name = ?1"),
-        params![column],
-        |r| r.get(0),
-    )?;
+    let n: i64 = conn.query_row(&format!("SELECT count(*) FROM pragma_table_info('{table}') WHERE name = ?1"), params![column], |r| r.get(0))?;
     Ok(n > 0)
 }
 
@@ -82,11 +77,7 @@ fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool, Stor
 pub(crate) fn prepare(conn: &Connection) -> Result<Option<i64>, StoreError> {
     conn.execute_batch(SCHEMA)?;
     crate::lexical::prepare(conn)?;
-    let version: Option<i64> = conn
-        .query_row("SELECT value FROM meta WHERE key='schema'", [], |r| {
-            r.get(0)
-        })
-        .optional()?;
+    let version: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
     match version {
         Some(v) if v == SCHEMA_VERSION => {
             conn.execute_batch(SCHEMA_LOGS)?;
@@ -95,9 +86,7 @@ pub(crate) fn prepare(conn: &Connection) -> Result<Option<i64>, StoreError> {
         Some(v) if !(1..SCHEMA_VERSION).contains(&v) => Err(StoreError::Schema(v)),
         Some(v) => {
             if crate::stored::per_tenant(conn)? {
-                return Err(StoreError::Corrupt(format!(
-                    "the store says schema {v} but holds per-tenant logs (schema {SCHEMA_VERSION})"
-                )));
+                return Err(StoreError::Corrupt(format!("the store says schema {v} but holds per-tenant logs (schema {SCHEMA_VERSION})")));
             }
             let tx = conn.unchecked_transaction()?;
             if v == 1 {
@@ -118,10 +107,7 @@ pub(crate) fn prepare(conn: &Connection) -> Result<Option<i64>, StoreError> {
             Ok(Some(v))
         }
         None => {
-            conn.execute(
-                "INSERT INTO meta(key, value) VALUES('schema', ?1)",
-                params![SCHEMA_VERSION],
-            )?;
+            conn.execute("INSERT INTO meta(key, value) VALUES('schema', ?1)", params![SCHEMA_VERSION])?;
             conn.execute_batch(SCHEMA_LOGS)?;
             Ok(None)
         }
@@ -144,11 +130,7 @@ fn all_bindings(conn: &Connection) -> Result<Vec<Binding>, StoreError> {
 }
 
 fn collect<R: BoundRow>(conn: &Connection, out: &mut Vec<Binding>) -> Result<(), StoreError> {
-    let sql = format!(
-        "SELECT {} FROM {} ORDER BY rowid",
-        R::COLUMNS,
-        R::TABLE.name()
-    );
+    let sql = format!("SELECT {} FROM {} ORDER BY rowid", R::COLUMNS, R::TABLE.name());
     let mut stmt = conn.prepare(&sql)?;
     for r in stmt.query_map([], |r| R::read(r))? {
         out.push(r?.binding());
@@ -159,21 +141,12 @@ fn collect<R: BoundRow>(conn: &Connection, out: &mut Vec<Binding>) -> Result<(),
 /// Bind every row of a verified legacy store (schema `from`) to its log as it stands: fill the
 /// new columns, then append `admin` entries that adopt each row's digest, and mark the schema
 /// current. One transaction: a failure leaves the store as it was.
-pub(crate) fn adopt(
-    conn: &mut Connection,
-    log: &mut VerdictLog,
-    from: i64,
-    time_ms: u64,
-) -> Result<(), StoreError> {
+pub(crate) fn adopt(conn: &mut Connection, log: &mut VerdictLog, from: i64, time_ms: u64) -> Result<(), StoreError> {
     let tx = conn.transaction()?;
-    tx.execute_batch(
-        "UPDATE items SET vseq = (SELECT seq FROM vectors WHERE vectors.id = items.id)",
-    )?;
+    tx.execute_batch("UPDATE items SET vseq = (SELECT seq FROM vectors WHERE vectors.id = items.id)")?;
     {
-        let rows: Vec<(Vec<u8>, Vec<u8>)> = tx
-            .prepare("SELECT id, embedding FROM items WHERE embedding IS NOT NULL")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
+        let rows: Vec<(Vec<u8>, Vec<u8>)> =
+            tx.prepare("SELECT id, embedding FROM items WHERE embedding IS NOT NULL")?.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
         let mut up = tx.prepare("UPDATE items SET emb_digest = ?1 WHERE id = ?2")?;
         for (id, emb) in rows {
             up.execute(params![embedding_digest(&emb).to_vec(), id])?;
@@ -182,21 +155,11 @@ pub(crate) fn adopt(
     let bindings = all_bindings(&tx)?;
     let mut shadow = log.clone();
     for chunk in chunks(&bindings) {
-        let body = serde_json::to_vec(
-            &json!({"adopt": {"from_schema": from, "to_schema": 5}, "rows": chunk}),
-        )
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let entry = shadow.prepare(EntryKind::Admin, time_ms, body);
-        tx.execute(
-            "INSERT INTO log(idx, entry) VALUES(?1, ?2)",
-            params![
-                i64::try_from(entry.index).unwrap_or(i64::MAX),
-                entry.encode()
-            ],
-        )?;
-        shadow
-            .append(&entry)
+        let body = serde_json::to_vec(&json!({"adopt": {"from_schema": from, "to_schema": 5}, "rows": chunk}))
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let entry = shadow.prepare(EntryKind::Admin, time_ms, body);
+        tx.execute("INSERT INTO log(idx, entry) VALUES(?1, ?2)", params![i64::try_from(entry.index).unwrap_or(i64::MAX), entry.encode()])?;
+        shadow.append(&entry).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     }
     set_legacy_head(&tx, shadow.len(), &shadow.head())?;
     tx.execute("UPDATE meta SET value = 5 WHERE key = 'schema'", [])?;
@@ -207,10 +170,7 @@ pub(crate) fn adopt(
 
 /// The tenant a legacy entry belongs to (`None`: the store's genesis, adopt entries).
 fn legacy_tenant(body: &Value) -> Option<String> {
-    body.get("tenant")
-        .and_then(Value::as_str)
-        .or_else(|| body.pointer("/principal/tenant").and_then(Value::as_str))
-        .map(str::to_owned)
+    body.get("tenant").and_then(Value::as_str).or_else(|| body.pointer("/principal/tenant").and_then(Value::as_str)).map(str::to_owned)
 }
 
 /// One tenant's new log while the legacy log is split.
@@ -220,48 +180,21 @@ struct NewLog {
 
 /// Schema 5 → 6: split the verified legacy global log into one log per tenant (see the table
 /// above). One transaction.
-pub(crate) fn relog(
-    conn: &mut Connection,
-    key: &SigningKey,
-    store_id: &str,
-    time_ms: u64,
-) -> Result<(), StoreError> {
+pub(crate) fn relog(conn: &mut Connection, key: &SigningKey, store_id: &str, time_ms: u64) -> Result<(), StoreError> {
     let tx = conn.transaction()?;
     tx.execute_batch("ALTER TABLE log RENAME TO legacy_log; ALTER TABLE checkpoints RENAME TO legacy_checkpoints;")?;
     tx.execute_batch(SCHEMA_LOGS)?;
-    let legacy: Vec<Vec<u8>> = tx
-        .prepare("SELECT entry FROM legacy_log ORDER BY idx")?
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    let legacy_log =
-        VerdictLog::from_leaves(legacy.iter().map(|e| memwarden_log::leaf_hash(e)).collect());
+    let legacy: Vec<Vec<u8>> = tx.prepare("SELECT entry FROM legacy_log ORDER BY idx")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+    let legacy_log = VerdictLog::from_leaves(legacy.iter().map(|e| memwarden_log::leaf_hash(e)).collect());
     let mut logs: BTreeMap<String, NewLog> = BTreeMap::new();
     let mut gseq: i64 = 0;
     let mut map: HashMap<i64, (String, i64)> = HashMap::new();
-    let mut insert = |tx: &rusqlite::Transaction<'_>,
-                      logs: &mut BTreeMap<String, NewLog>,
-                      tenant: &str,
-                      kind: EntryKind,
-                      time: u64,
-                      body: &Value|
-     -> Result<i64, StoreError> {
+    let mut insert = |tx: &rusqlite::Transaction<'_>, logs: &mut BTreeMap<String, NewLog>, tenant: &str, kind: EntryKind, time: u64, body: &Value| -> Result<i64, StoreError> {
         let bytes = serde_json::to_vec(body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let l = logs
-            .get_mut(tenant)
-            .ok_or_else(|| StoreError::Corrupt("relog: log not begun".into()))?;
+        let l = logs.get_mut(tenant).ok_or_else(|| StoreError::Corrupt("relog: log not begun".into()))?;
         let e = l.log.prepare(kind, time, bytes);
-        tx.execute(
-            "INSERT INTO log(tenant, idx, entry, gseq) VALUES(?1, ?2, ?3, ?4)",
-            params![
-                tenant,
-                i64::try_from(e.index).unwrap_or(i64::MAX),
-                e.encode(),
-                gseq
-            ],
-        )?;
-        l.log
-            .append(&e)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        tx.execute("INSERT INTO log(tenant, idx, entry, gseq) VALUES(?1, ?2, ?3, ?4)", params![tenant, i64::try_from(e.index).unwrap_or(i64::MAX), e.encode(), gseq])?;
+        l.log.append(&e).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         gseq += 1;
         Ok(i64::try_from(e.index).unwrap_or(i64::MAX))
     };
@@ -271,29 +204,12 @@ pub(crate) fn relog(
                "legacy": {"size": legacy_log.len(), "root": hex::encode(legacy_log.root()), "head": hex::encode(legacy_log.head())}})
     };
     for (i, bytes) in legacy.iter().enumerate() {
-        let entry = Entry::decode(bytes)
-            .map_err(|e| StoreError::LogTampered(format!("legacy entry {i}: {e}")))?;
-        let Ok(mut body) = serde_json::from_slice::<Value>(&entry.body) else {
-            continue;
-        };
-        let Some(tenant) = legacy_tenant(&body) else {
-            continue;
-        };
+        let entry = Entry::decode(bytes).map_err(|e| StoreError::LogTampered(format!("legacy entry {i}: {e}")))?;
+        let Ok(mut body) = serde_json::from_slice::<Value>(&entry.body) else { continue };
+        let Some(tenant) = legacy_tenant(&body) else { continue };
         if !logs.contains_key(&tenant) {
-            logs.insert(
-                tenant.clone(),
-                NewLog {
-                    log: VerdictLog::new(),
-                },
-            );
-            insert(
-                &tx,
-                &mut logs,
-                &tenant,
-                EntryKind::Genesis,
-                entry.time_ms,
-                &genesis(&tenant),
-            )?;
+            logs.insert(tenant.clone(), NewLog { log: VerdictLog::new() });
+            insert(&tx, &mut logs, &tenant, EntryKind::Genesis, entry.time_ms, &genesis(&tenant))?;
         }
         if let Some(o) = body.as_object_mut() {
             if let Some(rows) = o.remove("rows") {
@@ -320,15 +236,7 @@ pub(crate) fn relog(
         let sql = format!("SELECT rowid, tenant, {} FROM {table}", cols.join(", "));
         let rows: Vec<(i64, String, Vec<i64>)> = tx
             .prepare(&sql)?
-            .query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    (0..cols.len())
-                        .map(|c| r.get::<_, i64>(2 + c))
-                        .collect::<Result<Vec<_>, _>>()?,
-                ))
-            })?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, (0..cols.len()).map(|c| r.get::<_, i64>(2 + c)).collect::<Result<Vec<_>, _>>()?)))?
             .collect::<Result<_, _>>()?;
         for (rowid, tenant, old) in rows {
             let mut new = Vec::with_capacity(old.len());
@@ -337,26 +245,13 @@ pub(crate) fn relog(
                     Some((t, idx)) if *t == tenant => *idx,
                     // A version left by an adopt entry (no tenant): its row's own write.
                     _ if *c == "version" => new.first().copied().unwrap_or(0),
-                    _ => {
-                        return Err(StoreError::Corrupt(format!(
-                            "{table} row {rowid} of {tenant} names legacy log entry {v}, which is not its tenant's"
-                        )));
-                    }
+                    _ => return Err(StoreError::Corrupt(format!("{table} row {rowid} of {tenant} names legacy log entry {v}, which is not its tenant's"))),
                 };
                 new.push(mapped);
             }
-            let set: Vec<String> = cols
-                .iter()
-                .enumerate()
-                .map(|(k, c)| format!("{c} = ?{}", k + 1))
-                .collect();
-            let sql = format!(
-                "UPDATE {table} SET {} WHERE rowid = ?{}",
-                set.join(", "),
-                cols.len() + 1
-            );
-            let mut args: Vec<&dyn rusqlite::ToSql> =
-                new.iter().map(|v| v as &dyn rusqlite::ToSql).collect();
+            let set: Vec<String> = cols.iter().enumerate().map(|(k, c)| format!("{c} = ?{}", k + 1)).collect();
+            let sql = format!("UPDATE {table} SET {} WHERE rowid = ?{}", set.join(", "), cols.len() + 1);
+            let mut args: Vec<&dyn rusqlite::ToSql> = new.iter().map(|v| v as &dyn rusqlite::ToSql).collect();
             args.push(&rowid);
             tx.execute(&sql, args.as_slice())?;
         }
@@ -368,46 +263,20 @@ pub(crate) fn relog(
     }
     for (tenant, bindings) in per {
         if !logs.contains_key(&tenant) {
-            logs.insert(
-                tenant.clone(),
-                NewLog {
-                    log: VerdictLog::new(),
-                },
-            );
-            insert(
-                &tx,
-                &mut logs,
-                &tenant,
-                EntryKind::Genesis,
-                time_ms,
-                &genesis(&tenant),
-            )?;
+            logs.insert(tenant.clone(), NewLog { log: VerdictLog::new() });
+            insert(&tx, &mut logs, &tenant, EntryKind::Genesis, time_ms, &genesis(&tenant))?;
         }
         for chunk in chunks(&bindings) {
-            insert(
-                &tx,
-                &mut logs,
-                &tenant,
-                EntryKind::Admin,
-                time_ms,
-                &json!({"tenant": tenant, "adopt": {"from_schema": 5, "to_schema": SCHEMA_VERSION}, "rows": chunk}),
-            )?;
+            insert(&tx, &mut logs, &tenant, EntryKind::Admin, time_ms, &json!({"tenant": tenant, "adopt": {"from_schema": 5, "to_schema": SCHEMA_VERSION}, "rows": chunk}))?;
         }
     }
     for (tenant, l) in &logs {
         tx.execute(
             "INSERT INTO heads(tenant, size, head) VALUES(?1, ?2, ?3)",
-            params![
-                tenant,
-                i64::try_from(l.log.len()).unwrap_or(i64::MAX),
-                l.log.head().as_slice()
-            ],
+            params![tenant, i64::try_from(l.log.len()).unwrap_or(i64::MAX), l.log.head().as_slice()],
         )?;
     }
-    tx.execute(
-        "UPDATE meta SET value = ?1 WHERE key = 'schema'",
-        params![SCHEMA_VERSION],
-    )?;
+    tx.execute("UPDATE meta SET value = ?1 WHERE key = 'schema'", params![SCHEMA_VERSION])?;
     tx.commit()?;
     Ok(())
 }

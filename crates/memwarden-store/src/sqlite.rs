@@ -5,23 +5,18 @@
 //! directory ([`crate::keys`]).
 
 use crate::binding::{
-    AttestationRow, BoundRow, Check, ElevationRow, ErasedRow, ItemRow, LineageRow, OrderKind,
-    PrincipalRow, ReputationRow, RowKey, SessionRow, StateIndex, Table, embedding_digest, row_key,
+    AttestationRow, BoundRow, Check, ElevationRow, ErasedRow, ItemRow, LineageRow, OrderKind, PrincipalRow, ReputationRow, RowKey, SessionRow,
+    StateIndex, Table, embedding_digest, row_key,
 };
 use crate::keys::{self, KeyLocation, Witness};
 use crate::logs::{GLOBAL, Logs};
 use crate::stored;
 use crate::vectors::{Progress, Vectors, decode_f32};
 use crate::write::{Job, writer_loop};
-use crate::{
-    BATCH_MUTATIONS_MAX, CommitError, Hit, Mutation, OrderedItem, Receipt, SEARCH_K_MAX, Store,
-    StoreError, StoredSession,
-};
+use crate::{CommitError, Hit, Mutation, OrderedItem, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession, BATCH_MUTATIONS_MAX};
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
-use memwarden_log::{
-    Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log,
-};
+use memwarden_log::{Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
@@ -57,13 +52,7 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self {
-            checkpoint_every: 1024,
-            group_commit_max: 1024,
-            vector_exact_below: None,
-            keys: KeyLocation::Default,
-            witness_every_commit: true,
-        }
+        Self { checkpoint_every: 1024, group_commit_max: 1024, vector_exact_below: None, keys: KeyLocation::Default, witness_every_commit: true }
     }
 }
 
@@ -118,14 +107,7 @@ impl Shared {
         if self.durability == Durability::Ephemeral {
             return Ok(());
         }
-        keys::write_witness(
-            &self.key_dir,
-            &Witness {
-                store_id: self.store_id.clone(),
-                tenant: tenant.to_owned(),
-                checkpoint: cp.clone(),
-            },
-        )
+        keys::write_witness(&self.key_dir, &Witness { store_id: self.store_id.clone(), tenant: tenant.to_owned(), checkpoint: cp.clone() })
     }
 
     /// After an erasure (writer thread): copy the zeroed pages into the database and empty the
@@ -164,9 +146,7 @@ pub(crate) fn write_guard<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 
 /// Whether a file can be created in `dir` (a read-only or full `/dev/shm` is skipped).
 fn tempdir_usable(dir: &Path) -> bool {
-    std::fs::metadata(dir)
-        .map(|m| !m.permissions().readonly())
-        .unwrap_or(false)
+    std::fs::metadata(dir).map(|m| !m.permissions().readonly()).unwrap_or(false)
 }
 
 pub(crate) const SCHEMA: &str = "
@@ -202,17 +182,11 @@ CREATE TABLE IF NOT EXISTS checkpoints(tenant TEXT NOT NULL, size INTEGER NOT NU
 CREATE TABLE IF NOT EXISTS heads(tenant TEXT PRIMARY KEY, size INTEGER NOT NULL, head BLOB NOT NULL);
 ";
 
-pub(crate) fn open_conn(
-    path: &Path,
-    read_only: bool,
-    durability: Durability,
-) -> Result<Connection, StoreError> {
+pub(crate) fn open_conn(path: &Path, read_only: bool, durability: Durability) -> Result<Connection, StoreError> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
     } else {
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
     };
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
@@ -230,11 +204,7 @@ pub(crate) fn open_conn(
 }
 
 pub(crate) fn meta_text(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
-    Ok(conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
-            r.get::<_, String>(0)
-        })
-        .optional()?)
+    Ok(conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get::<_, String>(0)).optional()?)
 }
 
 /// The derived key that authenticates index files (so a file edited on disk is rebuilt from
@@ -253,11 +223,7 @@ impl SqliteStore {
 
     /// [`SqliteStore::open`], reporting progress while the vector indexes are loaded or rebuilt
     /// (`stage`, `done`, `total`; `total` is 0 when unknown).
-    pub fn open_with_progress(
-        dir: &Path,
-        config: StoreConfig,
-        progress: Progress<'_>,
-    ) -> Result<Self, StoreError> {
+    pub fn open_with_progress(dir: &Path, config: StoreConfig, progress: Progress<'_>) -> Result<Self, StoreError> {
         Self::open_inner(dir, config, progress, Durability::Durable)
     }
 
@@ -284,23 +250,13 @@ impl SqliteStore {
     /// Opening is ~90× and committing ~45× faster; reads and searches cost the same (they never
     /// touched the disk's sync path).
     pub fn open_ephemeral(config: StoreConfig) -> Result<Self, StoreError> {
-        let config = StoreConfig {
-            keys: KeyLocation::InDataDir,
-            witness_every_commit: false,
-            ..config
-        };
+        let config = StoreConfig { keys: KeyLocation::InDataDir, witness_every_commit: false, ..config };
         let base = Path::new("/dev/shm");
-        let base = if base.is_dir() && tempdir_usable(base) {
-            base.to_path_buf()
-        } else {
-            std::env::temp_dir()
-        };
+        let base = if base.is_dir() && tempdir_usable(base) { base.to_path_buf() } else { std::env::temp_dir() };
         let mut last = None;
         for _ in 0..8 {
             let mut r = [0u8; 8];
-            getrandom::fill(&mut r).map_err(|e| {
-                StoreError::Corrupt(format!("no randomness for a temporary directory: {e}"))
-            })?;
+            getrandom::fill(&mut r).map_err(|e| StoreError::Corrupt(format!("no randomness for a temporary directory: {e}")))?;
             let dir = base.join(format!("memwarden-ephemeral-{}", hex::encode(r)));
             let mut b = std::fs::DirBuilder::new();
             #[cfg(unix)]
@@ -310,12 +266,7 @@ impl SqliteStore {
             }
             match b.create(&dir) {
                 Ok(()) => {
-                    return match Self::open_inner(
-                        &dir,
-                        config,
-                        &|_, _, _| {},
-                        Durability::Ephemeral,
-                    ) {
+                    return match Self::open_inner(&dir, config, &|_, _, _| {}, Durability::Ephemeral) {
                         Ok(s) => Ok(s),
                         Err(e) => {
                             let _ = std::fs::remove_dir_all(&dir);
@@ -336,12 +287,7 @@ impl SqliteStore {
         keys::resolve(dir, &config.keys)
     }
 
-    fn open_inner(
-        dir: &Path,
-        config: StoreConfig,
-        progress: Progress<'_>,
-        durability: Durability,
-    ) -> Result<Self, StoreError> {
+    fn open_inner(dir: &Path, config: StoreConfig, progress: Progress<'_>, durability: Durability) -> Result<Self, StoreError> {
         keys::private_dir(dir)?;
         let lock_path = dir.join(LOCK_FILE);
         let lock = {
@@ -356,9 +302,7 @@ impl SqliteStore {
         };
         match lock.try_lock() {
             Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked(dir.display().to_string()));
-            }
+            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.display().to_string())),
             Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
         }
         let db = dir.join(DB_FILE);
@@ -380,14 +324,9 @@ impl SqliteStore {
             Some(id) => id,
             None => {
                 let mut r = [0u8; 16];
-                getrandom::fill(&mut r).map_err(|e| {
-                    StoreError::Corrupt(format!("no randomness for a store id: {e}"))
-                })?;
+                getrandom::fill(&mut r).map_err(|e| StoreError::Corrupt(format!("no randomness for a store id: {e}")))?;
                 let id = hex::encode(r);
-                writer.execute(
-                    "INSERT INTO meta(key, value) VALUES('store_id', ?1)",
-                    params![id],
-                )?;
+                writer.execute("INSERT INTO meta(key, value) VALUES('store_id', ?1)", params![id])?;
                 id
             }
         };
@@ -419,14 +358,9 @@ impl SqliteStore {
             if let Some(p) = &report.problem {
                 return Err(StoreError::LogTampered(p.to_string()));
             }
-            let time = old
-                .entries
-                .last()
-                .and_then(|e| memwarden_log::Entry::decode(e).ok())
-                .map_or(0, |e| e.time_ms);
+            let time = old.entries.last().and_then(|e| memwarden_log::Entry::decode(e).ok()).map_or(0, |e| e.time_ms);
             if from <= 4 {
-                let mut log =
-                    VerdictLog::from_leaves(old.entries.iter().map(|e| leaf_hash(e)).collect());
+                let mut log = VerdictLog::from_leaves(old.entries.iter().map(|e| leaf_hash(e)).collect());
                 crate::migrate::adopt(&mut writer, &mut log, from, time)?;
             }
             crate::migrate::relog(&mut writer, &key, &store_id, time)?;
@@ -436,10 +370,7 @@ impl SqliteStore {
         // crash between a tenant's first commit and its first witness leaves the store's.
         let any_witness = !keys::read_witnesses(&key_dir)?.is_empty();
         if bound.is_some() && !any_witness && log_entries > 0 && legacy.is_none() {
-            return Err(StoreError::LogTampered(format!(
-                "the witness of this store is missing from {}",
-                key_dir.join(keys::WITNESS_DIR).display()
-            )));
+            return Err(StoreError::LogTampered(format!("the witness of this store is missing from {}", key_dir.join(keys::WITNESS_DIR).display())));
         }
         let all = stored::read_logs(&writer, None)?;
         let report = stored::verify(&all, &key.verifying_key(), &witnessed, None);
@@ -451,14 +382,7 @@ impl SqliteStore {
         drop(all);
         let mac_key = index_mac_key(&key);
         let verify_row = |row: &ItemRow| state.check(&row.key(), Some(&row.digest())) == Check::Ok;
-        let vectors = Vectors::open(
-            dir,
-            &writer,
-            config.vector_exact_below,
-            &mac_key,
-            &verify_row,
-            progress,
-        )?;
+        let vectors = Vectors::open(dir, &writer, config.vector_exact_below, &mac_key, &verify_row, progress)?;
         let reader = open_conn(&db, true, durability)?;
         let shared = Arc::new(Shared {
             durability,
@@ -480,11 +404,7 @@ impl SqliteStore {
                 let logs = read_guard(&shared.logs);
                 logs.tenants
                     .iter()
-                    .filter(|(t, l)| {
-                        witnessed
-                            .get(*t)
-                            .is_none_or(|w| w.checkpoint.size != l.log.len())
-                    })
+                    .filter(|(t, l)| witnessed.get(*t).is_none_or(|w| w.checkpoint.size != l.log.len()))
                     .map(|(t, l)| (t.clone(), l.log.checkpoint(&shared.key, last_time_ms)))
                     .collect()
             };
@@ -494,9 +414,7 @@ impl SqliteStore {
             if !any_witness && read_guard(&shared.logs).tenants.is_empty() {
                 // Before any tenant has a log: the store's own witness, so that from the first
                 // commit on the key directory holds one (its deletion is then detected).
-                let cp = read_guard(&shared.logs)
-                    .global
-                    .checkpoint(&shared.key, last_time_ms);
+                let cp = read_guard(&shared.logs).global.checkpoint(&shared.key, last_time_ms);
                 shared.witness(GLOBAL, &cp)?;
             }
             if legacy.is_some() {
@@ -518,30 +436,16 @@ impl SqliteStore {
             .name("memwarden-writer".into())
             .spawn(move || writer_loop(writer, rx, &s2))
             .map_err(io_err(dir))?;
-        Ok(Self {
-            shared,
-            jobs: Mutex::new(Some(tx)),
-            writer: Mutex::new(Some(handle)),
-            dir: dir.to_path_buf(),
-            durability,
-        })
+        Ok(Self { shared, jobs: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)), dir: dir.to_path_buf(), durability })
     }
 
     /// The signing key: from the key directory, from an old-layout data directory (then also
     /// the directory to move it out of once the store verified), or fresh for a store that has
     /// no log yet (a store with a log and no key is refused: its checkpoints could not be
     /// checked).
-    fn key(
-        dir: &Path,
-        key_dir: &Path,
-        has_log: bool,
-    ) -> Result<(SigningKey, Option<PathBuf>), StoreError> {
+    fn key(dir: &Path, key_dir: &Path, has_log: bool) -> Result<(SigningKey, Option<PathBuf>), StoreError> {
         let old_dir = dir.join("keys");
-        let old = if old_dir != key_dir {
-            keys::load_key(&old_dir)?
-        } else {
-            None
-        };
+        let old = if old_dir != key_dir { keys::load_key(&old_dir)? } else { None };
         match (keys::load_key(key_dir)?, old) {
             (Some(k), None) => Ok((k, None)),
             (Some(k), Some(o)) if k.to_bytes() == o.to_bytes() => Ok((k, Some(old_dir))),
@@ -598,11 +502,7 @@ impl SqliteStore {
     pub fn verify_dir_with(dir: &Path, config: &StoreConfig) -> Result<VerifyReport, StoreError> {
         let conn = open_conn(&dir.join(DB_FILE), true, Durability::Durable)?;
         let store_id = meta_text(&conn, "store_id")?;
-        let schema: Option<i64> = conn
-            .query_row("SELECT value FROM meta WHERE key='schema'", [], |r| {
-                r.get(0)
-            })
-            .optional()?;
+        let schema: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
         let mut key_dir = keys::resolve(dir, &config.keys)?;
         if config.keys == KeyLocation::Default
             && keys::load_key(&key_dir)?.is_none()
@@ -614,9 +514,7 @@ impl SqliteStore {
         let key = match keys::load_key(&key_dir)? {
             Some(k) => k,
             // A store of the old layout, not yet migrated.
-            None => keys::load_key(&dir.join("keys"))?.ok_or_else(|| {
-                StoreError::KeyDir(format!("no log key in {}", key_dir.display()))
-            })?,
+            None => keys::load_key(&dir.join("keys"))?.ok_or_else(|| StoreError::KeyDir(format!("no log key in {}", key_dir.display())))?,
         };
         if !stored::per_tenant(&conn)? || schema.is_some_and(|s| s < SCHEMA_VERSION) {
             // A store of an earlier schema, not yet migrated: its one global log.
@@ -627,12 +525,7 @@ impl SqliteStore {
             {
                 anchors.push(w.checkpoint);
             }
-            return Ok(verify_log(
-                &old.entries,
-                &anchors,
-                &key.verifying_key(),
-                old.expected,
-            ));
+            return Ok(verify_log(&old.entries, &anchors, &key.verifying_key(), old.expected));
         }
         let witnessed = match &store_id {
             Some(id) => stored::witnesses(&key_dir, id)?,
@@ -653,52 +546,27 @@ impl SqliteStore {
     pub fn tamper_log_entry(dir: &Path, index: u64) -> Result<(), StoreError> {
         let conn = open_conn(&dir.join(DB_FILE), false, Durability::Durable)?;
         let idx = i64::try_from(index).unwrap_or(i64::MAX);
-        let column = if stored::per_tenant(&conn)? {
-            "gseq"
-        } else {
-            "idx"
-        };
-        let mut entry: Vec<u8> = conn.query_row(
-            &format!("SELECT entry FROM log WHERE {column} = ?1"),
-            params![idx],
-            |r| r.get(0),
-        )?;
+        let column = if stored::per_tenant(&conn)? { "gseq" } else { "idx" };
+        let mut entry: Vec<u8> = conn.query_row(&format!("SELECT entry FROM log WHERE {column} = ?1"), params![idx], |r| r.get(0))?;
         if let Some(b) = entry.last_mut() {
             *b ^= 0x01;
         }
-        conn.execute(
-            &format!("UPDATE log SET entry = ?1 WHERE {column} = ?2"),
-            params![entry, idx],
-        )?;
+        conn.execute(&format!("UPDATE log SET entry = ?1 WHERE {column} = ?2"), params![entry, idx])?;
         Ok(())
     }
 
     /// For demonstrations and tests only: flip the last byte of entry `index` of `tenant`'s log
     /// in a store directory (open or not) — what an attacker with write access to the disk could
     /// do. [`StoreError::UnknownLog`] if there is no such entry.
-    pub fn tamper_log_entry_of(
-        dir: &Path,
-        tenant: &TenantId,
-        index: u64,
-    ) -> Result<(), StoreError> {
+    pub fn tamper_log_entry_of(dir: &Path, tenant: &TenantId, index: u64) -> Result<(), StoreError> {
         let conn = open_conn(&dir.join(DB_FILE), false, Durability::Durable)?;
         let idx = i64::try_from(index).unwrap_or(i64::MAX);
-        let entry: Option<Vec<u8>> = conn
-            .query_row(
-                "SELECT entry FROM log WHERE tenant = ?1 AND idx = ?2",
-                params![tenant.as_str(), idx],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let mut entry =
-            entry.ok_or_else(|| StoreError::UnknownLog(format!("{tenant} (entry {index})")))?;
+        let entry: Option<Vec<u8>> = conn.query_row("SELECT entry FROM log WHERE tenant = ?1 AND idx = ?2", params![tenant.as_str(), idx], |r| r.get(0)).optional()?;
+        let mut entry = entry.ok_or_else(|| StoreError::UnknownLog(format!("{tenant} (entry {index})")))?;
         if let Some(b) = entry.last_mut() {
             *b ^= 0x01;
         }
-        conn.execute(
-            "UPDATE log SET entry = ?1 WHERE tenant = ?2 AND idx = ?3",
-            params![entry, tenant.as_str(), idx],
-        )?;
+        conn.execute("UPDATE log SET entry = ?1 WHERE tenant = ?2 AND idx = ?3", params![entry, tenant.as_str(), idx])?;
         Ok(())
     }
 
@@ -714,11 +582,7 @@ impl SqliteStore {
 
     fn send(&self, job: Job) -> Result<(), StoreError> {
         let guard = lock(&self.jobs);
-        guard
-            .as_ref()
-            .ok_or(StoreError::WriterGone)?
-            .send(job)
-            .map_err(|_| StoreError::WriterGone)
+        guard.as_ref().ok_or(StoreError::WriterGone)?.send(job).map_err(|_| StoreError::WriterGone)
     }
 
     /// Exact (brute-force cosine) search over a namespace, reading every stored embedding: the
@@ -739,11 +603,7 @@ impl SqliteStore {
         {
             let mut stmt = conn.prepare_cached("SELECT id, embedding, emb_digest FROM items WHERE tenant = ?1 AND namespace = ?2 AND embedding IS NOT NULL")?;
             let rows = stmt.query_map(params![tenant.as_str(), namespace.as_str()], |r| {
-                Ok((
-                    r.get::<_, Vec<u8>>(0)?,
-                    r.get::<_, Vec<u8>>(1)?,
-                    r.get::<_, Option<Vec<u8>>>(2)?,
-                ))
+                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Option<Vec<u8>>>(2)?))
             })?;
             for row in rows {
                 let (id, emb, digest) = row?;
@@ -751,11 +611,7 @@ impl SqliteStore {
                 // the vector must be the one it names.
                 if digest.as_deref() != Some(embedding_digest(&emb).as_slice()) {
                     let id = hex::encode(&id);
-                    return Err(StoreError::ItemTampered {
-                        id,
-                        reason: "its embedding differs from the digest its log entry committed"
-                            .into(),
-                    });
+                    return Err(StoreError::ItemTampered { id, reason: "its embedding differs from the digest its log entry committed".into() });
                 }
                 scored.push((cosine(query, &decode_f32(&emb)), id));
             }
@@ -766,95 +622,44 @@ impl SqliteStore {
             if out.len() >= k {
                 break;
             }
-            let id = ItemId::from_bytes(
-                raw.try_into()
-                    .map_err(|_| StoreError::Corrupt("item id length".into()))?,
-            );
+            let id = ItemId::from_bytes(raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
             if let Some(item) = self.read_item(&conn, tenant, &id)?
                 && eligible(&item)
             {
-                out.push(Hit {
-                    item,
-                    similarity: sim,
-                    lexical: None,
-                });
+                out.push(Hit { item, similarity: sim, lexical: None });
             }
         }
         Ok(out)
     }
 
     /// Check a row (or its absence) against the state the log commits to.
-    fn checked<R: BoundRow>(
-        &self,
-        key: &RowKey,
-        row: Option<R>,
-        describe: impl FnOnce() -> String,
-    ) -> Result<Option<R>, StoreError> {
-        match read_guard(&self.shared.state).check(key, row.as_ref().map(BoundRow::digest).as_ref())
-        {
+    fn checked<R: BoundRow>(&self, key: &RowKey, row: Option<R>, describe: impl FnOnce() -> String) -> Result<Option<R>, StoreError> {
+        match read_guard(&self.shared.state).check(key, row.as_ref().map(BoundRow::digest).as_ref()) {
             Check::Ok => Ok(row),
-            bad => Err(StoreError::RowTampered {
-                table: R::TABLE.name(),
-                key: describe(),
-                reason: bad.reason(),
-            }),
+            bad => Err(StoreError::RowTampered { table: R::TABLE.name(), key: describe(), reason: bad.reason() }),
         }
     }
 
     /// Every row of `table` matching `sql_where`, each checked against the log.
-    fn rows<R: BoundRow>(
-        &self,
-        conn: &Connection,
-        sql_where: &str,
-        args: &[&dyn rusqlite::ToSql],
-    ) -> Result<Vec<R>, StoreError> {
-        let sql = format!(
-            "SELECT {} FROM {} WHERE {sql_where}",
-            R::COLUMNS,
-            R::TABLE.name()
-        );
-        let rows: Vec<R> = conn
-            .prepare_cached(&sql)?
-            .query_map(args, |r| R::read(r))?
-            .collect::<Result<_, _>>()?;
+    fn rows<R: BoundRow>(&self, conn: &Connection, sql_where: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<R>, StoreError> {
+        let sql = format!("SELECT {} FROM {} WHERE {sql_where}", R::COLUMNS, R::TABLE.name());
+        let rows: Vec<R> = conn.prepare_cached(&sql)?.query_map(args, |r| R::read(r))?.collect::<Result<_, _>>()?;
         let state = read_guard(&self.shared.state);
         for r in &rows {
             let c = state.check(&r.key(), Some(&r.digest()));
             if c != Check::Ok {
-                return Err(StoreError::RowTampered {
-                    table: R::TABLE.name(),
-                    key: r.parts().join("/"),
-                    reason: c.reason(),
-                });
+                return Err(StoreError::RowTampered { table: R::TABLE.name(), key: r.parts().join("/"), reason: c.reason() });
             }
         }
         Ok(rows)
     }
 
-    fn read_item(
-        &self,
-        conn: &Connection,
-        tenant: &TenantId,
-        id: &ItemId,
-    ) -> Result<Option<MemoryItem>, StoreError> {
-        let sql = format!(
-            "SELECT {} FROM items WHERE id = ?1 AND tenant = ?2",
-            ItemRow::COLUMNS
-        );
-        let row: Option<ItemRow> = conn
-            .prepare_cached(&sql)?
-            .query_row(
-                params![id.as_bytes().as_slice(), tenant.as_str()],
-                ItemRow::read,
-            )
-            .optional()?;
-        let tampered = |reason: String| StoreError::ItemTampered {
-            id: id.to_string(),
-            reason,
-        };
+    fn read_item(&self, conn: &Connection, tenant: &TenantId, id: &ItemId) -> Result<Option<MemoryItem>, StoreError> {
+        let sql = format!("SELECT {} FROM items WHERE id = ?1 AND tenant = ?2", ItemRow::COLUMNS);
+        let row: Option<ItemRow> = conn.prepare_cached(&sql)?.query_row(params![id.as_bytes().as_slice(), tenant.as_str()], ItemRow::read).optional()?;
+        let tampered = |reason: String| StoreError::ItemTampered { id: id.to_string(), reason };
         let key = row_key(Table::Items, tenant.as_str(), &[&id.to_string()]);
-        let check =
-            read_guard(&self.shared.state).check(&key, row.as_ref().map(BoundRow::digest).as_ref());
+        let check = read_guard(&self.shared.state).check(&key, row.as_ref().map(BoundRow::digest).as_ref());
         if check != Check::Ok {
             return Err(tampered(format!("record {}", check.reason())));
         }
@@ -865,8 +670,7 @@ impl SqliteStore {
 
 /// The item a verified row holds, checked for the identity its key columns claim.
 pub fn item_of(row: &ItemRow, tenant: &TenantId, id: &ItemId) -> Result<MemoryItem, String> {
-    let item: MemoryItem =
-        serde_json::from_str(&row.record).map_err(|e| format!("record does not decode: {e}"))?;
+    let item: MemoryItem = serde_json::from_str(&row.record).map_err(|e| format!("record does not decode: {e}"))?;
     if item.id() != *id || item.tenant() != tenant || item.namespace().as_str() != row.namespace {
         return Err("record names another id, tenant or namespace".into());
     }
@@ -908,11 +712,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
         na += x * x;
         nb += y * y;
     }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
-    }
+    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
 }
 
 fn limit_of(limit: usize) -> i64 {
@@ -924,31 +724,16 @@ fn after_of(after: Option<u64>) -> i64 {
 }
 
 impl Store for SqliteStore {
-    fn commit(
-        &self,
-        now_ms: u64,
-        mutations: Vec<Mutation>,
-    ) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
+    fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
         if mutations.len() > BATCH_MUTATIONS_MAX {
             return Ok(vec![Err(CommitError::BatchTooLarge(mutations.len()))]);
         }
         let (reply, rx) = mpsc::channel();
-        self.send(Job::Commit {
-            now_ms,
-            mutations,
-            atomic: false,
-            reply,
-        })?;
-        rx.recv()
-            .map_err(|_| StoreError::WriterGone)?
-            .map_err(StoreError::Corrupt)
+        self.send(Job::Commit { now_ms, mutations, atomic: false, reply })?;
+        rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)
     }
 
-    fn commit_atomic(
-        &self,
-        now_ms: u64,
-        mutations: Vec<Mutation>,
-    ) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
+    fn commit_atomic(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
         if mutations.len() > BATCH_MUTATIONS_MAX {
             return Ok(Err(CommitError::BatchTooLarge(mutations.len())));
         }
@@ -957,49 +742,25 @@ impl Store for SqliteStore {
         }
         let n = mutations.len();
         let (reply, rx) = mpsc::channel();
-        self.send(Job::Commit {
-            now_ms,
-            mutations,
-            atomic: true,
-            reply,
-        })?;
-        let rs = rx
-            .recv()
-            .map_err(|_| StoreError::WriterGone)?
-            .map_err(StoreError::Corrupt)?;
+        self.send(Job::Commit { now_ms, mutations, atomic: true, reply })?;
+        let rs = rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)?;
         let out: Result<Vec<Receipt>, CommitError> = rs.into_iter().collect();
-        debug_assert!(
-            out.as_ref().map_or(true, |r| r.len() == n),
-            "an atomic commit answers every mutation"
-        );
+        debug_assert!(out.as_ref().map_or(true, |r| r.len() == n), "an atomic commit answers every mutation");
         Ok(out)
     }
 
-    fn principal(
-        &self,
-        tenant: &TenantId,
-        id: &PrincipalId,
-    ) -> Result<Option<Principal>, StoreError> {
+    fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let sql = format!(
-            "SELECT {} FROM principals WHERE tenant = ?1 AND id = ?2",
-            PrincipalRow::COLUMNS
-        );
-        let row: Option<PrincipalRow> = conn
-            .prepare_cached(&sql)?
-            .query_row(params![tenant.as_str(), id.as_str()], PrincipalRow::read)
-            .optional()?;
+        let sql = format!("SELECT {} FROM principals WHERE tenant = ?1 AND id = ?2", PrincipalRow::COLUMNS);
+        let row: Option<PrincipalRow> = conn.prepare_cached(&sql)?.query_row(params![tenant.as_str(), id.as_str()], PrincipalRow::read).optional()?;
         let key = row_key(Table::Principals, tenant.as_str(), &[id.as_str()]);
-        let Some(row) = self.checked(&key, row, || id.to_string())? else {
-            return Ok(None);
-        };
+        let Some(row) = self.checked(&key, row, || id.to_string())? else { return Ok(None) };
         principal_of(&row).map(Some)
     }
 
     fn principals(&self, tenant: &TenantId) -> Result<Vec<Principal>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let rows: Vec<PrincipalRow> =
-            self.rows(&conn, "tenant = ?1 ORDER BY id", &[&tenant.as_str()])?;
+        let rows: Vec<PrincipalRow> = self.rows(&conn, "tenant = ?1 ORDER BY id", &[&tenant.as_str()])?;
         rows.iter().map(principal_of).collect()
     }
 
@@ -1008,172 +769,65 @@ impl Store for SqliteStore {
         self.read_item(&conn, tenant, id)
     }
 
-    fn list(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        limit: usize,
-    ) -> Result<Vec<MemoryItem>, StoreError> {
+    fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let rows: Vec<ItemRow> = self.rows(
-            &conn,
-            "tenant = ?1 AND namespace = ?2 ORDER BY created_ms, id LIMIT ?3",
-            &[
-                &tenant.as_str(),
-                &namespace.as_str(),
-                &i64::try_from(limit).unwrap_or(i64::MAX),
-            ],
-        )?;
+        let rows: Vec<ItemRow> =
+            self.rows(&conn, "tenant = ?1 AND namespace = ?2 ORDER BY created_ms, id LIMIT ?3", &[&tenant.as_str(), &namespace.as_str(), &i64::try_from(limit).unwrap_or(i64::MAX)])?;
         rows.iter()
             .map(|row| {
-                let id = ItemId::from_bytes(
-                    row.id
-                        .clone()
-                        .try_into()
-                        .map_err(|_| StoreError::Corrupt("item id length".into()))?,
-                );
-                item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered {
-                    id: id.to_string(),
-                    reason,
-                })
+                let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+                item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })
             })
             .collect()
     }
 
-    fn items_in_order(
-        &self,
-        tenant: &TenantId,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<OrderedItem>, StoreError> {
+    fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<OrderedItem>, StoreError> {
         let conn = lock(&self.shared.reader);
         let (a, l) = (after_of(after), limit_of(limit));
-        let live: Vec<ItemRow> = self.rows(
-            &conn,
-            "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3",
-            &[&tenant.as_str(), &a, &l],
-        )?;
-        let gone: Vec<ErasedRow> = self.rows(
-            &conn,
-            "tenant = ?1 AND item_log_index > ?2 ORDER BY item_log_index LIMIT ?3",
-            &[&tenant.as_str(), &a, &l],
-        )?;
+        let live: Vec<ItemRow> = self.rows(&conn, "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3", &[&tenant.as_str(), &a, &l])?;
+        let gone: Vec<ErasedRow> = self.rows(&conn, "tenant = ?1 AND item_log_index > ?2 ORDER BY item_log_index LIMIT ?3", &[&tenant.as_str(), &a, &l])?;
         let mut out = Vec::with_capacity(live.len() + gone.len());
         for row in &live {
-            let id = ItemId::from_bytes(
-                row.id
-                    .clone()
-                    .try_into()
-                    .map_err(|_| StoreError::Corrupt("item id length".into()))?,
-            );
-            let item = item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered {
-                id: id.to_string(),
-                reason,
-            })?;
-            out.push(OrderedItem {
-                log_index: u64::try_from(row.log_index).unwrap_or(0),
-                item,
-                erased: false,
-            });
+            let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+            let item = item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })?;
+            out.push(OrderedItem { log_index: u64::try_from(row.log_index).unwrap_or(0), item, erased: false });
         }
         for row in &gone {
-            let id = ItemId::from_bytes(
-                row.id
-                    .clone()
-                    .try_into()
-                    .map_err(|_| StoreError::Corrupt("item id length".into()))?,
-            );
-            let item: MemoryItem = serde_json::from_str(&row.tombstone)
-                .map_err(|e| StoreError::Corrupt(format!("tombstone {id}: {e}")))?;
+            let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+            let item: MemoryItem = serde_json::from_str(&row.tombstone).map_err(|e| StoreError::Corrupt(format!("tombstone {id}: {e}")))?;
             if item.id() != id || item.tenant() != tenant {
-                return Err(StoreError::ItemTampered {
-                    id: id.to_string(),
-                    reason: "tombstone names another id or tenant".into(),
-                });
+                return Err(StoreError::ItemTampered { id: id.to_string(), reason: "tombstone names another id or tenant".into() });
             }
-            out.push(OrderedItem {
-                log_index: u64::try_from(row.item_log_index).unwrap_or(0),
-                item,
-                erased: true,
-            });
+            out.push(OrderedItem { log_index: u64::try_from(row.item_log_index).unwrap_or(0), item, erased: true });
         }
         out.sort_by_key(|o| o.log_index);
         out.truncate(usize::try_from(l).unwrap_or(0));
         let order: Vec<u64> = out.iter().map(|o| o.log_index).collect();
         read_guard(&self.shared.state)
-            .check_page(
-                tenant.as_str(),
-                OrderKind::Items,
-                after,
-                usize::try_from(l).unwrap_or(0),
-                &order,
-            )
-            .map_err(|reason| StoreError::RowTampered {
-                table: "items",
-                key: format!("{tenant} in commit order"),
-                reason,
-            })?;
+            .check_page(tenant.as_str(), OrderKind::Items, after, usize::try_from(l).unwrap_or(0), &order)
+            .map_err(|reason| StoreError::RowTampered { table: "items", key: format!("{tenant} in commit order"), reason })?;
         Ok(out)
     }
 
-    fn reputation(
-        &self,
-        tenant: &TenantId,
-        principal: &PrincipalId,
-    ) -> Result<Option<f64>, StoreError> {
+    fn reputation(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<Option<f64>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let sql = format!(
-            "SELECT {} FROM reputation WHERE tenant = ?1 AND principal = ?2",
-            ReputationRow::COLUMNS
-        );
-        let row: Option<ReputationRow> = conn
-            .prepare_cached(&sql)?
-            .query_row(
-                params![tenant.as_str(), principal.as_str()],
-                ReputationRow::read,
-            )
-            .optional()?;
+        let sql = format!("SELECT {} FROM reputation WHERE tenant = ?1 AND principal = ?2", ReputationRow::COLUMNS);
+        let row: Option<ReputationRow> = conn.prepare_cached(&sql)?.query_row(params![tenant.as_str(), principal.as_str()], ReputationRow::read).optional()?;
         let key = row_key(Table::Reputation, tenant.as_str(), &[principal.as_str()]);
-        Ok(self
-            .checked(&key, row, || principal.to_string())?
-            .map(|r| r.value))
+        Ok(self.checked(&key, row, || principal.to_string())?.map(|r| r.value))
     }
 
-    fn lineage_events(
-        &self,
-        tenant: &TenantId,
-        after: Option<u64>,
-        limit: usize,
-    ) -> Result<Vec<(u64, serde_json::Value)>, StoreError> {
+    fn lineage_events(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<(u64, serde_json::Value)>, StoreError> {
         let conn = lock(&self.shared.reader);
         let (a, l) = (after_of(after), limit_of(limit));
-        let rows: Vec<LineageRow> = self.rows(
-            &conn,
-            "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3",
-            &[&tenant.as_str(), &a, &l],
-        )?;
-        let order: Vec<u64> = rows
-            .iter()
-            .map(|r| u64::try_from(r.log_index).unwrap_or(0))
-            .collect();
+        let rows: Vec<LineageRow> = self.rows(&conn, "tenant = ?1 AND log_index > ?2 ORDER BY log_index LIMIT ?3", &[&tenant.as_str(), &a, &l])?;
+        let order: Vec<u64> = rows.iter().map(|r| u64::try_from(r.log_index).unwrap_or(0)).collect();
         read_guard(&self.shared.state)
-            .check_page(
-                tenant.as_str(),
-                OrderKind::Lineage,
-                after,
-                usize::try_from(l).unwrap_or(0),
-                &order,
-            )
-            .map_err(|reason| StoreError::RowTampered {
-                table: "lineage_events",
-                key: format!("{tenant} in commit order"),
-                reason,
-            })?;
+            .check_page(tenant.as_str(), OrderKind::Lineage, after, usize::try_from(l).unwrap_or(0), &order)
+            .map_err(|reason| StoreError::RowTampered { table: "lineage_events", key: format!("{tenant} in commit order"), reason })?;
         rows.into_iter()
             .map(|r| {
-                let event = serde_json::from_str(&r.event).map_err(|e| {
-                    StoreError::Corrupt(format!("lineage event {}: {e}", r.log_index))
-                })?;
+                let event = serde_json::from_str(&r.event).map_err(|e| StoreError::Corrupt(format!("lineage event {}: {e}", r.log_index)))?;
                 Ok((u64::try_from(r.log_index).unwrap_or(0), event))
             })
             .collect()
@@ -1181,24 +835,15 @@ impl Store for SqliteStore {
 
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
         let conn = lock(&self.shared.reader);
-        let n: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM items WHERE tenant = ?1",
-            params![tenant.as_str()],
-            |r| r.get(0),
-        )?;
+        let n: i64 = conn.query_row("SELECT COUNT(*) FROM items WHERE tenant = ?1", params![tenant.as_str()], |r| r.get(0))?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    fn attestations(
-        &self,
-        tenant: &TenantId,
-        keys: &[String],
-    ) -> Result<Vec<Attestation>, StoreError> {
+    fn attestations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Attestation>, StoreError> {
         let conn = lock(&self.shared.reader);
         let mut out = Vec::new();
         for k in keys {
-            let rows: Vec<AttestationRow> =
-                self.rows(&conn, "tenant = ?1 AND key = ?2", &[&tenant.as_str(), k])?;
+            let rows: Vec<AttestationRow> = self.rows(&conn, "tenant = ?1 AND key = ?2", &[&tenant.as_str(), k])?;
             for r in rows {
                 out.push(attestation_of(&r)?);
             }
@@ -1206,18 +851,10 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    fn attestations_of(
-        &self,
-        tenant: &TenantId,
-        key: &str,
-        value: &NormValue,
-    ) -> Result<Vec<Attestation>, StoreError> {
+    fn attestations_of(&self, tenant: &TenantId, key: &str, value: &NormValue) -> Result<Vec<Attestation>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let rows: Vec<AttestationRow> = self.rows(
-            &conn,
-            "tenant = ?1 AND key = ?2 AND json_extract(record, '$.value.canonical') = ?3",
-            &[&tenant.as_str(), &key, &value.canonical],
-        )?;
+        let rows: Vec<AttestationRow> =
+            self.rows(&conn, "tenant = ?1 AND key = ?2 AND json_extract(record, '$.value.canonical') = ?3", &[&tenant.as_str(), &key, &value.canonical])?;
         let mut out = Vec::new();
         for r in rows {
             let a = attestation_of(&r)?;
@@ -1232,17 +869,11 @@ impl Store for SqliteStore {
         let conn = lock(&self.shared.reader);
         let mut out = Vec::new();
         for k in keys {
-            let rows: Vec<ElevationRow> =
-                self.rows(&conn, "tenant = ?1 AND key = ?2", &[&tenant.as_str(), k])?;
+            let rows: Vec<ElevationRow> = self.rows(&conn, "tenant = ?1 AND key = ?2", &[&tenant.as_str(), k])?;
             for r in rows {
-                let e: Elevation = serde_json::from_str(&r.record)
-                    .map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
+                let e: Elevation = serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
                 if e.tenant.as_str() != r.tenant || e.key != r.key || e.value.canonical != r.value {
-                    return Err(StoreError::RowTampered {
-                        table: "elevations",
-                        key: r.parts().join("/"),
-                        reason: "the record names another key or value".into(),
-                    });
+                    return Err(StoreError::RowTampered { table: "elevations", key: r.parts().join("/"), reason: "the record names another key or value".into() });
                 }
                 out.push(e);
             }
@@ -1257,72 +888,28 @@ impl Store for SqliteStore {
         Ok(read_guard(&self.shared.state).check(&key, None) != Check::Ok)
     }
 
-    fn session(
-        &self,
-        tenant: &TenantId,
-        principal: &PrincipalId,
-        session: &SessionId,
-    ) -> Result<Option<StoredSession>, StoreError> {
+    fn session(&self, tenant: &TenantId, principal: &PrincipalId, session: &SessionId) -> Result<Option<StoredSession>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let sql = format!(
-            "SELECT {} FROM sessions WHERE tenant = ?1 AND principal = ?2 AND session = ?3",
-            SessionRow::COLUMNS
-        );
-        let row: Option<SessionRow> = conn
-            .prepare_cached(&sql)?
-            .query_row(
-                params![tenant.as_str(), principal.as_str(), session.as_str()],
-                SessionRow::read,
-            )
-            .optional()?;
-        let key = row_key(
-            Table::Sessions,
-            tenant.as_str(),
-            &[principal.as_str(), session.as_str()],
-        );
-        let Some(row) = self.checked(&key, row, || format!("{principal}/{session}"))? else {
-            return Ok(None);
-        };
-        serde_json::from_str(&row.record)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("session: {e}")))
+        let sql = format!("SELECT {} FROM sessions WHERE tenant = ?1 AND principal = ?2 AND session = ?3", SessionRow::COLUMNS);
+        let row: Option<SessionRow> =
+            conn.prepare_cached(&sql)?.query_row(params![tenant.as_str(), principal.as_str(), session.as_str()], SessionRow::read).optional()?;
+        let key = row_key(Table::Sessions, tenant.as_str(), &[principal.as_str(), session.as_str()]);
+        let Some(row) = self.checked(&key, row, || format!("{principal}/{session}"))? else { return Ok(None) };
+        serde_json::from_str(&row.record).map(Some).map_err(|e| StoreError::Corrupt(format!("session: {e}")))
     }
 
-    fn search(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        query: &[f32],
-        k: usize,
-        reader: &PrincipalId,
-    ) -> Result<Vec<Hit>, StoreError> {
+    fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
         if k == 0 || k > SEARCH_K_MAX {
-            return Err(StoreError::BadQuery(format!(
-                "k must be 1..={SEARCH_K_MAX}"
-            )));
+            return Err(StoreError::BadQuery(format!("k must be 1..={SEARCH_K_MAX}")));
         }
         let Some(dims) = self.shared.vectors.dims() else {
             return Ok(Vec::new()); // nothing embedded yet
         };
-        if query.len() != dims
-            || query.iter().any(|x| !x.is_finite())
-            || query.iter().all(|x| *x == 0.0)
-        {
-            return Err(StoreError::BadQuery(format!(
-                "the query must be a finite, non-zero {dims}-dimensional vector (got {} dimensions)",
-                query.len()
-            )));
+        if query.len() != dims || query.iter().any(|x| !x.is_finite()) || query.iter().all(|x| *x == 0.0) {
+            return Err(StoreError::BadQuery(format!("the query must be a finite, non-zero {dims}-dimensional vector (got {} dimensions)", query.len())));
         }
-        let exact = || {
-            self.search_exact(tenant, namespace, query, k, &|i: &MemoryItem| {
-                i.readable_by(reader)
-            })
-        };
-        let Some(found) = self
-            .shared
-            .vectors
-            .search(tenant, namespace, query, k, reader)?
-        else {
+        let exact = || self.search_exact(tenant, namespace, query, k, &|i: &MemoryItem| i.readable_by(reader));
+        let Some(found) = self.shared.vectors.search(tenant, namespace, query, k, reader)? else {
             return exact();
         };
         let conn = lock(&self.shared.reader);
@@ -1330,12 +917,7 @@ impl Store for SqliteStore {
         for (id, similarity) in found.hits {
             // The catalog said eligible; the item read back (verified against the log) must agree.
             match self.read_item(&conn, tenant, &id)? {
-                Some(item) if item.namespace() == namespace && item.readable_by(reader) => out
-                    .push(Hit {
-                        item,
-                        similarity,
-                        lexical: None,
-                    }),
+                Some(item) if item.namespace() == namespace && item.readable_by(reader) => out.push(Hit { item, similarity, lexical: None }),
                 // Out of step (a status change raced this search): never return it, and answer
                 // from the table instead so the caller still gets min(k, eligible) items.
                 _ => {
@@ -1347,37 +929,17 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    fn search_lexical(
-        &self,
-        tenant: &TenantId,
-        namespace: &Namespace,
-        text: &str,
-        query: &[f32],
-        k: usize,
-        reader: &PrincipalId,
-    ) -> Result<Vec<Hit>, StoreError> {
+    fn search_lexical(&self, tenant: &TenantId, namespace: &Namespace, text: &str, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
         if k == 0 || k > SEARCH_K_MAX {
-            return Err(StoreError::BadQuery(format!(
-                "k must be 1..={SEARCH_K_MAX}"
-            )));
+            return Err(StoreError::BadQuery(format!("k must be 1..={SEARCH_K_MAX}")));
         }
         let conn = lock(&self.shared.reader);
-        let Some(fts) =
-            crate::lexical::selective_query(&conn, tenant.as_str(), namespace.as_str(), text)?
-        else {
-            return Ok(Vec::new());
-        };
+        let Some(fts) = crate::lexical::selective_query(&conn, tenant.as_str(), namespace.as_str(), text)? else { return Ok(Vec::new()) };
         // Fetch wider until k eligible matches are found or the index has no more: the
         // permission filter runs on the verified item, never on the index.
         let mut limit = k.saturating_mul(4);
         loop {
-            let rowids = crate::lexical::candidates(
-                &conn,
-                tenant.as_str(),
-                namespace.as_str(),
-                &fts,
-                limit,
-            )?;
+            let rowids = crate::lexical::candidates(&conn, tenant.as_str(), namespace.as_str(), &fts, limit)?;
             let mut out = Vec::with_capacity(k);
             for (rowid, bm25) in &rowids {
                 type Row = (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);
@@ -1386,25 +948,15 @@ impl Store for SqliteStore {
                     .query_row(params![rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                     .optional()?;
                 // An index row without its item (or of another tenant) proposes nothing.
-                let Some((raw, emb, digest)) = row else {
-                    continue;
-                };
+                let Some((raw, emb, digest)) = row else { continue };
                 if let Some(e) = &emb
                     && digest.as_deref() != Some(embedding_digest(e).as_slice())
                 {
-                    return Err(StoreError::ItemTampered {
-                        id: hex::encode(&raw),
-                        reason: "its embedding differs from the digest its log entry committed"
-                            .into(),
-                    });
+                    return Err(StoreError::ItemTampered { id: hex::encode(&raw), reason: "its embedding differs from the digest its log entry committed".into() });
                 }
-                let Ok(raw) = <[u8; 16]>::try_from(raw.as_slice()) else {
-                    continue;
-                };
+                let Ok(raw) = <[u8; 16]>::try_from(raw.as_slice()) else { continue };
                 let id = ItemId::from_bytes(raw);
-                let Some(item) = self.read_item(&conn, tenant, &id)? else {
-                    continue;
-                };
+                let Some(item) = self.read_item(&conn, tenant, &id)? else { continue };
                 if item.namespace() != namespace || !item.readable_by(reader) {
                     continue;
                 }
@@ -1412,11 +964,7 @@ impl Store for SqliteStore {
                     Some(e) if e.len() == query.len() * 4 => cosine(query, &decode_f32(&e)),
                     _ => 0.0,
                 };
-                out.push(Hit {
-                    item,
-                    similarity,
-                    lexical: Some(*bm25),
-                });
+                out.push(Hit { item, similarity, lexical: Some(*bm25) });
                 if out.len() >= k {
                     return Ok(out);
                 }
@@ -1439,42 +987,23 @@ impl Store for SqliteStore {
 
     fn log_entries(&self, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let mut stmt = conn
-            .prepare_cached("SELECT entry FROM log WHERE gseq >= ?1 AND gseq < ?2 ORDER BY gseq")?;
-        let rows = stmt.query_map(
-            params![
-                i64::try_from(from).unwrap_or(i64::MAX),
-                i64::try_from(to).unwrap_or(i64::MAX)
-            ],
-            |r| r.get(0),
-        )?;
+        let mut stmt = conn.prepare_cached("SELECT entry FROM log WHERE gseq >= ?1 AND gseq < ?2 ORDER BY gseq")?;
+        let rows = stmt.query_map(params![i64::try_from(from).unwrap_or(i64::MAX), i64::try_from(to).unwrap_or(i64::MAX)], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
     fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, StoreError> {
-        read_guard(&self.shared.logs)
-            .global
-            .inclusion_proof(index, size)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))
+        read_guard(&self.shared.logs).global.inclusion_proof(index, size).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     fn consistency_proof(&self, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError> {
-        read_guard(&self.shared.logs)
-            .global
-            .consistency_proof(old_size, new_size)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))
+        read_guard(&self.shared.logs).global.consistency_proof(old_size, new_size).map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     fn checkpoint(&self, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
         let (reply, rx) = mpsc::channel();
-        self.send(Job::Checkpoint {
-            tenant: None,
-            now_ms,
-            reply,
-        })?;
-        rx.recv()
-            .map_err(|_| StoreError::WriterGone)?
-            .map_err(StoreError::Corrupt)
+        self.send(Job::Checkpoint { tenant: None, now_ms, reply })?;
+        rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)
     }
 
     fn checkpoints(&self) -> Result<Vec<SignedCheckpoint>, StoreError> {
@@ -1492,19 +1021,13 @@ impl Store for SqliteStore {
 
     fn tenants(&self) -> Vec<TenantId> {
         let logs = read_guard(&self.shared.logs);
-        let mut out: Vec<TenantId> = logs
-            .tenants
-            .keys()
-            .filter_map(|t| TenantId::new(t).ok())
-            .collect();
+        let mut out: Vec<TenantId> = logs.tenants.keys().filter_map(|t| TenantId::new(t).ok()).collect();
         out.sort();
         out
     }
 
     fn log_len_of(&self, tenant: &TenantId) -> u64 {
-        read_guard(&self.shared.logs)
-            .of(tenant.as_str())
-            .map_or(0, VerdictLog::len)
+        read_guard(&self.shared.logs).of(tenant.as_str()).map_or(0, VerdictLog::len)
     }
 
     fn log_root_of(&self, tenant: &TenantId) -> (u64, Hash, Hash) {
@@ -1515,72 +1038,32 @@ impl Store for SqliteStore {
         }
     }
 
-    fn log_entries_of(
-        &self,
-        tenant: &TenantId,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<Vec<u8>>, StoreError> {
+    fn log_entries_of(&self, tenant: &TenantId, from: u64, to: u64) -> Result<Vec<Vec<u8>>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let mut stmt = conn.prepare_cached(
-            "SELECT entry FROM log WHERE tenant = ?1 AND idx >= ?2 AND idx < ?3 ORDER BY idx",
-        )?;
-        let rows = stmt.query_map(
-            params![
-                tenant.as_str(),
-                i64::try_from(from).unwrap_or(i64::MAX),
-                i64::try_from(to).unwrap_or(i64::MAX)
-            ],
-            |r| r.get(0),
-        )?;
+        let mut stmt = conn.prepare_cached("SELECT entry FROM log WHERE tenant = ?1 AND idx >= ?2 AND idx < ?3 ORDER BY idx")?;
+        let rows = stmt.query_map(params![tenant.as_str(), i64::try_from(from).unwrap_or(i64::MAX), i64::try_from(to).unwrap_or(i64::MAX)], |r| r.get(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    fn inclusion_proof_of(
-        &self,
-        tenant: &TenantId,
-        index: u64,
-        size: u64,
-    ) -> Result<Vec<Hash>, StoreError> {
+    fn inclusion_proof_of(&self, tenant: &TenantId, index: u64, size: u64) -> Result<Vec<Hash>, StoreError> {
         let logs = read_guard(&self.shared.logs);
-        let log = logs
-            .of(tenant.as_str())
-            .ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
-        log.inclusion_proof(index, size)
-            .map_err(|e| StoreError::BadQuery(e.to_string()))
+        let log = logs.of(tenant.as_str()).ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
+        log.inclusion_proof(index, size).map_err(|e| StoreError::BadQuery(e.to_string()))
     }
 
-    fn consistency_proof_of(
-        &self,
-        tenant: &TenantId,
-        old_size: u64,
-        new_size: u64,
-    ) -> Result<Vec<Hash>, StoreError> {
+    fn consistency_proof_of(&self, tenant: &TenantId, old_size: u64, new_size: u64) -> Result<Vec<Hash>, StoreError> {
         let logs = read_guard(&self.shared.logs);
-        let log = logs
-            .of(tenant.as_str())
-            .ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
-        log.consistency_proof(old_size, new_size)
-            .map_err(|e| StoreError::BadQuery(e.to_string()))
+        let log = logs.of(tenant.as_str()).ok_or_else(|| StoreError::UnknownLog(tenant.to_string()))?;
+        log.consistency_proof(old_size, new_size).map_err(|e| StoreError::BadQuery(e.to_string()))
     }
 
-    fn checkpoint_of(
-        &self,
-        tenant: &TenantId,
-        now_ms: u64,
-    ) -> Result<SignedCheckpoint, StoreError> {
+    fn checkpoint_of(&self, tenant: &TenantId, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
         if read_guard(&self.shared.logs).of(tenant.as_str()).is_none() {
             return Err(StoreError::UnknownLog(tenant.to_string()));
         }
         let (reply, rx) = mpsc::channel();
-        self.send(Job::Checkpoint {
-            tenant: Some(tenant.as_str().to_owned()),
-            now_ms,
-            reply,
-        })?;
-        rx.recv()
-            .map_err(|_| StoreError::WriterGone)?
-            .map_err(StoreError::Corrupt)
+        self.send(Job::Checkpoint { tenant: Some(tenant.as_str().to_owned()), now_ms, reply })?;
+        rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)
     }
 
     fn checkpoints_of(&self, tenant: &TenantId) -> Result<Vec<SignedCheckpoint>, StoreError> {
@@ -1607,46 +1090,23 @@ impl SqliteStore {
             let logs = read_guard(&self.shared.logs);
             for (t, s) in &all.tenants {
                 let Some(mine) = logs.of(t) else {
-                    report.problem = Some(Problem::InLog {
-                        log: t.clone(),
-                        problem: Box::new(Problem::Extended {
-                            expected: 0,
-                            found: s.entries.len() as u64,
-                        }),
-                    });
+                    report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::Extended { expected: 0, found: s.entries.len() as u64 }) });
                     break;
                 };
                 let n = s.entries.len().min(mine.leaves().len());
                 if let Some(i) = (0..n).find(|&i| leaf_hash(&s.entries[i]) != mine.leaves()[i]) {
-                    report.problem = Some(Problem::InLog {
-                        log: t.clone(),
-                        problem: Box::new(Problem::BrokenLink { index: i as u64 }),
-                    });
+                    report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::BrokenLink { index: i as u64 }) });
                     break;
                 }
                 if (s.entries.len() as u64) < mine.len() {
-                    report.problem = Some(Problem::InLog {
-                        log: t.clone(),
-                        problem: Box::new(Problem::Truncated {
-                            expected: mine.len(),
-                            found: s.entries.len() as u64,
-                        }),
-                    });
+                    report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::Truncated { expected: mine.len(), found: s.entries.len() as u64 }) });
                     break;
                 }
             }
             if report.problem.is_none()
-                && let Some((t, _)) = logs.tenants.iter().find(|(t, _)| {
-                    only.is_none_or(|o| o == t.as_str()) && !all.tenants.contains_key(*t)
-                })
+                && let Some((t, _)) = logs.tenants.iter().find(|(t, _)| only.is_none_or(|o| o == t.as_str()) && !all.tenants.contains_key(*t))
             {
-                report.problem = Some(Problem::InLog {
-                    log: t.clone(),
-                    problem: Box::new(Problem::Truncated {
-                        expected: logs.of(t).map_or(0, VerdictLog::len),
-                        found: 0,
-                    }),
-                });
+                report.problem = Some(Problem::InLog { log: t.clone(), problem: Box::new(Problem::Truncated { expected: logs.of(t).map_or(0, VerdictLog::len), found: 0 }) });
             }
         }
         if report.problem.is_none() {
@@ -1657,42 +1117,28 @@ impl SqliteStore {
 }
 
 fn checkpoints_of(conn: &Connection, tenant: &str) -> Result<Vec<SignedCheckpoint>, StoreError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size")?;
+    let mut stmt = conn.prepare_cached("SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size")?;
     let mut out = Vec::new();
     for rec in stmt.query_map(params![tenant], |r| r.get::<_, String>(0))? {
-        out.push(
-            serde_json::from_str(&rec?)
-                .map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?,
-        );
+        out.push(serde_json::from_str(&rec?).map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?);
     }
     Ok(out)
 }
 
 /// The principal a verified row holds, checked for the tenant and id its key columns claim.
 pub fn principal_of(row: &PrincipalRow) -> Result<Principal, StoreError> {
-    let p: Principal = serde_json::from_str(&row.record)
-        .map_err(|e| StoreError::Corrupt(format!("principal {}: {e}", row.id)))?;
+    let p: Principal = serde_json::from_str(&row.record).map_err(|e| StoreError::Corrupt(format!("principal {}: {e}", row.id)))?;
     if p.tenant.as_str() != row.tenant || p.id.as_str() != row.id {
-        return Err(StoreError::RowTampered {
-            table: "principals",
-            key: row.id.clone(),
-            reason: "the record names another principal or tenant".into(),
-        });
+        return Err(StoreError::RowTampered { table: "principals", key: row.id.clone(), reason: "the record names another principal or tenant".into() });
     }
     Ok(p)
 }
 
 /// The attestation a verified row holds, checked for the tenant and key its columns claim.
 pub fn attestation_of(row: &AttestationRow) -> Result<Attestation, StoreError> {
-    let a: Attestation = serde_json::from_str(&row.record)
-        .map_err(|e| StoreError::Corrupt(format!("attestations: {e}")))?;
+    let a: Attestation = serde_json::from_str(&row.record).map_err(|e| StoreError::Corrupt(format!("attestations: {e}")))?;
     if a.tenant.as_str() != row.tenant || a.key != row.key {
-        return Err(StoreError::RowTampered {
-            table: "attestations",
-            key: row.log_index.to_string(),
-            reason: "the record names another tenant or key".into(),
-        });
+        return Err(StoreError::RowTampered { table: "attestations", key: row.log_index.to_string(), reason: "the record names another tenant or key".into() });
     }
     Ok(a)
 }

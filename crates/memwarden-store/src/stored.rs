@@ -5,10 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use ed25519_dalek::VerifyingKey;
-use memwarden_log::{
-    Entry, EntryKind, Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash,
-    verify_log,
-};
+use memwarden_log::{Entry, EntryKind, Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::StoreError;
@@ -53,8 +50,7 @@ pub fn read_logs(conn: &Connection, only: Option<&str>) -> Result<StoredLogs, St
         let mut per: BTreeMap<String, Vec<(i64, Vec<u8>)>> = BTreeMap::new();
         let mut pos = 0u64;
         while let Some(r) = rows.next()? {
-            let (tenant, idx, entry, gseq): (String, i64, Vec<u8>, i64) =
-                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+            let (tenant, idx, entry, gseq): (String, i64, Vec<u8>, i64) = (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
             if u64::try_from(gseq).ok() != Some(pos) && out.gseq_gap.is_none() {
                 out.gseq_gap = Some(pos);
             }
@@ -72,8 +68,7 @@ pub fn read_logs(conn: &Connection, only: Option<&str>) -> Result<StoredLogs, St
     let mut stmt = conn.prepare("SELECT tenant, record FROM checkpoints ORDER BY tenant, size")?;
     for r in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
         let (t, rec) = r?;
-        let cp: SignedCheckpoint = serde_json::from_str(&rec)
-            .map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?;
+        let cp: SignedCheckpoint = serde_json::from_str(&rec).map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?;
         if t == GLOBAL {
             out.global_checkpoints.push(cp);
         } else if only.is_none_or(|o| o == t) {
@@ -81,19 +76,12 @@ pub fn read_logs(conn: &Connection, only: Option<&str>) -> Result<StoredLogs, St
         }
     }
     let mut stmt = conn.prepare("SELECT tenant, size, head FROM heads")?;
-    for r in stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, Vec<u8>>(2)?,
-        ))
-    })? {
+    for r in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, Vec<u8>>(2)?)))? {
         let (t, size, head) = r?;
         if only.is_some_and(|o| o != t) {
             continue;
         }
-        let head = hash32(&head)
-            .ok_or_else(|| StoreError::Corrupt(format!("recorded head of {t} is malformed")))?;
+        let head = hash32(&head).ok_or_else(|| StoreError::Corrupt(format!("recorded head of {t} is malformed")))?;
         out.tenants.entry(t).or_default().expected = Some((u64::try_from(size).unwrap_or(0), head));
     }
     Ok(out)
@@ -102,22 +90,11 @@ pub fn read_logs(conn: &Connection, only: Option<&str>) -> Result<StoredLogs, St
 /// The witnessed head of every tenant log, checked against the store it must belong to. The
 /// store's own witness ([`GLOBAL`], written at open before any tenant has a log, so that a store
 /// with entries always has a witness) names no tenant log and is left out.
-pub fn witnesses(
-    key_dir: &std::path::Path,
-    store_id: &str,
-) -> Result<HashMap<String, SignedCheckpoint>, StoreError> {
+pub fn witnesses(key_dir: &std::path::Path, store_id: &str) -> Result<HashMap<String, SignedCheckpoint>, StoreError> {
     let mut out = HashMap::new();
-    for Witness {
-        store_id: sid,
-        tenant,
-        checkpoint,
-    } in keys::read_witnesses(key_dir)?
-    {
+    for Witness { store_id: sid, tenant, checkpoint } in keys::read_witnesses(key_dir)? {
         if sid != store_id {
-            return Err(StoreError::KeyDir(format!(
-                "the witness in {} belongs to store {sid}, not to this one ({store_id})",
-                key_dir.display()
-            )));
+            return Err(StoreError::KeyDir(format!("the witness in {} belongs to store {sid}, not to this one ({store_id})", key_dir.display())));
         }
         if tenant != GLOBAL {
             out.insert(tenant, checkpoint);
@@ -140,12 +117,7 @@ fn genesis_tenant(bytes: &[u8]) -> Option<String> {
 /// checkpoints, recorded head and witness (a witness whose log is missing is a cut log), its
 /// genesis naming it; then the global view's order and checkpoints. The report's figures are the
 /// global view's (one tenant's for `only`).
-pub fn verify(
-    stored: &StoredLogs,
-    key: &VerifyingKey,
-    witnessed: &HashMap<String, SignedCheckpoint>,
-    only: Option<&str>,
-) -> VerifyReport {
+pub fn verify(stored: &StoredLogs, key: &VerifyingKey, witnessed: &HashMap<String, SignedCheckpoint>, only: Option<&str>) -> VerifyReport {
     let mut names: Vec<&str> = stored.tenants.keys().map(String::as_str).collect();
     for t in witnessed.keys() {
         if only.is_none_or(|o| o == t) && !stored.tenants.contains_key(t) {
@@ -156,13 +128,7 @@ pub fn verify(
     names.dedup();
     let empty = TenantStored::default();
     // A tenant without a log reports the empty tree.
-    let mut total = VerifyReport {
-        entries: 0,
-        root: memwarden_log::empty_root(),
-        head: [0; 32],
-        checkpoints_checked: 0,
-        problem: None,
-    };
+    let mut total = VerifyReport { entries: 0, root: memwarden_log::empty_root(), head: [0; 32], checkpoints_checked: 0, problem: None };
     for t in names {
         let s = stored.tenants.get(t).unwrap_or(&empty);
         let mut anchors = s.checkpoints.clone();
@@ -183,10 +149,7 @@ pub fn verify(
         if total.problem.is_none()
             && let Some(p) = r.problem
         {
-            total.problem = Some(Problem::InLog {
-                log: t.to_owned(),
-                problem: Box::new(p),
-            });
+            total.problem = Some(Problem::InLog { log: t.to_owned(), problem: Box::new(p) });
         }
     }
     if only.is_none() {
@@ -200,13 +163,7 @@ pub fn verify(
         if total.problem.is_none()
             && let Some(pos) = stored.gseq_gap
         {
-            total.problem = Some(Problem::InLog {
-                log: GLOBAL.into(),
-                problem: Box::new(Problem::IndexMismatch {
-                    index: pos,
-                    found: pos + 1,
-                }),
-            });
+            total.problem = Some(Problem::InLog { log: GLOBAL.into(), problem: Box::new(Problem::IndexMismatch { index: pos, found: pos + 1 }) });
         }
         let mut last_ok = 0;
         for cp in &stored.global_checkpoints {
@@ -217,24 +174,15 @@ pub fn verify(
             let p = if cp.verify(key).is_err() {
                 Some(Problem::BadSignature { size: c.size })
             } else if c.size > view.len() {
-                Some(Problem::CheckpointBeyondLog {
-                    size: c.size,
-                    len: view.len(),
-                })
+                Some(Problem::CheckpointBeyondLog { size: c.size, len: view.len() })
             } else if view.at(c.size) != Some((c.root, c.head)) {
-                Some(Problem::CheckpointRootMismatch {
-                    size: c.size,
-                    first_bad_after: last_ok,
-                })
+                Some(Problem::CheckpointRootMismatch { size: c.size, first_bad_after: last_ok })
             } else {
                 last_ok = c.size;
                 total.checkpoints_checked += 1;
                 None
             };
-            total.problem = p.map(|p| Problem::InLog {
-                log: GLOBAL.into(),
-                problem: Box::new(p),
-            });
+            total.problem = p.map(|p| Problem::InLog { log: GLOBAL.into(), problem: Box::new(p) });
         }
     }
     total
@@ -246,57 +194,28 @@ pub fn load(stored: &StoredLogs) -> Result<(Logs, StateIndex), StoreError> {
     let mut state = StateIndex::default();
     for (t, s) in &stored.tenants {
         for (i, bytes) in s.entries.iter().enumerate() {
-            let entry = Entry::decode(bytes)
-                .map_err(|e| StoreError::LogTampered(format!("log {t:?} entry {i}: {e}")))?;
-            for b in bindings_of(&entry.body)
-                .map_err(|e| StoreError::LogTampered(format!("log {t:?} entry {i}: {e}")))?
-            {
+            let entry = Entry::decode(bytes).map_err(|e| StoreError::LogTampered(format!("log {t:?} entry {i}: {e}")))?;
+            for b in bindings_of(&entry.body).map_err(|e| StoreError::LogTampered(format!("log {t:?} entry {i}: {e}")))? {
                 if b.tenant != *t {
-                    return Err(StoreError::LogTampered(format!(
-                        "log {t:?} entry {i} binds a row of tenant {:?}",
-                        b.tenant
-                    )));
+                    return Err(StoreError::LogTampered(format!("log {t:?} entry {i} binds a row of tenant {:?}", b.tenant)));
                 }
                 state.apply(&b, i as u64);
             }
         }
         let leaves: Vec<Hash> = s.entries.iter().map(|e| leaf_hash(e)).collect();
-        let last_checkpoint = s
-            .checkpoints
-            .iter()
-            .map(|c| c.checkpoint.size)
-            .max()
-            .unwrap_or(0);
-        logs.tenants.insert(
-            t.clone(),
-            TenantLog {
-                log: VerdictLog::from_leaves(leaves),
-                last_checkpoint,
-            },
-        );
+        let last_checkpoint = s.checkpoints.iter().map(|c| c.checkpoint.size).max().unwrap_or(0);
+        logs.tenants.insert(t.clone(), TenantLog { log: VerdictLog::from_leaves(leaves), last_checkpoint });
     }
     for l in &stored.global {
         logs.global.push(*l);
     }
-    logs.global.last_checkpoint = stored
-        .global_checkpoints
-        .iter()
-        .map(|c| c.checkpoint.size)
-        .max()
-        .unwrap_or(0);
+    logs.global.last_checkpoint = stored.global_checkpoints.iter().map(|c| c.checkpoint.size).max().unwrap_or(0);
     Ok((logs, state))
 }
 
 /// The latest entry time of any log.
 pub fn last_time_ms(stored: &StoredLogs) -> u64 {
-    stored
-        .tenants
-        .values()
-        .filter_map(|s| s.entries.last())
-        .filter_map(|e| Entry::decode(e).ok())
-        .map(|e| e.time_ms)
-        .max()
-        .unwrap_or(0)
+    stored.tenants.values().filter_map(|s| s.entries.last()).filter_map(|e| Entry::decode(e).ok()).map(|e| e.time_ms).max().unwrap_or(0)
 }
 
 /// The single global log of schemas up to 5, read from its (old) tables.
@@ -306,55 +225,26 @@ pub struct LegacyLog {
     pub expected: Option<(u64, Hash)>,
 }
 
-pub fn read_legacy(
-    conn: &Connection,
-    table: &str,
-    checkpoints: &str,
-) -> Result<LegacyLog, StoreError> {
+pub fn read_legacy(conn: &Connection, table: &str, checkpoints: &str) -> Result<LegacyLog, StoreError> {
     let mut stmt = conn.prepare(&format!("SELECT entry FROM {table} ORDER BY idx"))?;
-    let entries = stmt
-        .query_map([], |r| r.get::<_, Vec<u8>>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let entries = stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))?.collect::<Result<Vec<_>, _>>()?;
     let mut stmt = conn.prepare(&format!("SELECT record FROM {checkpoints} ORDER BY size"))?;
     let mut cps = Vec::new();
     for rec in stmt.query_map([], |r| r.get::<_, String>(0))? {
-        cps.push(
-            serde_json::from_str(&rec?)
-                .map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?,
-        );
+        cps.push(serde_json::from_str(&rec?).map_err(|e| StoreError::Corrupt(format!("checkpoint: {e}")))?);
     }
-    let size: Option<i64> = conn
-        .query_row("SELECT value FROM meta WHERE key='log_size'", [], |r| {
-            r.get(0)
-        })
-        .optional()?;
-    let head: Option<Vec<u8>> = conn
-        .query_row("SELECT value FROM meta WHERE key='log_head'", [], |r| {
-            r.get(0)
-        })
-        .optional()?;
+    let size: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key='log_size'", [], |r| r.get(0)).optional()?;
+    let head: Option<Vec<u8>> = conn.query_row("SELECT value FROM meta WHERE key='log_head'", [], |r| r.get(0)).optional()?;
     let expected = match (size, head) {
-        (Some(s), Some(h)) => Some((
-            u64::try_from(s).unwrap_or(0),
-            hash32(&h)
-                .ok_or_else(|| StoreError::Corrupt("recorded log head is malformed".into()))?,
-        )),
+        (Some(s), Some(h)) => Some((u64::try_from(s).unwrap_or(0), hash32(&h).ok_or_else(|| StoreError::Corrupt("recorded log head is malformed".into()))?)),
         (None, None) => None,
         _ => return Err(StoreError::Corrupt("recorded log head is malformed".into())),
     };
-    Ok(LegacyLog {
-        entries,
-        checkpoints: cps,
-        expected,
-    })
+    Ok(LegacyLog { entries, checkpoints: cps, expected })
 }
 
 /// Whether the `log` table has the per-tenant shape.
 pub fn per_tenant(conn: &Connection) -> Result<bool, StoreError> {
-    let n: i64 = conn.query_row(
-        "SELECT count(*) FROM pragma_table_info('log') WHERE name = 'tenant'",
-        params![],
-        |r| r.get(0),
-    )?;
+    let n: i64 = conn.query_row("SELECT count(*) FROM pragma_table_info('log') WHERE name = 'tenant'", params![], |r| r.get(0))?;
     Ok(n > 0)
 }

@@ -64,9 +64,8 @@ use serde_json::{Map, Value, json};
 
 use crate::StoreError;
 use crate::binding::{
-    AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow,
-    LineageRow, PrincipalRow, ReputationRow, RowKey, SessionRow, StateIndex, bindings_of,
-    embedding_digest,
+    AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow, PrincipalRow, ReputationRow, RowKey, SessionRow,
+    StateIndex, bindings_of, embedding_digest,
 };
 use crate::db::{Arg, Cols, Db, DbError, query_all, query_opt};
 use crate::stored::{StoredLogs, TenantStored};
@@ -98,9 +97,7 @@ pub enum TransferError {
     #[error("does not verify: {0}")]
     Verify(String),
     /// The tenant already exists in the target store.
-    #[error(
-        "tenant {0} already exists in the target store (its log is not empty); import only into a store without it"
-    )]
+    #[error("tenant {0} already exists in the target store (its log is not empty); import only into a store without it")]
     TenantExists(String),
     /// The target store cannot take the tenant as it is (a taken vector key or item id, another
     /// vector dimension).
@@ -136,17 +133,7 @@ struct Spec {
 }
 
 const SPECS: [Spec; 11] = [
-    Spec {
-        table: "principals",
-        cols: &[
-            ("tenant", Ty::Text),
-            ("id", Ty::Text),
-            ("record", Ty::Text),
-            ("log_index", Ty::Int),
-        ],
-        filter: "tenant = ?1",
-        order: "log_index, id",
-    },
+    Spec { table: "principals", cols: &[("tenant", Ty::Text), ("id", Ty::Text), ("record", Ty::Text), ("log_index", Ty::Int)], filter: "tenant = ?1", order: "log_index, id" },
     Spec {
         table: "items",
         cols: &[
@@ -167,102 +154,30 @@ const SPECS: [Spec; 11] = [
     },
     Spec {
         table: "erased",
-        cols: &[
-            ("id", Ty::Blob),
-            ("tenant", Ty::Text),
-            ("namespace", Ty::Text),
-            ("tombstone", Ty::Text),
-            ("item_log_index", Ty::Int),
-            ("log_index", Ty::Int),
-        ],
+        cols: &[("id", Ty::Blob), ("tenant", Ty::Text), ("namespace", Ty::Text), ("tombstone", Ty::Text), ("item_log_index", Ty::Int), ("log_index", Ty::Int)],
         filter: "tenant = ?1",
         order: "item_log_index",
     },
-    Spec {
-        table: "attestations",
-        cols: &[
-            ("tenant", Ty::Text),
-            ("key", Ty::Text),
-            ("record", Ty::Text),
-            ("log_index", Ty::Int),
-        ],
-        filter: "tenant = ?1",
-        order: "log_index",
-    },
+    Spec { table: "attestations", cols: &[("tenant", Ty::Text), ("key", Ty::Text), ("record", Ty::Text), ("log_index", Ty::Int)], filter: "tenant = ?1", order: "log_index" },
     Spec {
         table: "elevations",
-        cols: &[
-            ("tenant", Ty::Text),
-            ("key", Ty::Text),
-            ("value", Ty::Text),
-            ("record", Ty::Text),
-            ("log_index", Ty::Int),
-        ],
+        cols: &[("tenant", Ty::Text), ("key", Ty::Text), ("value", Ty::Text), ("record", Ty::Text), ("log_index", Ty::Int)],
         filter: "tenant = ?1",
         order: "log_index, key, value",
     },
-    Spec {
-        table: "grants_used",
-        cols: &[
-            ("tenant", Ty::Text),
-            ("nonce", Ty::Blob),
-            ("record", Ty::Text),
-            ("log_index", Ty::Int),
-        ],
-        filter: "tenant = ?1",
-        order: "log_index",
-    },
+    Spec { table: "grants_used", cols: &[("tenant", Ty::Text), ("nonce", Ty::Blob), ("record", Ty::Text), ("log_index", Ty::Int)], filter: "tenant = ?1", order: "log_index" },
     Spec {
         table: "sessions",
-        cols: &[
-            ("tenant", Ty::Text),
-            ("principal", Ty::Text),
-            ("session", Ty::Text),
-            ("record", Ty::Text),
-            ("log_index", Ty::Int),
-        ],
+        cols: &[("tenant", Ty::Text), ("principal", Ty::Text), ("session", Ty::Text), ("record", Ty::Text), ("log_index", Ty::Int)],
         filter: "tenant = ?1",
         order: "log_index, principal, session",
     },
-    Spec {
-        table: "reputation",
-        cols: &[
-            ("tenant", Ty::Text),
-            ("principal", Ty::Text),
-            ("value", Ty::Real),
-            ("log_index", Ty::Int),
-        ],
-        filter: "tenant = ?1",
-        order: "log_index, principal",
-    },
-    Spec {
-        table: "lineage_events",
-        cols: &[
-            ("tenant", Ty::Text),
-            ("event", Ty::Text),
-            ("log_index", Ty::Int),
-        ],
-        filter: "tenant = ?1",
-        order: "log_index",
-    },
-    Spec {
-        table: "vectors",
-        cols: &[
-            ("seq", Ty::Int),
-            ("id", Ty::Blob),
-            ("tenant", Ty::Text),
-            ("namespace", Ty::Text),
-        ],
-        filter: "tenant = ?1",
-        order: "seq",
-    },
+    Spec { table: "reputation", cols: &[("tenant", Ty::Text), ("principal", Ty::Text), ("value", Ty::Real), ("log_index", Ty::Int)], filter: "tenant = ?1", order: "log_index, principal" },
+    Spec { table: "lineage_events", cols: &[("tenant", Ty::Text), ("event", Ty::Text), ("log_index", Ty::Int)], filter: "tenant = ?1", order: "log_index" },
+    Spec { table: "vectors", cols: &[("seq", Ty::Int), ("id", Ty::Blob), ("tenant", Ty::Text), ("namespace", Ty::Text)], filter: "tenant = ?1", order: "seq" },
     Spec {
         table: "edges",
-        cols: &[
-            ("child", Ty::Blob),
-            ("parent", Ty::Blob),
-            ("kind", Ty::Text),
-        ],
+        cols: &[("child", Ty::Blob), ("parent", Ty::Blob), ("kind", Ty::Text)],
         filter: "child IN (SELECT id FROM items WHERE tenant = ?1) OR child IN (SELECT id FROM erased WHERE tenant = ?1)",
         order: "child, parent, kind",
     },
@@ -287,9 +202,7 @@ struct Vals(Vec<Val>);
 
 impl Vals {
     fn get(&self, i: usize) -> Result<&Val, DbError> {
-        self.0
-            .get(i)
-            .ok_or_else(|| DbError::other(format!("no column {i}")))
+        self.0.get(i).ok_or_else(|| DbError::other(format!("no column {i}")))
     }
 }
 
@@ -369,18 +282,11 @@ fn vals_to_json(spec: &Spec, vals: &Vals) -> Value {
 fn vals_from_json(spec: &Spec, row: &Value) -> Result<Vals, String> {
     let obj = row.as_object().ok_or("a row must be an object")?;
     if obj.len() != spec.cols.len() {
-        return Err(format!(
-            "a {} row has {} columns, not {}",
-            spec.table,
-            spec.cols.len(),
-            obj.len()
-        ));
+        return Err(format!("a {} row has {} columns, not {}", spec.table, spec.cols.len(), obj.len()));
     }
     let mut out = Vec::with_capacity(spec.cols.len());
     for (name, ty) in spec.cols {
-        let v = obj
-            .get(*name)
-            .ok_or_else(|| format!("a {} row lacks column {name}", spec.table))?;
+        let v = obj.get(*name).ok_or_else(|| format!("a {} row lacks column {name}", spec.table))?;
         let bad = || format!("column {name} of a {} row is not {ty:?}", spec.table);
         let hex_of = |v: &Value| v.as_str().and_then(|s| hex::decode(s).ok()).ok_or_else(bad);
         out.push(match (ty, v) {
@@ -436,22 +342,12 @@ impl LogHead {
 
     fn parse(v: &Value) -> Result<Self, String> {
         let h = |k: &str| -> Result<Hash, String> {
-            let s = v
-                .get(k)
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("log.{k} missing"))?;
+            let s = v.get(k).and_then(Value::as_str).ok_or_else(|| format!("log.{k} missing"))?;
             let mut out = [0u8; 32];
             hex::decode_to_slice(s, &mut out).map_err(|e| format!("log.{k}: {e}"))?;
             Ok(out)
         };
-        Ok(Self {
-            size: v
-                .get("size")
-                .and_then(Value::as_u64)
-                .ok_or("log.size missing")?,
-            root: h("root")?,
-            head: h("head")?,
-        })
+        Ok(Self { size: v.get("size").and_then(Value::as_u64).ok_or("log.size missing")?, root: h("root")?, head: h("head")? })
     }
 }
 
@@ -488,66 +384,28 @@ fn db_blob(r: &dyn Cols, i: usize) -> Result<Vec<u8>, DbError> {
 /// The tenant's stored log as a backend holds it (`log`, `checkpoints`, `heads` tables; the
 /// same SQL on every backend).
 fn read_tenant_log(db: &dyn Db, tenant: &str) -> Result<TenantStored, TransferError> {
-    let rows: Vec<(i64, Vec<u8>)> = query_all(
-        db,
-        "SELECT idx, entry FROM log WHERE tenant = ?1 ORDER BY idx",
-        &[Arg::Text(tenant)],
-        |r| Ok((r.int(0)?, db_blob(r, 1)?)),
-    )
-    .map_err(dberr)?;
+    let rows: Vec<(i64, Vec<u8>)> = query_all(db, "SELECT idx, entry FROM log WHERE tenant = ?1 ORDER BY idx", &[Arg::Text(tenant)], |r| Ok((r.int(0)?, db_blob(r, 1)?))).map_err(dberr)?;
     let mut out = TenantStored::default();
     for (i, (idx, e)) in rows.into_iter().enumerate() {
         if u64::try_from(idx).ok() != Some(i as u64) {
-            return Err(TransferError::Verify(format!(
-                "the log of {tenant} has no entry {i}"
-            )));
+            return Err(TransferError::Verify(format!("the log of {tenant} has no entry {i}")));
         }
         out.entries.push(e);
     }
-    for rec in query_all(
-        db,
-        "SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size",
-        &[Arg::Text(tenant)],
-        |r| r.text(0),
-    )
-    .map_err(dberr)?
-    {
-        out.checkpoints.push(
-            serde_json::from_str(&rec).map_err(|e| {
-                TransferError::Store(StoreError::Corrupt(format!("checkpoint: {e}")))
-            })?,
-        );
+    for rec in query_all(db, "SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size", &[Arg::Text(tenant)], |r| r.text(0)).map_err(dberr)? {
+        out.checkpoints.push(serde_json::from_str(&rec).map_err(|e| TransferError::Store(StoreError::Corrupt(format!("checkpoint: {e}"))))?);
     }
-    let head: Option<(i64, Vec<u8>)> = query_opt(
-        db,
-        "SELECT size, head FROM heads WHERE tenant = ?1",
-        &[Arg::Text(tenant)],
-        |r| Ok((r.int(0)?, r.blob(1)?)),
-    )
-    .map_err(dberr)?;
+    let head: Option<(i64, Vec<u8>)> = query_opt(db, "SELECT size, head FROM heads WHERE tenant = ?1", &[Arg::Text(tenant)], |r| Ok((r.int(0)?, r.blob(1)?))).map_err(dberr)?;
     if let Some((size, head)) = head {
-        let head: Hash = head.try_into().map_err(|_| {
-            TransferError::Verify(format!("the recorded head of {tenant} is malformed"))
-        })?;
+        let head: Hash = head.try_into().map_err(|_| TransferError::Verify(format!("the recorded head of {tenant} is malformed")))?;
         out.expected = Some((u64::try_from(size).unwrap_or(0), head));
     }
     Ok(out)
 }
 
 fn vector_dims(db: &dyn Db) -> Result<Option<usize>, TransferError> {
-    let d: Option<String> = query_opt(
-        db,
-        "SELECT CAST(value AS TEXT) FROM meta WHERE key = 'vector_dims'",
-        &[],
-        |r| r.text(0),
-    )
-    .map_err(dberr)?;
-    d.map(|d| {
-        d.trim()
-            .parse::<usize>()
-            .map_err(|_| TransferError::Store(StoreError::Corrupt(format!("vector_dims {d:?}"))))
-    })
-    .transpose()
+    let d: Option<String> = query_opt(db, "SELECT CAST(value AS TEXT) FROM meta WHERE key = 'vector_dims'", &[], |r| r.text(0)).map_err(dberr)?;
+    d.map(|d| d.trim().parse::<usize>().map_err(|_| TransferError::Store(StoreError::Corrupt(format!("vector_dims {d:?}"))))).transpose()
 }
 
 /// Checks a tenant's entries and rows as one whole: the entries form one chain, every row is
@@ -576,49 +434,25 @@ fn verify_err(what: impl Into<String>) -> TransferError {
 impl Checker {
     /// Verify `entries` as the tenant's whole log (anchored at `log` and at the source's
     /// checkpoints under `source_key`) and replay their bindings.
-    fn new(
-        tenant: &str,
-        entries: &[Vec<u8>],
-        checkpoints: &[SignedCheckpoint],
-        source_key: &[u8; 32],
-        log: &LogHead,
-        dims: Option<usize>,
-    ) -> Result<Self, TransferError> {
-        let key = VerifyingKey::from_bytes(source_key)
-            .map_err(|e| verify_err(format!("the source log key is not an Ed25519 key: {e}")))?;
+    fn new(tenant: &str, entries: &[Vec<u8>], checkpoints: &[SignedCheckpoint], source_key: &[u8; 32], log: &LogHead, dims: Option<usize>) -> Result<Self, TransferError> {
+        let key = VerifyingKey::from_bytes(source_key).map_err(|e| verify_err(format!("the source log key is not an Ed25519 key: {e}")))?;
         if entries.is_empty() {
             return Err(verify_err("the tenant's log is empty"));
         }
         let report = verify_log(entries, checkpoints, &key, Some((log.size, log.head)));
         if let Some(p) = report.problem {
-            return Err(verify_err(format!(
-                "the log entries do not form the announced chain: {p}"
-            )));
+            return Err(verify_err(format!("the log entries do not form the announced chain: {p}")));
         }
         if report.root != log.root || report.head != log.head || report.entries != log.size {
-            return Err(verify_err(
-                "the log entries do not have the announced root and head",
-            ));
+            return Err(verify_err("the log entries do not have the announced root and head"));
         }
-        let genesis =
-            Entry::decode(&entries[0]).map_err(|e| verify_err(format!("entry 0: {e}")))?;
-        let named = serde_json::from_slice::<Value>(&genesis.body)
-            .ok()
-            .and_then(|v| v.get("tenant").and_then(Value::as_str).map(str::to_owned));
+        let genesis = Entry::decode(&entries[0]).map_err(|e| verify_err(format!("entry 0: {e}")))?;
+        let named = serde_json::from_slice::<Value>(&genesis.body).ok().and_then(|v| v.get("tenant").and_then(Value::as_str).map(str::to_owned));
         if genesis.kind != EntryKind::Genesis || named.as_deref() != Some(tenant) {
-            return Err(verify_err(format!(
-                "entry 0 is not the genesis entry of tenant {tenant}"
-            )));
+            return Err(verify_err(format!("entry 0 is not the genesis entry of tenant {tenant}")));
         }
         let mut stored = StoredLogs::default();
-        stored.tenants.insert(
-            tenant.to_owned(),
-            TenantStored {
-                entries: entries.to_vec(),
-                checkpoints: Vec::new(),
-                expected: None,
-            },
-        );
+        stored.tenants.insert(tenant.to_owned(), TenantStored { entries: entries.to_vec(), checkpoints: Vec::new(), expected: None });
         let (_, state) = crate::stored::load(&stored).map_err(|e| verify_err(e.to_string()))?;
         let mut live = HashMap::new();
         for (i, bytes) in entries.iter().enumerate() {
@@ -647,56 +481,28 @@ impl Checker {
     }
 
     fn bound<R: BoundRow>(&mut self, vals: &Vals) -> Result<R, TransferError> {
-        let row = R::from_cols(vals)
-            .map_err(|e| verify_err(format!("a {} row: {e}", R::TABLE.name())))?;
+        let row = R::from_cols(vals).map_err(|e| verify_err(format!("a {} row: {e}", R::TABLE.name())))?;
         let name = R::TABLE.name();
         if row.tenant() != self.tenant {
-            return Err(verify_err(format!(
-                "a {name} row of tenant {:?} in the export of {}",
-                row.tenant(),
-                self.tenant
-            )));
+            return Err(verify_err(format!("a {name} row of tenant {:?} in the export of {}", row.tenant(), self.tenant)));
         }
         let key = row.key();
         match self.state.check(&key, Some(&row.digest())) {
             Check::Ok => {}
-            bad => {
-                return Err(verify_err(format!(
-                    "{name} row {}: {}",
-                    row.parts().join("/"),
-                    bad.reason()
-                )));
-            }
+            bad => return Err(verify_err(format!("{name} row {}: {}", row.parts().join("/"), bad.reason()))),
         }
         if !self.seen.insert(key) {
-            return Err(verify_err(format!(
-                "{name} row {} appears twice",
-                row.parts().join("/")
-            )));
+            return Err(verify_err(format!("{name} row {} appears twice", row.parts().join("/"))));
         }
         Ok(row)
     }
 
     fn parents_of(&mut self, child: &[u8], record: &str) -> Result<(), TransferError> {
-        let v: Value = serde_json::from_str(record)
-            .map_err(|e| verify_err(format!("item {}: {e}", hex::encode(child))))?;
-        for p in v
-            .get("parents")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let (Some(id), Some(kind)) = (
-                p.get("id").and_then(Value::as_str),
-                p.get("kind").and_then(Value::as_str),
-            ) else {
-                continue;
-            };
-            let Ok(parent) = hex::decode(id) else {
-                continue;
-            };
-            self.want_edges
-                .insert((child.to_vec(), parent, kind.to_owned()));
+        let v: Value = serde_json::from_str(record).map_err(|e| verify_err(format!("item {}: {e}", hex::encode(child))))?;
+        for p in v.get("parents").and_then(Value::as_array).into_iter().flatten() {
+            let (Some(id), Some(kind)) = (p.get("id").and_then(Value::as_str), p.get("kind").and_then(Value::as_str)) else { continue };
+            let Ok(parent) = hex::decode(id) else { continue };
+            self.want_edges.insert((child.to_vec(), parent, kind.to_owned()));
         }
         Ok(())
     }
@@ -712,41 +518,24 @@ impl Checker {
             }
             "items" => {
                 let r: ItemRow = self.bound(vals)?;
-                let id = ItemId::from_bytes(
-                    r.id.clone()
-                        .try_into()
-                        .map_err(|_| verify_err("an item id is not 16 bytes"))?,
-                );
+                let id = ItemId::from_bytes(r.id.clone().try_into().map_err(|_| verify_err("an item id is not 16 bytes"))?);
                 let tenant = TenantId::new(&self.tenant).map_err(|e| verify_err(e.to_string()))?;
-                let item = crate::sqlite::item_of(&r, &tenant, &id)
-                    .map_err(|e| verify_err(format!("item {id}: {e}")))?;
-                let emb = vals
-                    .opt_blob(10)
-                    .map_err(|e| verify_err(format!("item {id}: {e}")))?;
+                let item = crate::sqlite::item_of(&r, &tenant, &id).map_err(|e| verify_err(format!("item {id}: {e}")))?;
+                let emb = vals.opt_blob(10).map_err(|e| verify_err(format!("item {id}: {e}")))?;
                 if emb.as_deref().map(|e| embedding_digest(e).to_vec()) != r.emb_digest {
-                    return Err(verify_err(format!(
-                        "item {id}: the embedding differs from the digest its log entry committed"
-                    )));
+                    return Err(verify_err(format!("item {id}: the embedding differs from the digest its log entry committed")));
                 }
                 if let Some(e) = &emb
                     && self.dims.is_some_and(|d| d * 4 != e.len())
                 {
-                    return Err(verify_err(format!(
-                        "item {id}: an embedding of {} bytes in a store of {:?} dimensions",
-                        e.len(),
-                        self.dims
-                    )));
+                    return Err(verify_err(format!("item {id}: an embedding of {} bytes in a store of {:?} dimensions", e.len(), self.dims)));
                 }
                 match (r.vseq, &emb) {
                     (Some(s), Some(_)) => {
                         self.vseq.insert(r.id.clone(), (s, r.namespace.clone()));
                     }
                     (None, None) => {}
-                    _ => {
-                        return Err(verify_err(format!(
-                            "item {id}: a vector key without an embedding, or the reverse"
-                        )));
-                    }
+                    _ => return Err(verify_err(format!("item {id}: a vector key without an embedding, or the reverse"))),
                 }
                 self.parents_of(&r.id, &r.record)?;
                 text = Some(item.content().to_owned());
@@ -775,31 +564,16 @@ impl Checker {
                 self.bound::<LineageRow>(vals)?;
             }
             "vectors" => {
-                let (seq, id, tenant, ns) = (
-                    vals.int(0).map_err(dberr)?,
-                    vals.blob(1).map_err(dberr)?,
-                    vals.text(2).map_err(dberr)?,
-                    vals.text(3).map_err(dberr)?,
-                );
+                let (seq, id, tenant, ns) = (vals.int(0).map_err(dberr)?, vals.blob(1).map_err(dberr)?, vals.text(2).map_err(dberr)?, vals.text(3).map_err(dberr)?);
                 if tenant != self.tenant {
-                    return Err(verify_err(format!(
-                        "a vectors row of tenant {tenant:?} in the export of {}",
-                        self.tenant
-                    )));
+                    return Err(verify_err(format!("a vectors row of tenant {tenant:?} in the export of {}", self.tenant)));
                 }
                 if self.vectors.insert(id.clone(), (seq, ns)).is_some() {
-                    return Err(verify_err(format!(
-                        "two vectors rows for item {}",
-                        hex::encode(id)
-                    )));
+                    return Err(verify_err(format!("two vectors rows for item {}", hex::encode(id))));
                 }
             }
             "edges" => {
-                let e = (
-                    vals.blob(0).map_err(dberr)?,
-                    vals.blob(1).map_err(dberr)?,
-                    vals.text(2).map_err(dberr)?,
-                );
+                let e = (vals.blob(0).map_err(dberr)?, vals.blob(1).map_err(dberr)?, vals.text(2).map_err(dberr)?);
                 self.have_edges.insert(e);
             }
             other => return Err(verify_err(format!("unknown table {other:?}"))),
@@ -809,32 +583,18 @@ impl Checker {
 
     /// Every bound row was there; vector keys and edges agree with the item rows.
     fn finish(&self) -> Result<(), TransferError> {
-        let mut missing: Vec<&(Binding, u64)> = self
-            .live
-            .iter()
-            .filter(|(k, _)| !self.seen.contains(k))
-            .map(|(_, v)| v)
-            .collect();
+        let mut missing: Vec<&(Binding, u64)> = self.live.iter().filter(|(k, _)| !self.seen.contains(k)).map(|(_, v)| v).collect();
         missing.sort_by_key(|(b, e)| (*e, b.table, b.parts.clone()));
         if let Some((b, e)) = missing.first() {
-            return Err(verify_err(format!(
-                "{} row {}: {}",
-                b.table.name(),
-                b.parts.join("/"),
-                Check::Missing { entry: *e }.reason()
-            )));
+            return Err(verify_err(format!("{} row {}: {}", b.table.name(), b.parts.join("/"), Check::Missing { entry: *e }.reason())));
         }
         let want: BTreeMap<&Vec<u8>, &(i64, String)> = self.vseq.iter().collect();
         let have: BTreeMap<&Vec<u8>, &(i64, String)> = self.vectors.iter().collect();
         if want != have {
-            return Err(verify_err(
-                "the vectors rows do not match the items' vector keys",
-            ));
+            return Err(verify_err("the vectors rows do not match the items' vector keys"));
         }
         if self.want_edges != self.have_edges {
-            return Err(verify_err(
-                "the edges rows are not exactly the parents the item records declare",
-            ));
+            return Err(verify_err("the edges rows are not exactly the parents the item records declare"));
         }
         Ok(())
     }
@@ -842,62 +602,29 @@ impl Checker {
 
 fn line_json(out: &mut dyn Write, v: &Value) -> Result<(), TransferError> {
     serde_json::to_writer(&mut *out, v).map_err(|e| TransferError::Io(e.to_string()))?;
-    out.write_all(b"\n")
-        .map_err(|e| TransferError::Io(e.to_string()))
+    out.write_all(b"\n").map_err(|e| TransferError::Io(e.to_string()))
 }
 
 /// Export `tenant` from the store `db` reads (inside a read snapshot the caller holds): read
 /// its log, checkpoints and every row it binds, check them as an import would, and write the
 /// file to `out`. Nothing is written unless the tenant verifies.
-pub fn export_from(
-    db: &dyn Db,
-    tenant: &TenantId,
-    source: &Source,
-    now_ms: u64,
-    out: &mut dyn Write,
-) -> Result<Exported, TransferError> {
+pub fn export_from(db: &dyn Db, tenant: &TenantId, source: &Source, now_ms: u64, out: &mut dyn Write) -> Result<Exported, TransferError> {
     let t = tenant.as_str();
     let stored = read_tenant_log(db, t)?;
     if stored.entries.is_empty() {
         return Err(TransferError::Store(StoreError::UnknownLog(t.to_owned())));
     }
-    let leaves: Vec<Hash> = stored
-        .entries
-        .iter()
-        .map(|e| memwarden_log::leaf_hash(e))
-        .collect();
-    let log = LogHead {
-        size: leaves.len() as u64,
-        root: memwarden_log::merkle_root(&leaves),
-        head: leaves.last().copied().unwrap_or([0; 32]),
-    };
-    if stored
-        .expected
-        .is_some_and(|(s, h)| s != log.size || h != log.head)
-    {
-        return Err(verify_err(format!(
-            "the recorded head of {t} does not match its stored entries"
-        )));
+    let leaves: Vec<Hash> = stored.entries.iter().map(|e| memwarden_log::leaf_hash(e)).collect();
+    let log = LogHead { size: leaves.len() as u64, root: memwarden_log::merkle_root(&leaves), head: leaves.last().copied().unwrap_or([0; 32]) };
+    if stored.expected.is_some_and(|(s, h)| s != log.size || h != log.head) {
+        return Err(verify_err(format!("the recorded head of {t} does not match its stored entries")));
     }
     let dims = vector_dims(db)?;
-    let mut checker = Checker::new(
-        t,
-        &stored.entries,
-        &stored.checkpoints,
-        &source.log_key,
-        &log,
-        dims,
-    )?;
+    let mut checker = Checker::new(t, &stored.entries, &stored.checkpoints, &source.log_key, &log, dims)?;
     let mut rows: Vec<(&'static Spec, Vals)> = Vec::new();
     for s in &SPECS {
         let cols: Vec<&str> = s.cols.iter().map(|(c, _)| *c).collect();
-        let sql = format!(
-            "SELECT {} FROM {} WHERE {} ORDER BY {}",
-            cols.join(", "),
-            s.table,
-            s.filter,
-            s.order
-        );
+        let sql = format!("SELECT {} FROM {} WHERE {} ORDER BY {}", cols.join(", "), s.table, s.filter, s.order);
         for vals in query_all(db, &sql, &[Arg::Text(t)], |r| read_vals(r, s)).map_err(dberr)? {
             checker.row(s.table, &vals)?;
             rows.push((s, vals));
@@ -919,30 +646,17 @@ pub fn export_from(
         }),
     )?;
     for (i, e) in stored.entries.iter().enumerate() {
-        line_json(
-            out,
-            &json!({"type": "entry", "idx": i, "bytes": hex::encode(e)}),
-        )?;
+        line_json(out, &json!({"type": "entry", "idx": i, "bytes": hex::encode(e)}))?;
     }
     for cp in &stored.checkpoints {
         line_json(out, &json!({"type": "checkpoint", "record": cp}))?;
     }
     for (s, vals) in &rows {
-        line_json(
-            out,
-            &json!({"type": "row", "table": s.table, "row": vals_to_json(s, vals)}),
-        )?;
+        line_json(out, &json!({"type": "row", "table": s.table, "row": vals_to_json(s, vals)}))?;
     }
-    line_json(
-        out,
-        &json!({"type": "trailer", "counts": counts, "log": log.json()}),
-    )?;
+    line_json(out, &json!({"type": "trailer", "counts": counts, "log": log.json()}))?;
     out.flush().map_err(|e| TransferError::Io(e.to_string()))?;
-    Ok(Exported {
-        tenant: t.to_owned(),
-        log,
-        counts,
-    })
+    Ok(Exported { tenant: t.to_owned(), log, counts })
 }
 
 /// Reads a file line by line (numbered, bounded).
@@ -958,18 +672,13 @@ impl<'a> Lines<'a> {
     }
 
     fn format(&self, reason: impl Into<String>) -> TransferError {
-        TransferError::Format {
-            line: self.line,
-            reason: reason.into(),
-        }
+        TransferError::Format { line: self.line, reason: reason.into() }
     }
 
     /// The next record, `None` at the end of the file.
     fn next(&mut self) -> Result<Option<Value>, TransferError> {
         let mut buf = Vec::new();
-        let n = std::io::Read::take(&mut *self.src, LINE_BYTES_MAX as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| TransferError::Io(e.to_string()))?;
+        let n = std::io::Read::take(&mut *self.src, LINE_BYTES_MAX as u64 + 1).read_until(b'\n', &mut buf).map_err(|e| TransferError::Io(e.to_string()))?;
         if n == 0 {
             return Ok(None);
         }
@@ -978,13 +687,9 @@ impl<'a> Lines<'a> {
             return Err(self.format(format!("longer than {LINE_BYTES_MAX} bytes")));
         }
         if buf.last() != Some(&b'\n') {
-            return Err(TransferError::Truncated(format!(
-                "line {} ends without a newline",
-                self.line
-            )));
+            return Err(TransferError::Truncated(format!("line {} ends without a newline", self.line)));
         }
-        let v: Value =
-            serde_json::from_slice(&buf).map_err(|e| self.format(format!("not JSON: {e}")))?;
+        let v: Value = serde_json::from_slice(&buf).map_err(|e| self.format(format!("not JSON: {e}")))?;
         if !v.is_object() {
             return Err(self.format("not a JSON object"));
         }
@@ -993,12 +698,7 @@ impl<'a> Lines<'a> {
 
     /// The next record, which must be there.
     fn expect(&mut self, what: &str) -> Result<Value, TransferError> {
-        self.next()?.ok_or_else(|| {
-            TransferError::Truncated(format!(
-                "the file ends after line {} where {what} was expected",
-                self.line
-            ))
-        })
+        self.next()?.ok_or_else(|| TransferError::Truncated(format!("the file ends after line {} where {what} was expected", self.line)))
     }
 }
 
@@ -1025,48 +725,25 @@ pub struct Head {
 /// Read an export's header, entries and checkpoints from `lines`, and verify the entries as
 /// one chain of the tenant.
 pub fn read_head(lines: &mut Lines<'_>) -> Result<Head, TransferError> {
-    let h = lines
-        .next()?
-        .ok_or_else(|| TransferError::Truncated("the file is empty".into()))?;
+    let h = lines.next()?.ok_or_else(|| TransferError::Truncated("the file is empty".into()))?;
     if kind_of(&h) != "header" || h.get("format").and_then(Value::as_str) != Some(FORMAT) {
         return Err(lines.format(format!("not a {FORMAT} header")));
     }
-    let tenant = h
-        .get("tenant")
-        .and_then(Value::as_str)
-        .ok_or_else(|| lines.format("header.tenant missing"))?;
+    let tenant = h.get("tenant").and_then(Value::as_str).ok_or_else(|| lines.format("header.tenant missing"))?;
     let tenant = TenantId::new(tenant).map_err(|e| lines.format(format!("header.tenant: {e}")))?;
     let log = LogHead::parse(h.get("log").unwrap_or(&Value::Null)).map_err(|e| lines.format(e))?;
     let src = h.get("source").unwrap_or(&Value::Null);
     let mut log_key = [0u8; 32];
-    hex::decode_to_slice(
-        src.get("log_key").and_then(Value::as_str).unwrap_or(""),
-        &mut log_key,
-    )
-    .map_err(|e| lines.format(format!("header.source.log_key: {e}")))?;
+    hex::decode_to_slice(src.get("log_key").and_then(Value::as_str).unwrap_or(""), &mut log_key).map_err(|e| lines.format(format!("header.source.log_key: {e}")))?;
     let source = Source {
-        backend: src
-            .get("backend")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
-        store_id: src
-            .get("store_id")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
+        backend: src.get("backend").and_then(Value::as_str).unwrap_or("").to_owned(),
+        store_id: src.get("store_id").and_then(Value::as_str).unwrap_or("").to_owned(),
         log_key,
     };
-    let counts: BTreeMap<String, u64> =
-        serde_json::from_value(h.get("counts").cloned().unwrap_or(Value::Null))
-            .map_err(|e| lines.format(format!("header.counts: {e}")))?;
+    let counts: BTreeMap<String, u64> = serde_json::from_value(h.get("counts").cloned().unwrap_or(Value::Null)).map_err(|e| lines.format(format!("header.counts: {e}")))?;
     let vector_dims = match h.get("vector_dims") {
         None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .and_then(|d| usize::try_from(d).ok())
-                .ok_or_else(|| lines.format("header.vector_dims"))?,
-        ),
+        Some(v) => Some(v.as_u64().and_then(|d| usize::try_from(d).ok()).ok_or_else(|| lines.format("header.vector_dims"))?),
     };
     if counts.get("entries") != Some(&log.size) {
         return Err(lines.format("header.counts.entries differs from header.log.size"));
@@ -1077,8 +754,7 @@ pub fn read_head(lines: &mut Lines<'_>) -> Result<Head, TransferError> {
         if kind_of(&e) != "entry" || e.get("idx").and_then(Value::as_u64) != Some(i) {
             return Err(lines.format(format!("expected log entry {i}")));
         }
-        let bytes = hex::decode(e.get("bytes").and_then(Value::as_str).unwrap_or(""))
-            .map_err(|e| lines.format(format!("entry bytes: {e}")))?;
+        let bytes = hex::decode(e.get("bytes").and_then(Value::as_str).unwrap_or("")).map_err(|e| lines.format(format!("entry bytes: {e}")))?;
         entries.push(bytes);
     }
     let mut checkpoints = Vec::new();
@@ -1087,30 +763,10 @@ pub fn read_head(lines: &mut Lines<'_>) -> Result<Head, TransferError> {
         if kind_of(&c) != "checkpoint" {
             return Err(lines.format("expected a checkpoint"));
         }
-        checkpoints.push(
-            serde_json::from_value::<SignedCheckpoint>(
-                c.get("record").cloned().unwrap_or(Value::Null),
-            )
-            .map_err(|e| lines.format(format!("checkpoint: {e}")))?,
-        );
+        checkpoints.push(serde_json::from_value::<SignedCheckpoint>(c.get("record").cloned().unwrap_or(Value::Null)).map_err(|e| lines.format(format!("checkpoint: {e}")))?);
     }
-    let checker = Checker::new(
-        tenant.as_str(),
-        &entries,
-        &checkpoints,
-        &source.log_key,
-        &log,
-        vector_dims,
-    )?;
-    Ok(Head {
-        tenant,
-        log,
-        source,
-        counts,
-        vector_dims,
-        entries,
-        checker,
-    })
+    let checker = Checker::new(tenant.as_str(), &entries, &checkpoints, &source.log_key, &log, vector_dims)?;
+    Ok(Head { tenant, log, source, counts, vector_dims, entries, checker })
 }
 
 /// What the target store gives an import.
@@ -1130,15 +786,8 @@ fn target_err(e: DbError, what: &str) -> TransferError {
     if !e.constraint {
         return dberr(e);
     }
-    let hint = if what.starts_with("vectors") {
-        "; a SQLite store keys vectors store-wide: import into a fresh data directory"
-    } else {
-        ""
-    };
-    TransferError::Target(format!(
-        "{what} conflicts with a row already in the target store ({}){hint}",
-        e.message
-    ))
+    let hint = if what.starts_with("vectors") { "; a SQLite store keys vectors store-wide: import into a fresh data directory" } else { "" };
+    TransferError::Target(format!("{what} conflicts with a row already in the target store ({}){hint}", e.message))
 }
 
 /// Import the rest of the file (the rows and the trailer) into the store `db` writes, inside
@@ -1147,54 +796,26 @@ fn target_err(e: DbError, what: &str) -> TransferError {
 /// against the verified log first, index the texts, record its head, check the file was whole,
 /// sign a checkpoint at the imported size with the target's key, then read the tenant back and
 /// run the target's own log verifier and row audit on it.
-pub fn import_rows(
-    db: &dyn Db,
-    head: Head,
-    lines: &mut Lines<'_>,
-    target: &Target<'_>,
-) -> Result<Imported, TransferError> {
-    let Head {
-        tenant,
-        log,
-        source,
-        counts: announced,
-        vector_dims: dims,
-        entries,
-        mut checker,
-    } = head;
+pub fn import_rows(db: &dyn Db, head: Head, lines: &mut Lines<'_>, target: &Target<'_>) -> Result<Imported, TransferError> {
+    let Head { tenant, log, source, counts: announced, vector_dims: dims, entries, mut checker } = head;
     let t = tenant.as_str();
     let existing = read_tenant_log(db, t)?;
     if !existing.entries.is_empty() || existing.expected.is_some() {
         return Err(TransferError::TenantExists(t.to_owned()));
     }
     for s in &SPECS {
-        let n: i64 = query_opt(
-            db,
-            &format!("SELECT count(*) FROM {} WHERE {}", s.table, s.filter),
-            &[Arg::Text(t)],
-            |r| r.int(0),
-        )
-        .map_err(dberr)?
-        .unwrap_or(0);
+        let n: i64 = query_opt(db, &format!("SELECT count(*) FROM {} WHERE {}", s.table, s.filter), &[Arg::Text(t)], |r| r.int(0)).map_err(dberr)?.unwrap_or(0);
         if n > 0 {
-            return Err(TransferError::Target(format!(
-                "the target holds {n} {} row(s) of tenant {t} without a log",
-                s.table
-            )));
+            return Err(TransferError::Target(format!("the target holds {n} {} row(s) of tenant {t} without a log", s.table)));
         }
     }
     match (vector_dims(db)?, dims) {
-        (Some(have), Some(want)) if have != want => {
-            return Err(TransferError::Target(format!(
-                "its embeddings have {want} dimensions, the target's {have}"
-            )));
-        }
+        (Some(have), Some(want)) if have != want => return Err(TransferError::Target(format!("its embeddings have {want} dimensions, the target's {have}"))),
         (None, Some(want)) => db.record_dims(want).map_err(dberr)?,
         _ => {}
     }
     for (i, e) in entries.iter().enumerate() {
-        db.append_entry(t, i as u64, e, target.gseq + i as u64)
-            .map_err(|e| target_err(e, &format!("log entry {i}")))?;
+        db.append_entry(t, i as u64, e, target.gseq + i as u64).map_err(|e| target_err(e, &format!("log entry {i}")))?;
     }
     let mut max_vseq: Option<i64> = None;
     let trailer = loop {
@@ -1202,25 +823,14 @@ pub fn import_rows(
         match kind_of(&v) {
             "row" => {
                 let table = v.get("table").and_then(Value::as_str).unwrap_or("");
-                let s =
-                    spec(table).ok_or_else(|| lines.format(format!("unknown table {table:?}")))?;
-                let vals = vals_from_json(s, v.get("row").unwrap_or(&Value::Null))
-                    .map_err(|e| lines.format(e))?;
+                let s = spec(table).ok_or_else(|| lines.format(format!("unknown table {table:?}")))?;
+                let vals = vals_from_json(s, v.get("row").unwrap_or(&Value::Null)).map_err(|e| lines.format(e))?;
                 let text = checker.row(s.table, &vals)?;
                 let cols: Vec<&str> = s.cols.iter().map(|(c, _)| *c).collect();
                 let marks: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
                 let args: Vec<Arg<'_>> = vals.0.iter().map(val_arg).collect();
                 let what = format!("{} row {}", s.table, lines.line);
-                db.execute(
-                    &format!(
-                        "INSERT INTO {}({}) VALUES({})",
-                        s.table,
-                        cols.join(", "),
-                        marks.join(", ")
-                    ),
-                    &args,
-                )
-                .map_err(|e| target_err(e, &what))?;
+                db.execute(&format!("INSERT INTO {}({}) VALUES({})", s.table, cols.join(", "), marks.join(", ")), &args).map_err(|e| target_err(e, &what))?;
                 if let Some(text) = text {
                     let id = vals.blob(0).map_err(dberr)?;
                     db.index_text(&id, &text).map_err(dberr)?;
@@ -1228,54 +838,32 @@ pub fn import_rows(
                 }
             }
             "trailer" => break v,
-            other => {
-                return Err(lines.format(format!("expected a row or the trailer, found {other:?}")));
-            }
+            other => return Err(lines.format(format!("expected a row or the trailer, found {other:?}"))),
         }
     };
     let mut counts = checker.counts.clone();
     counts.insert("entries".into(), log.size);
-    counts.insert(
-        "checkpoints".into(),
-        announced.get("checkpoints").copied().unwrap_or(0),
-    );
+    counts.insert("checkpoints".into(), announced.get("checkpoints").copied().unwrap_or(0));
     for s in &SPECS {
         counts.entry(s.table.to_owned()).or_insert(0);
     }
-    let trailer_counts: BTreeMap<String, u64> =
-        serde_json::from_value(trailer.get("counts").cloned().unwrap_or(Value::Null))
-            .map_err(|e| lines.format(format!("trailer.counts: {e}")))?;
-    let trailer_log =
-        LogHead::parse(trailer.get("log").unwrap_or(&Value::Null)).map_err(|e| lines.format(e))?;
+    let trailer_counts: BTreeMap<String, u64> = serde_json::from_value(trailer.get("counts").cloned().unwrap_or(Value::Null)).map_err(|e| lines.format(format!("trailer.counts: {e}")))?;
+    let trailer_log = LogHead::parse(trailer.get("log").unwrap_or(&Value::Null)).map_err(|e| lines.format(e))?;
     if trailer_counts != announced || trailer_log != log {
         return Err(lines.format("the trailer does not match the header"));
     }
     if counts != announced {
-        return Err(TransferError::Truncated(format!(
-            "the header announces {announced:?}, the file holds {counts:?}"
-        )));
+        return Err(TransferError::Truncated(format!("the header announces {announced:?}, the file holds {counts:?}")));
     }
     if lines.next()?.is_some() {
         return Err(lines.format("a line after the trailer"));
     }
     checker.finish()?;
-    crate::write::set_heads(db, &HashMap::from([(t.to_owned(), (log.size, log.head))]))
-        .map_err(dberr)?;
-    let checkpoint = Checkpoint {
-        size: log.size,
-        root: log.root,
-        head: log.head,
-        time_ms: target.now_ms,
-    }
-    .sign(target.key);
-    let record = serde_json::to_string(&checkpoint)
-        .map_err(|e| TransferError::Store(StoreError::Corrupt(e.to_string())))?;
+    crate::write::set_heads(db, &HashMap::from([(t.to_owned(), (log.size, log.head))])).map_err(dberr)?;
+    let checkpoint = Checkpoint { size: log.size, root: log.root, head: log.head, time_ms: target.now_ms }.sign(target.key);
+    let record = serde_json::to_string(&checkpoint).map_err(|e| TransferError::Store(StoreError::Corrupt(e.to_string())))?;
     let size = i64::try_from(log.size).unwrap_or(i64::MAX);
-    db.execute(
-        "INSERT INTO checkpoints(tenant, size, record) VALUES(?1, ?2, ?3)",
-        &[Arg::Text(t), Arg::Int(size), Arg::Text(&record)],
-    )
-    .map_err(dberr)?;
+    db.execute("INSERT INTO checkpoints(tenant, size, record) VALUES(?1, ?2, ?3)", &[Arg::Text(t), Arg::Int(size), Arg::Text(&record)]).map_err(dberr)?;
     let provenance = json!({
         "source": {"backend": source.backend, "store_id": source.store_id, "log_key": hex::encode(source.log_key)},
         "log": log.json(), "imported_ms": target.now_ms, "source_checkpoints": announced.get("checkpoints"),
@@ -1291,51 +879,25 @@ pub fn import_rows(
     let back = read_tenant_log(db, t)?;
     let mut stored = StoredLogs::default();
     stored.tenants.insert(t.to_owned(), back);
-    let report = crate::stored::verify(
-        &stored,
-        &target.key.verifying_key(),
-        target.witnessed,
-        Some(t),
-    );
+    let report = crate::stored::verify(&stored, &target.key.verifying_key(), target.witnessed, Some(t));
     if let Some(p) = report.problem {
-        return Err(verify_err(format!(
-            "the target's verifier refuses the imported log: {p}"
-        )));
+        return Err(verify_err(format!("the target's verifier refuses the imported log: {p}")));
     }
     if report.root != log.root || report.head != log.head || report.entries != log.size {
-        return Err(verify_err(
-            "the imported log does not have the source's root and head",
-        ));
+        return Err(verify_err("the imported log does not have the source's root and head"));
     }
     if let Some(p) = crate::audit::audit(db, &stored, Some(t))? {
-        return Err(verify_err(format!(
-            "the target's row audit refuses the imported rows: {p}"
-        )));
+        return Err(verify_err(format!("the target's row audit refuses the imported rows: {p}")));
     }
-    Ok(Imported {
-        tenant: t.to_owned(),
-        log,
-        counts,
-        checkpoint,
-        max_vseq,
-    })
+    Ok(Imported { tenant: t.to_owned(), log, counts, checkpoint, max_vseq })
 }
 
 impl crate::SqliteStore {
     /// Export `tenant` (see the [module documentation](self)) from this open store, reading in
     /// one snapshot of its database.
-    pub fn export_tenant(
-        &self,
-        tenant: &TenantId,
-        now_ms: u64,
-        out: &mut dyn Write,
-    ) -> Result<Exported, TransferError> {
+    pub fn export_tenant(&self, tenant: &TenantId, now_ms: u64, out: &mut dyn Write) -> Result<Exported, TransferError> {
         use crate::Store;
-        let source = Source {
-            backend: "sqlite".into(),
-            store_id: self.store_id().to_owned(),
-            log_key: self.log_public_key(),
-        };
+        let source = Source { backend: "sqlite".into(), store_id: self.store_id().to_owned(), log_key: self.log_public_key() };
         let conn = self.reader_conn();
         conn.execute_batch("BEGIN").map_err(StoreError::from)?;
         let out = export_from(&crate::db::SqliteDb(&conn), tenant, &source, now_ms, out);
@@ -1348,12 +910,7 @@ impl crate::SqliteStore {
     /// directory's lock, write the tenant in one transaction that the store's verifier and row
     /// audit check before it commits, then sign the tenant's witness and reopen the store to
     /// verify the tenant once more. A refused import leaves the store as it was.
-    pub fn import_tenant(
-        dir: &std::path::Path,
-        config: crate::StoreConfig,
-        src: &mut dyn BufRead,
-        now_ms: u64,
-    ) -> Result<Imported, TransferError> {
+    pub fn import_tenant(dir: &std::path::Path, config: crate::StoreConfig, src: &mut dyn BufRead, now_ms: u64) -> Result<Imported, TransferError> {
         use crate::Store;
         let mut lines = Lines::new(src);
         let head = read_head(&mut lines)?;
@@ -1366,49 +923,20 @@ impl crate::SqliteStore {
             }
             (store.key_dir().to_path_buf(), store.store_id().to_owned())
         };
-        let key = crate::keys::load_key(&key_dir)?
-            .ok_or_else(|| StoreError::KeyDir(format!("no log key in {}", key_dir.display())))?;
+        let key = crate::keys::load_key(&key_dir)?.ok_or_else(|| StoreError::KeyDir(format!("no log key in {}", key_dir.display())))?;
         let lock_path = dir.join(crate::sqlite::LOCK_FILE);
-        let lock = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| StoreError::Io {
-                path: lock_path.display().to_string(),
-                error: e,
-            })?;
+        let lock = std::fs::OpenOptions::new().write(true).open(&lock_path).map_err(|e| StoreError::Io { path: lock_path.display().to_string(), error: e })?;
         match lock.try_lock() {
             Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked(dir.display().to_string()).into());
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(StoreError::Io {
-                    path: lock_path.display().to_string(),
-                    error: e,
-                }
-                .into());
-            }
+            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.display().to_string()).into()),
+            Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::Io { path: lock_path.display().to_string(), error: e }.into()),
         }
-        let conn = crate::sqlite::open_conn(
-            &dir.join(crate::sqlite::DB_FILE),
-            false,
-            crate::sqlite::Durability::Durable,
-        )?;
-        conn.execute_batch("BEGIN IMMEDIATE")
-            .map_err(StoreError::from)?;
+        let conn = crate::sqlite::open_conn(&dir.join(crate::sqlite::DB_FILE), false, crate::sqlite::Durability::Durable)?;
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(StoreError::from)?;
         let out = (|| {
             let witnessed = crate::stored::witnesses(&key_dir, &store_id)?;
-            let gseq: i64 = conn
-                .query_row("SELECT coalesce(max(gseq) + 1, 0) FROM log", [], |r| {
-                    r.get(0)
-                })
-                .map_err(StoreError::from)?;
-            let target = Target {
-                key: &key,
-                gseq: u64::try_from(gseq).unwrap_or(0),
-                witnessed: &witnessed,
-                now_ms,
-            };
+            let gseq: i64 = conn.query_row("SELECT coalesce(max(gseq) + 1, 0) FROM log", [], |r| r.get(0)).map_err(StoreError::from)?;
+            let target = Target { key: &key, gseq: u64::try_from(gseq).unwrap_or(0), witnessed: &witnessed, now_ms };
             import_rows(&crate::db::SqliteDb(&conn), head, &mut lines, &target)
         })();
         let imported = match out {
@@ -1421,26 +949,15 @@ impl crate::SqliteStore {
                 return Err(e);
             }
         };
-        crate::keys::write_witness(
-            &key_dir,
-            &crate::keys::Witness {
-                store_id,
-                tenant: tenant.as_str().to_owned(),
-                checkpoint: imported.checkpoint.clone(),
-            },
-        )?;
+        crate::keys::write_witness(&key_dir, &crate::keys::Witness { store_id, tenant: tenant.as_str().to_owned(), checkpoint: imported.checkpoint.clone() })?;
         drop(conn);
         drop(lock);
         let store = crate::SqliteStore::open(dir, config)?;
         if let Some(p) = store.verify_log_of(&tenant)?.problem {
-            return Err(verify_err(format!(
-                "the imported tenant does not verify after the commit: {p}"
-            )));
+            return Err(verify_err(format!("the imported tenant does not verify after the commit: {p}")));
         }
         if store.log_root_of(&tenant) != (imported.log.size, imported.log.root, imported.log.head) {
-            return Err(verify_err(
-                "the reopened store does not hold the imported log",
-            ));
+            return Err(verify_err("the reopened store does not hold the imported log"));
         }
         Ok(imported)
     }

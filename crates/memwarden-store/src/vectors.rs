@@ -32,9 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use memwarden_core::prelude::*;
-use memwarden_index::{
-    CLASS_GRAPH_MIN_COUNT, ClassId, ClassedIndex, IndexConfig, PARKED_CLASS, SearchPath,
-};
+use memwarden_index::{CLASS_GRAPH_MIN_COUNT, ClassId, ClassedIndex, IndexConfig, PARKED_CLASS, SearchPath};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -115,12 +113,7 @@ impl Access {
         }
         match &scope.readers {
             Readers::All => Self::Everyone,
-            Readers::Only(set) => Self::Only(
-                set.iter()
-                    .chain(std::iter::once(&scope.owner))
-                    .cloned()
-                    .collect(),
-            ),
+            Readers::Only(set) => Self::Only(set.iter().chain(std::iter::once(&scope.owner)).cloned().collect()),
         }
     }
 
@@ -168,29 +161,19 @@ impl Catalog {
         let class = access.class();
         let fixed = matches!(access, Access::Nobody | Access::Everyone);
         if !fixed && (class == PARKED_CLASS || class == SHARED_CLASS) {
-            return Err(StoreError::Index(format!(
-                "access class digest {class} is reserved"
-            )));
+            return Err(StoreError::Index(format!("access class digest {class} is reserved")));
         }
         match self.classes.get(&class) {
-            Some(e) if e.access != *access => Err(StoreError::Index(format!(
-                "access class id {class} names two reader sets"
-            ))),
+            Some(e) if e.access != *access => Err(StoreError::Index(format!("access class id {class} names two reader sets"))),
             _ => Ok(class),
         }
     }
 
     /// Records `key` (not yet catalogued) in `class` (from [`Catalog::class_for`]).
     fn insert(&mut self, key: u64, id: ItemId, access: Access, class: ClassId) {
-        debug_assert!(
-            !self.class_of.contains_key(&key),
-            "key {key} is already catalogued"
-        );
+        debug_assert!(!self.class_of.contains_key(&key), "key {key} is already catalogued");
         debug_assert_eq!(access.class(), class);
-        let entry = self.classes.entry(class).or_insert_with(|| ClassEntry {
-            access: access.clone(),
-            count: 0,
-        });
+        let entry = self.classes.entry(class).or_insert_with(|| ClassEntry { access: access.clone(), count: 0 });
         if entry.count == 0
             && let Access::Only(set) = &access
         {
@@ -236,11 +219,7 @@ impl Catalog {
         classes.extend(self.by_reader.get(reader).into_iter().flatten().copied());
         classes.sort_unstable();
         classes.dedup();
-        let count = classes
-            .iter()
-            .filter_map(|c| self.classes.get(c))
-            .map(|e| e.count)
-            .sum();
+        let count = classes.iter().filter_map(|c| self.classes.get(c)).map(|e| e.count).sum();
         (classes, count)
     }
 }
@@ -260,13 +239,7 @@ struct Partition {
 }
 
 impl Partition {
-    fn new(
-        index: ClassedIndex,
-        catalog: Catalog,
-        max_seq: u64,
-        unsaved: usize,
-        file: PathBuf,
-    ) -> Self {
+    fn new(index: ClassedIndex, catalog: Catalog, max_seq: u64, unsaved: usize, file: PathBuf) -> Self {
         Self {
             index,
             catalog: RwLock::new(catalog),
@@ -338,14 +311,11 @@ fn index_err(e: memwarden_index::IndexError) -> StoreError {
 }
 
 fn to_u64(v: i64) -> Result<u64, StoreError> {
-    u64::try_from(v)
-        .map_err(|_| StoreError::Corrupt(format!("negative vector sequence number {v}")))
+    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative vector sequence number {v}")))
 }
 
 fn to_item_id(raw: Vec<u8>) -> Result<ItemId, StoreError> {
-    let bytes: [u8; 16] = raw
-        .try_into()
-        .map_err(|_| StoreError::Corrupt("item id length".into()))?;
+    let bytes: [u8; 16] = raw.try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?;
     Ok(ItemId::from_bytes(bytes))
 }
 
@@ -366,9 +336,7 @@ fn checked_class(catalog: &mut Catalog, seq: u64, emb: &[u8], digest: Option<Vec
     if digest.as_deref() == Some(embedding_digest(emb).as_slice()) {
         return catalog.class_of.get(&seq).copied().unwrap_or(PARKED_CLASS);
     }
-    eprintln!(
-        "memwarden-store: vector {seq} does not match its item row's digest; it is not searchable (see verify_log)"
-    );
+    eprintln!("memwarden-store: vector {seq} does not match its item row's digest; it is not searchable (see verify_log)");
     if let Some(id) = catalog.leave(seq) {
         catalog.insert(seq, id, Access::Nobody, PARKED_CLASS);
     }
@@ -377,17 +345,13 @@ fn checked_class(catalog: &mut Catalog, seq: u64, emb: &[u8], digest: Option<Vec
 
 /// A stored embedding's values (little-endian `f32`s; a trailing partial value is ignored).
 pub fn decode_f32(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 /// Deletes index files of the single-graph format earlier builds wrote (a cache this build
 /// never reads; the partitions are rebuilt or loaded from their new files).
 fn remove_legacy_files(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let p = e.path();
         if p.extension().is_some_and(|x| x == LEGACY_INDEX_EXTENSION) {
@@ -433,16 +397,8 @@ impl Vectors {
         let dir = data_dir.join(INDEX_DIR);
         crate::keys::private_dir(&dir)?;
         remove_legacy_files(&dir);
-        let dims: Option<i64> = conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'vector_dims'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let dims = dims
-            .map(|d| usize::try_from(d).map_err(|_| StoreError::Corrupt("vector_dims".into())))
-            .transpose()?;
+        let dims: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key = 'vector_dims'", [], |r| r.get(0)).optional()?;
+        let dims = dims.map(|d| usize::try_from(d).map_err(|_| StoreError::Corrupt("vector_dims".into()))).transpose()?;
         let graph_min_count = graph_min_count.unwrap_or(CLASS_GRAPH_MIN_COUNT);
         let vectors = Self {
             paths: Default::default(),
@@ -461,14 +417,8 @@ impl Vectors {
         let total = usize::try_from(total).unwrap_or(0);
         let mut catalogs: HashMap<PartitionKey, (Catalog, u64)> = HashMap::new();
         {
-            let columns: Vec<String> = ItemRow::COLUMNS
-                .split(", ")
-                .map(|c| format!("i.{c}"))
-                .collect();
-            let sql = format!(
-                "SELECT {}, v.seq, v.tenant, v.namespace FROM vectors v JOIN items i ON i.id = v.id ORDER BY v.seq",
-                columns.join(", ")
-            );
+            let columns: Vec<String> = ItemRow::COLUMNS.split(", ").map(|c| format!("i.{c}")).collect();
+            let sql = format!("SELECT {}, v.seq, v.tenant, v.namespace FROM vectors v JOIN items i ON i.id = v.id ORDER BY v.seq", columns.join(", "));
             let mut stmt = conn.prepare(&sql)?;
             let mut rows = stmt.query([])?;
             let mut done = 0usize;
@@ -480,18 +430,12 @@ impl Vectors {
                 let id = to_item_id(row.id.clone())?;
                 let (vt, vn): (String, String) = (r.get(n + 1)?, r.get(n + 2)?);
                 let tenant = TenantId::new(&vt).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let namespace =
-                    Namespace::new(&vn).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let trusted = verify_row(&row)
-                    && row.vseq == Some(seq_raw)
-                    && row.tenant == vt
-                    && row.namespace == vn;
+                let namespace = Namespace::new(&vn).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let trusted = verify_row(&row) && row.vseq == Some(seq_raw) && row.tenant == vt && row.namespace == vn;
                 let access = match serde_json::from_str::<AccessView>(&row.record) {
                     Ok(view) if trusted => Access::of(&view.scope, view.status),
                     _ => {
-                        eprintln!(
-                            "memwarden-store: item {id} does not match the verdict log; it is not searchable (see verify_log)"
-                        );
+                        eprintln!("memwarden-store: item {id} does not match the verdict log; it is not searchable (see verify_log)");
                         Access::Nobody
                     }
                 };
@@ -511,31 +455,13 @@ impl Vectors {
         let cfg = IndexConfig::with_dims(dims);
         for ((tenant, namespace), (mut catalog, max_seq)) in catalogs {
             let file = file_for(&vectors.dir, &tenant, &namespace);
-            let loaded = Self::load_and_reconcile(
-                conn,
-                &file,
-                dims,
-                graph_min_count,
-                &tenant,
-                &namespace,
-                &mut catalog,
-                mac_key,
-                progress,
-            );
+            let loaded = Self::load_and_reconcile(conn, &file, dims, graph_min_count, &tenant, &namespace, &mut catalog, mac_key, progress);
             let (index, unsaved) = match loaded {
                 Ok(Some(loaded)) => loaded,
                 // No usable file (missing, damaged, from another dimension, or out of step):
                 // rebuild from the table, and save it at the next save.
                 Ok(None) | Err(_) => {
-                    let index = Self::rebuild(
-                        conn,
-                        cfg,
-                        graph_min_count,
-                        &tenant,
-                        &namespace,
-                        &mut catalog,
-                        progress,
-                    )?;
+                    let index = Self::rebuild(conn, cfg, graph_min_count, &tenant, &namespace, &mut catalog, progress)?;
                     let count = index.len().max(1);
                     (index, count)
                 }
@@ -567,16 +493,12 @@ impl Vectors {
             return Ok(None);
         }
         // The file is a cache, but one that ranks: trust it only with the store's own MAC.
-        let authentic = std::fs::read(file)
-            .ok()
-            .zip(std::fs::read_to_string(mac_file(file)).ok())
-            .is_some_and(|(bytes, mac)| hex::encode(hmac_sha256(mac_key, &bytes)) == mac.trim());
+        let authentic = std::fs::read(file).ok().zip(std::fs::read_to_string(mac_file(file)).ok()).is_some_and(|(bytes, mac)| hex::encode(hmac_sha256(mac_key, &bytes)) == mac.trim());
         if !authentic {
             return Ok(None);
         }
         let max_seq = catalog.ids.keys().copied().max().unwrap_or(0);
-        let (index, watermark) =
-            ClassedIndex::load(file, dims, graph_min_count).map_err(index_err)?;
+        let (index, watermark) = ClassedIndex::load(file, dims, graph_min_count).map_err(index_err)?;
         if watermark > max_seq && !catalog.ids.is_empty() {
             // The file knows rows the table does not: the database was restored or rolled back.
             return Ok(None);
@@ -601,11 +523,7 @@ impl Vectors {
         let mut stmt = conn.prepare_cached(
             "SELECT v.seq, i.embedding, i.emb_digest FROM vectors v JOIN items i ON i.id = v.id WHERE v.tenant = ?1 AND v.namespace = ?2 AND v.seq > ?3 ORDER BY v.seq",
         )?;
-        let mut rows = stmt.query(params![
-            tenant.as_str(),
-            namespace.as_str(),
-            i64::try_from(watermark).unwrap_or(i64::MAX)
-        ])?;
+        let mut rows = stmt.query(params![tenant.as_str(), namespace.as_str(), i64::try_from(watermark).unwrap_or(i64::MAX)])?;
         let mut replayed = 0usize;
         let expected = catalog.ids.len().saturating_sub(index.len());
         while let Some(r) = rows.next()? {
@@ -615,9 +533,7 @@ impl Vectors {
             }
             let emb: Vec<u8> = r.get(1)?;
             let class = checked_class(catalog, seq, &emb, r.get(2)?);
-            index
-                .add(seq, class, &decode_f32(&emb))
-                .map_err(index_err)?;
+            index.add(seq, class, &decode_f32(&emb)).map_err(index_err)?;
             replayed += 1;
             if replayed.is_multiple_of(PROGRESS_EVERY_COUNT) {
                 progress("replay", replayed, expected.max(replayed));
@@ -625,16 +541,9 @@ impl Vectors {
         }
         progress("replay", replayed, expected.max(replayed));
         let label = format!("graphs {tenant}/{namespace}");
-        index
-            .finish_migrations(&|done, total| progress(&label, done, total))
-            .map_err(index_err)?;
+        index.finish_migrations(&|done, total| progress(&label, done, total)).map_err(index_err)?;
         // Every catalogued key must now be indexed in its class, and nothing else.
-        if index.len() != catalog.ids.len()
-            || catalog
-                .class_of
-                .iter()
-                .any(|(&k, &c)| index.class_of(k) != Some(c))
-        {
+        if index.len() != catalog.ids.len() || catalog.class_of.iter().any(|(&k, &c)| index.class_of(k) != Some(c)) {
             return Ok(None);
         }
         Ok(Some((index, changes + replayed)))
@@ -653,31 +562,20 @@ impl Vectors {
             "SELECT v.seq, i.embedding, i.emb_digest FROM vectors v JOIN items i ON i.id = v.id WHERE v.tenant = ?1 AND v.namespace = ?2 ORDER BY v.seq",
         )?;
         let raw = stmt
-            .query_map(params![tenant.as_str(), namespace.as_str()], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, Vec<u8>>(1)?,
-                    r.get::<_, Option<Vec<u8>>>(2)?,
-                ))
-            })?
+            .query_map(params![tenant.as_str(), namespace.as_str()], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?, r.get::<_, Option<Vec<u8>>>(2)?)))?
             .collect::<Result<Vec<_>, _>>()?;
         let mut rows = Vec::with_capacity(raw.len());
         for (seq, emb, digest) in raw {
             let seq = to_u64(seq)?;
             if !catalog.class_of.contains_key(&seq) {
-                return Err(StoreError::Corrupt(format!(
-                    "vector {seq} is not catalogued"
-                )));
+                return Err(StoreError::Corrupt(format!("vector {seq} is not catalogued")));
             }
             let class = checked_class(catalog, seq, &emb, digest);
             rows.push((seq, class, decode_f32(&emb)));
         }
         debug_assert_eq!(rows.len(), catalog.ids.len());
         let label = format!("rebuild {tenant}/{namespace}");
-        ClassedIndex::build(cfg, graph_min_count, rows, &|done, total| {
-            progress(&label, done, total)
-        })
-        .map_err(index_err)
+        ClassedIndex::build(cfg, graph_min_count, rows, &|done, total| progress(&label, done, total)).map_err(index_err)
     }
 
     /// The dimension every stored vector has (fixed by the first one).
@@ -695,41 +593,25 @@ impl Vectors {
     }
 
     fn partition(&self, tenant: &TenantId, namespace: &Namespace) -> Option<Arc<Partition>> {
-        read(&self.parts)
-            .get(&(tenant.clone(), namespace.clone()))
-            .cloned()
+        read(&self.parts).get(&(tenant.clone(), namespace.clone())).cloned()
     }
 
     /// Indexes a committed vector in its access class (writer thread only). Index and catalog
     /// change together under the catalog lock, so no search sees one without the other.
     pub fn insert(&self, v: NewVector) -> Result<(), StoreError> {
-        let dims = self
-            .dims()
-            .ok_or_else(|| StoreError::Corrupt("vector dimension unknown".into()))?;
+        let dims = self.dims().ok_or_else(|| StoreError::Corrupt("vector dimension unknown".into()))?;
         let part = match self.partition(&v.tenant, &v.namespace) {
             Some(p) => p,
             None => {
-                let index = ClassedIndex::new(IndexConfig::with_dims(dims), self.graph_min_count)
-                    .map_err(index_err)?;
-                let part = Arc::new(Partition::new(
-                    index,
-                    Catalog::default(),
-                    0,
-                    0,
-                    file_for(&self.dir, &v.tenant, &v.namespace),
-                ));
-                write(&self.parts)
-                    .entry((v.tenant.clone(), v.namespace.clone()))
-                    .or_insert(part)
-                    .clone()
+                let index = ClassedIndex::new(IndexConfig::with_dims(dims), self.graph_min_count).map_err(index_err)?;
+                let part = Arc::new(Partition::new(index, Catalog::default(), 0, 0, file_for(&self.dir, &v.tenant, &v.namespace)));
+                write(&self.parts).entry((v.tenant.clone(), v.namespace.clone())).or_insert(part).clone()
             }
         };
         let mut catalog = write(&part.catalog);
         let access = Access::of(&v.scope, v.status);
         let added = catalog.class_for(&access).and_then(|class| {
-            part.index
-                .add(v.seq, class, &v.embedding)
-                .map_err(index_err)?;
+            part.index.add(v.seq, class, &v.embedding).map_err(index_err)?;
             Ok(class)
         });
         let class = match added {
@@ -771,9 +653,7 @@ impl Vectors {
         };
         part.unsaved.fetch_add(1, Ordering::AcqRel);
         if let Err(e) = outcome {
-            eprintln!(
-                "memwarden-store: applying an access change to the vector index failed, searching exactly until reopen: {e}"
-            );
+            eprintln!("memwarden-store: applying an access change to the vector index failed, searching exactly until reopen: {e}");
             part.degraded.store(true, Ordering::Release);
         }
     }
@@ -784,24 +664,13 @@ impl Vectors {
         let parts: Vec<Arc<Partition>> = read(&self.parts).values().cloned().collect();
         for part in parts {
             let unsaved = part.unsaved.load(Ordering::Acquire);
-            if unsaved == 0
-                || (!force && unsaved < SAVE_AFTER_ADDS_COUNT)
-                || part.degraded.load(Ordering::Acquire)
-            {
+            if unsaved == 0 || (!force && unsaved < SAVE_AFTER_ADDS_COUNT) || part.degraded.load(Ordering::Acquire) {
                 continue;
             }
-            part.index
-                .save(&part.file, part.max_seq.load(Ordering::Acquire))
-                .map_err(index_err)?;
+            part.index.save(&part.file, part.max_seq.load(Ordering::Acquire)).map_err(index_err)?;
             set_mode(&part.file, 0o600)?;
-            let bytes = std::fs::read(&part.file).map_err(|error| StoreError::Io {
-                path: part.file.display().to_string(),
-                error,
-            })?;
-            write_private(
-                &mac_file(&part.file),
-                hex::encode(hmac_sha256(&self.mac_key, &bytes)).as_bytes(),
-            )?;
+            let bytes = std::fs::read(&part.file).map_err(|error| StoreError::Io { path: part.file.display().to_string(), error })?;
+            write_private(&mac_file(&part.file), hex::encode(hmac_sha256(&self.mac_key, &bytes)).as_bytes())?;
             part.unsaved.store(0, Ordering::Release);
         }
         Ok(())
@@ -828,38 +697,21 @@ impl Vectors {
         let catalog = read(&part.catalog);
         let (classes, eligible) = catalog.eligible(reader);
         // A key the catalog no longer places in one of the reader's classes is never ranked.
-        let excluded = |key: u64| {
-            catalog
-                .class_of
-                .get(&key)
-                .is_none_or(|c| classes.binary_search(c).is_err())
-        };
-        let found = part
-            .index
-            .search(query, k, &classes, &excluded)
-            .map_err(index_err)?;
+        let excluded = |key: u64| catalog.class_of.get(&key).is_none_or(|c| classes.binary_search(c).is_err());
+        let found = part.index.search(query, k, &classes, &excluded).map_err(index_err)?;
         let mut hits = Vec::with_capacity(found.hits.len());
         for n in found.hits {
-            let id = *catalog.ids.get(&n.key).ok_or_else(|| {
-                StoreError::Corrupt(format!("index key {} has no catalog entry", n.key))
-            })?;
+            let id = *catalog.ids.get(&n.key).ok_or_else(|| StoreError::Corrupt(format!("index key {} has no catalog entry", n.key)))?;
             hits.push((id, n.score));
         }
         self.paths[path_slot(found.path)].fetch_add(1, Ordering::Relaxed);
-        debug_assert!(
-            hits.len() == k.min(eligible),
-            "guarded search returned {} of min({k}, {eligible})",
-            hits.len()
-        );
+        debug_assert!(hits.len() == k.min(eligible), "guarded search returned {} of min({k}, {eligible})", hits.len());
         Ok(Some(Found { hits }))
     }
 
     /// Searches answered so far by each path.
     pub fn path_counts(&self) -> Vec<(SearchPath, u64)> {
-        PATHS
-            .iter()
-            .map(|&p| (p, self.paths[path_slot(p)].load(Ordering::Relaxed)))
-            .collect()
+        PATHS.iter().map(|&p| (p, self.paths[path_slot(p)].load(Ordering::Relaxed))).collect()
     }
 
     /// Whether no vector is indexed.
@@ -884,9 +736,7 @@ mod tests {
     fn scope(owner: &str, readers: Option<&[&str]>, visibility: Visibility) -> Scope {
         Scope {
             owner: pid(owner),
-            readers: readers.map_or(Readers::All, |r| {
-                Readers::Only(r.iter().map(|s| pid(s)).collect())
-            }),
+            readers: readers.map_or(Readers::All, |r| Readers::Only(r.iter().map(|s| pid(s)).collect())),
             visibility,
         }
     }
@@ -902,73 +752,27 @@ mod tests {
     #[test]
     fn classes_admit_exactly_what_readable_by_admits() {
         let mut c = Catalog::default();
-        put(
-            &mut c,
-            1,
-            &scope("ana", None, Visibility::Shared),
-            Status::Active,
-        );
-        put(
-            &mut c,
-            2,
-            &scope("ana", Some(&["ben"]), Visibility::Private),
-            Status::Active,
-        );
-        put(
-            &mut c,
-            3,
-            &scope("ana", None, Visibility::Shared),
-            Status::Quarantined,
-        );
-        put(
-            &mut c,
-            4,
-            &scope("ana", None, Visibility::Shared),
-            Status::Blocked,
-        );
-        put(
-            &mut c,
-            5,
-            &scope("ana", None, Visibility::Revoked),
-            Status::Active,
-        );
-        put(
-            &mut c,
-            6,
-            &scope("ana", Some(&[]), Visibility::Private),
-            Status::Revoked,
-        );
-        put(
-            &mut c,
-            7,
-            &scope("ben", Some(&["ana"]), Visibility::Private),
-            Status::Active,
-        );
+        put(&mut c, 1, &scope("ana", None, Visibility::Shared), Status::Active);
+        put(&mut c, 2, &scope("ana", Some(&["ben"]), Visibility::Private), Status::Active);
+        put(&mut c, 3, &scope("ana", None, Visibility::Shared), Status::Quarantined);
+        put(&mut c, 4, &scope("ana", None, Visibility::Shared), Status::Blocked);
+        put(&mut c, 5, &scope("ana", None, Visibility::Revoked), Status::Active);
+        put(&mut c, 6, &scope("ana", Some(&[]), Visibility::Private), Status::Revoked);
+        put(&mut c, 7, &scope("ben", Some(&["ana"]), Visibility::Private), Status::Active);
         assert_eq!(c.ids.len(), 7, "every key maps back to its item");
-        assert_eq!(
-            c.class_of[&2], c.class_of[&7],
-            "{{ana, ben}} is one class whoever owns the item"
-        );
+        assert_eq!(c.class_of[&2], c.class_of[&7], "{{ana, ben}} is one class whoever owns the item");
         assert_eq!(c.eligible(&pid("ana")).1, 3);
         assert_eq!(c.eligible(&pid("ben")).1, 3);
         assert_eq!(c.eligible(&pid("cai")).1, 1);
         for key in 3..=6 {
-            assert_eq!(
-                c.class_of[&key], PARKED_CLASS,
-                "key {key} must never be eligible"
-            );
+            assert_eq!(c.class_of[&key], PARKED_CLASS, "key {key} must never be eligible");
         }
         for reader in ["ana", "ben", "cai"] {
             assert!(!c.eligible(&pid(reader)).0.contains(&PARKED_CLASS));
         }
         // Revoking key 2 moves it out of {ana, ben}; the class lives on with key 7 alone.
         assert_eq!(c.leave(2), Some(ItemId::from_bytes([2; 16])));
-        put(
-            &mut c,
-            2,
-            &scope("ana", Some(&["ben"]), Visibility::Revoked),
-            Status::Revoked,
-        );
+        put(&mut c, 2, &scope("ana", Some(&["ben"]), Visibility::Revoked), Status::Revoked);
         assert_eq!(c.eligible(&pid("ben")).1, 2);
         // Revoking key 7 too: the class disappears from both readers.
         c.leave(7);

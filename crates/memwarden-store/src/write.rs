@@ -11,18 +11,14 @@ use rusqlite::Connection;
 use serde_json::{Value, json};
 
 use crate::binding::{
-    AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow,
-    LineageRow, PrincipalRow, ReputationRow, RowDigest, RowKey, SessionRow, StateIndex, Table,
-    embedding_digest, row_key,
+    AttestationRow, Binding, BoundRow, Check, ElevationRow, ErasedRow, GrantUsedRow, ItemRow, LineageRow, PrincipalRow, ReputationRow, RowDigest,
+    RowKey, SessionRow, StateIndex, Table, embedding_digest, row_key,
 };
-use crate::db::{Arg, Db, DbError, SqliteDb, query_opt};
 use crate::logs::{GLOBAL, Logs};
+use crate::db::{Arg, Db, DbError, SqliteDb, query_opt};
 use crate::sqlite::{Durability, Shared, read_guard, write_guard};
 use crate::vectors::{AccessChange, NewVector};
-use crate::{
-    BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Mutation, Receipt, StoreError,
-    StoredSession,
-};
+use crate::{BATCH_MUTATIONS_MAX, CommitError, EMBEDDING_DIMS_MAX, Mutation, Receipt, StoreError, StoredSession};
 
 /// Bindings carried by one log entry, at most this many bytes of JSON; more continue in
 /// further entries of the same kind.
@@ -33,19 +29,10 @@ pub(crate) type Reply = mpsc::Sender<Result<Vec<Result<Receipt, CommitError>>, S
 pub(crate) enum Job {
     /// `atomic`: all mutations in one savepoint, all or nothing (the reply then holds every
     /// receipt, or one error).
-    Commit {
-        now_ms: u64,
-        mutations: Vec<Mutation>,
-        atomic: bool,
-        reply: Reply,
-    },
+    Commit { now_ms: u64, mutations: Vec<Mutation>, atomic: bool, reply: Reply },
     /// Sign and store a checkpoint: of one tenant's log, or (`None`) of every tenant's log with
     /// new entries and of the global view (whose checkpoint is the reply).
-    Checkpoint {
-        tenant: Option<String>,
-        now_ms: u64,
-        reply: mpsc::Sender<Result<SignedCheckpoint, String>>,
-    },
+    Checkpoint { tenant: Option<String>, now_ms: u64, reply: mpsc::Sender<Result<SignedCheckpoint, String>> },
 }
 
 /// The chain state while a group is being applied: entries are linked locally, per tenant, and
@@ -121,13 +108,7 @@ impl Pending {
 
     /// Make `tenant`'s log ready for this group (opening it with its genesis entry when the
     /// tenant has none yet) and return the index its next entry takes.
-    fn begin(
-        &mut self,
-        db: &dyn Db,
-        logs: &Logs,
-        now_ms: u64,
-        tenant: &str,
-    ) -> Result<u64, CommitError> {
+    fn begin(&mut self, db: &dyn Db, logs: &Logs, now_ms: u64, tenant: &str) -> Result<u64, CommitError> {
         if let Some((len, _)) = self.chains.get(tenant) {
             return Ok(*len);
         }
@@ -150,37 +131,16 @@ impl Pending {
     }
 
     /// Append one entry (no bindings) to `tenant`'s log (begun).
-    fn push_entry(
-        &mut self,
-        db: &dyn Db,
-        tenant: &str,
-        now_ms: u64,
-        kind: EntryKind,
-        body: &Value,
-    ) -> Result<(u64, Hash), CommitError> {
+    fn push_entry(&mut self, db: &dyn Db, tenant: &str, now_ms: u64, kind: EntryKind, body: &Value) -> Result<(u64, Hash), CommitError> {
         let body = serde_json::to_vec(body).map_err(|e| CommitError::Storage(e.to_string()))?;
         if body.len() > Entry::BODY_BYTES_MAX {
-            return Err(CommitError::Storage(format!(
-                "a log entry of {} bytes exceeds the limit of {}",
-                body.len(),
-                Entry::BODY_BYTES_MAX
-            )));
+            return Err(CommitError::Storage(format!("a log entry of {} bytes exceeds the limit of {}", body.len(), Entry::BODY_BYTES_MAX)));
         }
-        let (len, head) = *self
-            .chains
-            .get(tenant)
-            .ok_or_else(|| CommitError::Storage(format!("log of {tenant} not begun")))?;
-        let entry = Entry {
-            index: len,
-            prev: head,
-            time_ms: now_ms,
-            kind,
-            body,
-        };
+        let (len, head) = *self.chains.get(tenant).ok_or_else(|| CommitError::Storage(format!("log of {tenant} not begun")))?;
+        let entry = Entry { index: len, prev: head, time_ms: now_ms, kind, body };
         let bytes = entry.encode();
         let leaf = leaf_hash(&bytes);
-        db.append_entry(tenant, len, &bytes, self.gseq)
-            .map_err(sql)?;
+        db.append_entry(tenant, len, &bytes, self.gseq).map_err(sql)?;
         self.chains.insert(tenant.to_owned(), (len + 1, leaf));
         self.entries.push((tenant.to_owned(), entry, self.gseq));
         self.gseq += 1;
@@ -189,20 +149,9 @@ impl Pending {
 
     /// Append an entry that binds `rows` (listed in its body under `"rows"`; a long list
     /// continues in further entries of the same kind). Returns the last entry's index and leaf.
-    pub(crate) fn push(
-        &mut self,
-        db: &dyn Db,
-        tenant: &str,
-        now_ms: u64,
-        kind: EntryKind,
-        body: &Value,
-        rows: Vec<Binding>,
-    ) -> Result<(u64, Hash), CommitError> {
+    pub(crate) fn push(&mut self, db: &dyn Db, tenant: &str, now_ms: u64, kind: EntryKind, body: &Value, rows: Vec<Binding>) -> Result<(u64, Hash), CommitError> {
         if let Some(b) = rows.iter().find(|b| b.tenant != tenant) {
-            return Err(CommitError::Storage(format!(
-                "a row of tenant {} cannot be bound in the log of {tenant}",
-                b.tenant
-            )));
+            return Err(CommitError::Storage(format!("a row of tenant {} cannot be bound in the log of {tenant}", b.tenant)));
         }
         let mut chunks: Vec<Vec<Value>> = vec![Vec::new()];
         let mut bytes = 0usize;
@@ -232,13 +181,7 @@ impl Pending {
                 }
                 self.push_entry(db, tenant, now_ms, kind, &body)?
             } else {
-                self.push_entry(
-                    db,
-                    tenant,
-                    now_ms,
-                    kind,
-                    &json!({"tenant": tenant, "continues": first, "rows": chunk}),
-                )?
+                self.push_entry(db, tenant, now_ms, kind, &json!({"tenant": tenant, "continues": first, "rows": chunk}))?
             };
             for b in rows.by_ref().take(n) {
                 self.bindings.push((b.key(), b, carried.0));
@@ -272,27 +215,12 @@ impl Pending {
     /// Read a bound row the change depends on and check it against the log; a row that does
     /// not match is never built upon (so a tampered row cannot be laundered into a new
     /// binding).
-    fn read_verified<R: BoundRow>(
-        &self,
-        db: &dyn Db,
-        state: &StateIndex,
-        sql_where: &str,
-        args: &[crate::db::Arg<'_>],
-        key: &RowKey,
-    ) -> Result<Option<R>, CommitError> {
-        let query = format!(
-            "SELECT {} FROM {} WHERE {sql_where}",
-            R::COLUMNS,
-            R::TABLE.name()
-        );
+    fn read_verified<R: BoundRow>(&self, db: &dyn Db, state: &StateIndex, sql_where: &str, args: &[crate::db::Arg<'_>], key: &RowKey) -> Result<Option<R>, CommitError> {
+        let query = format!("SELECT {} FROM {} WHERE {sql_where}", R::COLUMNS, R::TABLE.name());
         let row: Option<R> = query_opt(db, &query, args, R::from_cols).map_err(sql)?;
         match self.check(state, key, row.as_ref().map(BoundRow::digest).as_ref()) {
             Check::Ok => Ok(row),
-            bad => Err(CommitError::Tampered(format!(
-                "{} row {key:?}: {}",
-                R::TABLE.name(),
-                bad.reason()
-            ))),
+            bad => Err(CommitError::Tampered(format!("{} row {key:?}: {}", R::TABLE.name(), bad.reason()))),
         }
     }
 }
@@ -311,23 +239,15 @@ fn i64_of(v: u64) -> i64 {
 
 fn embedding_bytes(e: &[f32], dims: Option<usize>) -> Result<Vec<u8>, CommitError> {
     if e.is_empty() || e.len() > EMBEDDING_DIMS_MAX || e.iter().any(|x| !x.is_finite()) {
-        return Err(CommitError::BadEmbedding(format!(
-            "{} dimensions (1..={EMBEDDING_DIMS_MAX}, finite)",
-            e.len()
-        )));
+        return Err(CommitError::BadEmbedding(format!("{} dimensions (1..={EMBEDDING_DIMS_MAX}, finite)", e.len())));
     }
     if let Some(d) = dims
         && d != e.len()
     {
-        return Err(CommitError::BadEmbedding(format!(
-            "{} dimensions, but this store holds {d}-dimensional vectors",
-            e.len()
-        )));
+        return Err(CommitError::BadEmbedding(format!("{} dimensions, but this store holds {d}-dimensional vectors", e.len())));
     }
     if e.iter().all(|x| *x == 0.0) {
-        return Err(CommitError::BadEmbedding(
-            "the zero vector has no direction".into(),
-        ));
+        return Err(CommitError::BadEmbedding("the zero vector has no direction".into()));
     }
     Ok(e.iter().flat_map(|x| x.to_le_bytes()).collect())
 }
@@ -337,51 +257,25 @@ fn item_key(tenant: &str, id: &ItemId) -> RowKey {
 }
 
 /// Insert an admitted item (its row, vector, edges) and log its write entry.
-fn insert_item(
-    db: &dyn Db,
-    state: &StateIndex,
-    now_ms: u64,
-    write: &AdmittedWrite,
-    embedding: &Option<Vec<f32>>,
-    p: &mut Pending,
-) -> Result<(u64, Hash), CommitError> {
+fn insert_item(db: &dyn Db, state: &StateIndex, now_ms: u64, write: &AdmittedWrite, embedding: &Option<Vec<f32>>, p: &mut Pending) -> Result<(u64, Hash), CommitError> {
     let item = write.item();
     let tenant = item.tenant().as_str();
     debug_assert!(p.chains.contains_key(tenant), "the tenant's log is begun");
     let exists = || CommitError::ItemExists(item.id().to_string());
     // An id is never reused: not while its row exists (or the log says it does), not after it
     // was erased.
-    if p.exists(state, &item_key(tenant, &item.id()))
-        || p.exists(
-            state,
-            &row_key(Table::Erased, tenant, &[&item.id().to_string()]),
-        )
-    {
+    if p.exists(state, &item_key(tenant, &item.id())) || p.exists(state, &row_key(Table::Erased, tenant, &[&item.id().to_string()])) {
         return Err(exists());
     }
-    let erased: Option<i64> = query_opt(
-        db,
-        "SELECT 1 FROM erased WHERE id = ?1",
-        crate::args![item.id().as_bytes().as_slice()],
-        |r| r.int(0),
-    )
-    .map_err(sql)?;
+    let erased: Option<i64> = query_opt(db, "SELECT 1 FROM erased WHERE id = ?1", crate::args![item.id().as_bytes().as_slice()], |r| r.int(0)).map_err(sql)?;
     if erased.is_some() {
         return Err(exists());
     }
-    let emb = embedding
-        .as_deref()
-        .map(|e| embedding_bytes(e, p.dims))
-        .transpose()?;
+    let emb = embedding.as_deref().map(|e| embedding_bytes(e, p.dims)).transpose()?;
     let next = p.next(tenant);
     let vseq = match (&emb, embedding) {
         (Some(_), Some(e)) => {
-            let seq = match db.insert_vector(
-                item.id().as_bytes().as_slice(),
-                tenant,
-                item.namespace().as_str(),
-                next,
-            ) {
+            let seq = match db.insert_vector(item.id().as_bytes().as_slice(), tenant, item.namespace().as_str(), next) {
                 Err(e) if e.constraint => return Err(exists()),
                 Err(e) => return Err(sql(e)),
                 Ok(seq) => seq,
@@ -437,14 +331,7 @@ fn insert_item(
             args.push(Arg::Blob(parent.id.as_bytes().as_slice()));
             args.push(Arg::Text(parent.kind.as_str()));
         }
-        db.execute(
-            &format!(
-                "INSERT INTO edges(child, parent, kind) VALUES {} ON CONFLICT DO NOTHING",
-                tuples.join(", ")
-            ),
-            &args,
-        )
-        .map_err(sql)?;
+        db.execute(&format!("INSERT INTO edges(child, parent, kind) VALUES {} ON CONFLICT DO NOTHING", tuples.join(", ")), &args).map_err(sql)?;
     }
     let kind = match item.route() {
         Route::Summary => EntryKind::Derive,
@@ -478,26 +365,15 @@ fn cas_item(
     change: impl FnOnce(&str) -> Result<String, CommitError>,
 ) -> Result<ItemRow, CommitError> {
     let key = item_key(tenant.as_str(), id);
-    let row: Option<ItemRow> = p.read_verified(
-        db,
-        state,
-        "id = ?1 AND tenant = ?2",
-        crate::args![id.as_bytes().as_slice(), tenant.as_str()],
-        &key,
-    )?;
-    let Some(mut row) = row else {
-        return Err(CommitError::ItemMissing(id.to_string()));
-    };
+    let row: Option<ItemRow> = p.read_verified(db, state, "id = ?1 AND tenant = ?2", crate::args![id.as_bytes().as_slice(), tenant.as_str()], &key)?;
+    let Some(mut row) = row else { return Err(CommitError::ItemMissing(id.to_string())) };
     if u64::try_from(row.version).ok() != Some(expected) {
         return Err(CommitError::Conflict { id: id.to_string() });
     }
     row.record = change(&row.record)?;
     row.version = i64_of(p.next(tenant.as_str()));
-    db.execute(
-        "UPDATE items SET record = ?1, version = ?2 WHERE id = ?3 AND tenant = ?4",
-        crate::args![row.record, row.version, row.id, row.tenant],
-    )
-    .map_err(sql)?;
+    db.execute("UPDATE items SET record = ?1, version = ?2 WHERE id = ?3 AND tenant = ?4", crate::args![row.record, row.version, row.id, row.tenant])
+        .map_err(sql)?;
     Ok(row)
 }
 
@@ -505,28 +381,11 @@ fn cas_item(
 /// version the gate read, queue the index catalog's matching change (applied once the
 /// transaction commits), and log the change: `fields` plus the item's tenant, id, status and
 /// identity digest.
-fn access_changed(
-    db: &dyn Db,
-    state: &StateIndex,
-    p: &mut Pending,
-    now_ms: u64,
-    kind: EntryKind,
-    item: &MemoryItem,
-    fields: Value,
-) -> Result<(u64, Hash), CommitError> {
+fn access_changed(db: &dyn Db, state: &StateIndex, p: &mut Pending, now_ms: u64, kind: EntryKind, item: &MemoryItem, fields: Value) -> Result<(u64, Hash), CommitError> {
     let record = to_json(item)?;
-    let row = cas_item(
-        db,
-        state,
-        p,
-        item.tenant(),
-        &item.id(),
-        item.version(),
-        |_| Ok(record),
-    )?;
+    let row = cas_item(db, state, p, item.tenant(), &item.id(), item.version(), |_| Ok(record))?;
     if let Some(seq) = row.vseq {
-        let seq = u64::try_from(seq)
-            .map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+        let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
         p.access.push(AccessChange {
             seq,
             tenant: item.tenant().clone(),
@@ -543,14 +402,7 @@ fn access_changed(
         o.insert("status".into(), json!(item.status()));
         o.insert("digest".into(), json!(hex::encode(item.identity_digest())));
     }
-    p.push(
-        db,
-        item.tenant().as_str(),
-        now_ms,
-        kind,
-        &body,
-        vec![row.binding()],
-    )
+    p.push(db, item.tenant().as_str(), now_ms, kind, &body, vec![row.binding()])
 }
 
 /// The tenant whose log records a mutation.
@@ -573,14 +425,7 @@ pub fn tenant_of(m: &Mutation) -> &TenantId {
     }
 }
 
-fn apply(
-    db: &dyn Db,
-    logs: &Logs,
-    state: &StateIndex,
-    now_ms: u64,
-    m: &Mutation,
-    p: &mut Pending,
-) -> Result<Receipt, CommitError> {
+fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation, p: &mut Pending) -> Result<Receipt, CommitError> {
     let t = tenant_of(m).as_str();
     let next = p.begin(db, logs, now_ms, t)?;
     let (log_index, leaf) = match m {
@@ -589,31 +434,14 @@ fn apply(
             if p.exists(state, &key) {
                 return Err(CommitError::PrincipalExists(pr.id.to_string()));
             }
-            let row = PrincipalRow {
-                tenant: pr.tenant.as_str().to_owned(),
-                id: pr.id.as_str().to_owned(),
-                record: to_json(pr)?,
-                log_index: i64_of(next),
-            };
-            let r = db.execute(
-                "INSERT INTO principals(tenant, id, record, log_index) VALUES(?1, ?2, ?3, ?4)",
-                crate::args![row.tenant, row.id, row.record, row.log_index],
-            );
+            let row = PrincipalRow { tenant: pr.tenant.as_str().to_owned(), id: pr.id.as_str().to_owned(), record: to_json(pr)?, log_index: i64_of(next) };
+            let r = db.execute("INSERT INTO principals(tenant, id, record, log_index) VALUES(?1, ?2, ?3, ?4)", crate::args![row.tenant, row.id, row.record, row.log_index]);
             match r {
-                Err(e) if e.constraint => {
-                    return Err(CommitError::PrincipalExists(pr.id.to_string()));
-                }
+                Err(e) if e.constraint => return Err(CommitError::PrincipalExists(pr.id.to_string())),
                 Err(e) => return Err(sql(e)),
                 Ok(_) => {}
             }
-            p.push(
-                db,
-                t,
-                now_ms,
-                EntryKind::Principal,
-                &json!({"tenant": pr.tenant, "principal": pr}),
-                vec![row.binding()],
-            )?
+            p.push(db, t, now_ms, EntryKind::Principal, &json!({"tenant": pr.tenant, "principal": pr}), vec![row.binding()])?
         }
         Mutation::Item { write, embedding } => insert_item(db, state, now_ms, write, embedding, p)?,
         Mutation::Update { update, embedding } => {
@@ -622,38 +450,15 @@ fn apply(
                 return Err(CommitError::Storage("an update spans two tenants".into()));
             }
             let r = insert_item(db, state, now_ms, update.write(), embedding, p)?;
-            access_changed(
-                db,
-                state,
-                p,
-                now_ms,
-                EntryKind::Revocation,
-                old,
-                json!({"superseded_by": old.superseded_by()}),
-            )?;
+            access_changed(db, state, p, now_ms, EntryKind::Revocation, old, json!({"superseded_by": old.superseded_by()}))?;
             r
         }
         Mutation::Attestation(a) => {
             let a = a.attestation();
-            let row = AttestationRow {
-                tenant: a.tenant.as_str().to_owned(),
-                key: a.key.clone(),
-                record: to_json(a)?,
-                log_index: i64_of(next),
-            };
-            db.execute(
-                "INSERT INTO attestations(tenant, key, record, log_index) VALUES(?1, ?2, ?3, ?4)",
-                crate::args![row.tenant, row.key, row.record, row.log_index],
-            )
-            .map_err(sql)?;
-            p.push(
-                db,
-                t,
-                now_ms,
-                EntryKind::Attestation,
-                &json!(a),
-                vec![row.binding()],
-            )?
+            let row = AttestationRow { tenant: a.tenant.as_str().to_owned(), key: a.key.clone(), record: to_json(a)?, log_index: i64_of(next) };
+            db.execute("INSERT INTO attestations(tenant, key, record, log_index) VALUES(?1, ?2, ?3, ?4)", crate::args![row.tenant, row.key, row.record, row.log_index])
+                .map_err(sql)?;
+            p.push(db, t, now_ms, EntryKind::Attestation, &json!(a), vec![row.binding()])?
         }
         Mutation::GrantIssued(g) => {
             let gr = &g.grant;
@@ -667,17 +472,8 @@ fn apply(
                 Vec::new(),
             )?
         }
-        Mutation::SessionTaint {
-            tenant,
-            principal,
-            session,
-            observed,
-        } => {
-            let key = row_key(
-                Table::Sessions,
-                tenant.as_str(),
-                &[principal.as_str(), session.as_str()],
-            );
+        Mutation::SessionTaint { tenant, principal, session, observed } => {
+            let key = row_key(Table::Sessions, tenant.as_str(), &[principal.as_str(), session.as_str()]);
             let existing: Option<SessionRow> = p.read_verified(
                 db,
                 state,
@@ -687,22 +483,14 @@ fn apply(
             )?;
             // The row only falls: meet of the stored floor and the new one, witnesses merged.
             // The ceiling only narrows: intersection of the stored readers and the new ones.
-            let mut merged = StoredSession {
-                floor: observed.floor(),
-                witnesses: observed.witnesses().to_vec(),
-                readers: observed.readers().clone(),
-                overflow: observed.overflowed(),
-            };
+            let mut merged = StoredSession { floor: observed.floor(), witnesses: observed.witnesses().to_vec(), readers: observed.readers().clone(), overflow: observed.overflowed() };
             if let Some(old) = existing {
-                let old: StoredSession = serde_json::from_str(&old.record)
-                    .map_err(|e| CommitError::Storage(format!("stored session is corrupt: {e}")))?;
+                let old: StoredSession = serde_json::from_str(&old.record).map_err(|e| CommitError::Storage(format!("stored session is corrupt: {e}")))?;
                 merged.floor = merged.floor.min(old.floor);
                 merged.readers = merged.readers.intersect(&old.readers);
                 merged.overflow |= old.overflow;
                 for w in old.witnesses {
-                    if !merged.witnesses.contains(&w)
-                        && merged.witnesses.len() < memwarden_core::session::WITNESSES_MAX
-                    {
+                    if !merged.witnesses.contains(&w) && merged.witnesses.len() < memwarden_core::session::WITNESSES_MAX {
                         merged.witnesses.push(w);
                     }
                 }
@@ -726,15 +514,7 @@ fn apply(
                 vec![row.binding()],
             )?
         }
-        Mutation::Revocation(r) => access_changed(
-            db,
-            state,
-            p,
-            now_ms,
-            EntryKind::Revocation,
-            r.item(),
-            json!({"by": r.by(), "reason": r.reason()}),
-        )?,
+        Mutation::Revocation(r) => access_changed(db, state, p, now_ms, EntryKind::Revocation, r.item(), json!({"by": r.by(), "reason": r.reason()}))?,
         Mutation::Promotion(pr) => access_changed(
             db,
             state,
@@ -744,21 +524,10 @@ fn apply(
             pr.item(),
             json!({"by": pr.by(), "from": pr.from(), "readers": pr.item().scope().readers}),
         )?,
-        Mutation::Hold(h) => access_changed(
-            db,
-            state,
-            p,
-            now_ms,
-            EntryKind::Decision,
-            h.item(),
-            json!({"hold": {"by": h.by(), "reason": h.reason()}}),
-        )?,
+        Mutation::Hold(h) => access_changed(db, state, p, now_ms, EntryKind::Decision, h.item(), json!({"hold": {"by": h.by(), "reason": h.reason()}}))?,
         Mutation::Erasure { tenant, ids, event } => {
             if ids.is_empty() || ids.len() > crate::ERASE_IDS_MAX {
-                return Err(CommitError::Storage(format!(
-                    "an erasure names 1..={} memories",
-                    crate::ERASE_IDS_MAX
-                )));
+                return Err(CommitError::Storage(format!("an erasure names 1..={} memories", crate::ERASE_IDS_MAX)));
             }
             let text = to_json(event)?;
             if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
@@ -767,24 +536,14 @@ fn apply(
             let mut rows = Vec::with_capacity(ids.len() * 2 + 1);
             for id in ids {
                 let key = item_key(tenant.as_str(), id);
-                let row: Option<ItemRow> = p.read_verified(
-                    db,
-                    state,
-                    "id = ?1 AND tenant = ?2",
-                    crate::args![id.as_bytes().as_slice(), tenant.as_str()],
-                    &key,
-                )?;
+                let row: Option<ItemRow> = p.read_verified(db, state, "id = ?1 AND tenant = ?2", crate::args![id.as_bytes().as_slice(), tenant.as_str()], &key)?;
                 let Some(row) = row else {
                     return Err(CommitError::ItemMissing(id.to_string()));
                 };
                 // The tombstone keeps the identity and lineage fields, never the text.
-                let mut tomb: Value = serde_json::from_str(&row.record)
-                    .map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
+                let mut tomb: Value = serde_json::from_str(&row.record).map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
                 if let Some(o) = tomb.as_object_mut() {
-                    o.insert(
-                        "content".into(),
-                        Value::String(crate::TOMBSTONE_CONTENT.into()),
-                    );
+                    o.insert("content".into(), Value::String(crate::TOMBSTONE_CONTENT.into()));
                     o.insert("metadata".into(), Value::Object(serde_json::Map::new()));
                 }
                 let erased = ErasedRow {
@@ -797,188 +556,85 @@ fn apply(
                 };
                 db.execute("INSERT INTO erased(id, tenant, namespace, tombstone, item_log_index, log_index) VALUES(?1, ?2, ?3, ?4, ?5, ?6)", crate::args![erased.id, erased.tenant, erased.namespace, erased.tombstone, erased.item_log_index, erased.log_index])
                     .map_err(sql)?;
-                db.execute("DELETE FROM vectors WHERE id = ?1", crate::args![row.id])
-                    .map_err(sql)?;
+                db.execute("DELETE FROM vectors WHERE id = ?1", crate::args![row.id]).map_err(sql)?;
                 db.unindex_text(&row.id).map_err(sql)?;
-                db.execute("DELETE FROM items WHERE id = ?1", crate::args![row.id])
-                    .map_err(sql)?;
+                db.execute("DELETE FROM items WHERE id = ?1", crate::args![row.id]).map_err(sql)?;
                 if let Some(seq) = row.vseq {
-                    let namespace = Namespace::new(&row.namespace)
-                        .map_err(|e| CommitError::Storage(e.to_string()))?;
-                    let seq = u64::try_from(seq)
-                        .map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
-                    let scope = Scope {
-                        owner: PrincipalId::new("erased")
-                            .map_err(|e| CommitError::Storage(e.to_string()))?,
-                        readers: Readers::Only(Default::default()),
-                        visibility: Visibility::Revoked,
-                    };
-                    p.access.push(AccessChange {
-                        seq,
-                        tenant: tenant.clone(),
-                        namespace,
-                        scope,
-                        status: Status::Revoked,
-                        erased: true,
-                    });
+                    let namespace = Namespace::new(&row.namespace).map_err(|e| CommitError::Storage(e.to_string()))?;
+                    let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
+                    let scope = Scope { owner: PrincipalId::new("erased").map_err(|e| CommitError::Storage(e.to_string()))?, readers: Readers::Only(Default::default()), visibility: Visibility::Revoked };
+                    p.access.push(AccessChange { seq, tenant: tenant.clone(), namespace, scope, status: Status::Revoked, erased: true });
                 }
-                rows.push(Binding::deleted(
-                    Table::Items,
-                    tenant.as_str(),
-                    vec![id.to_string()],
-                ));
+                rows.push(Binding::deleted(Table::Items, tenant.as_str(), vec![id.to_string()]));
                 rows.push(erased.binding());
             }
-            let lineage = LineageRow {
-                tenant: tenant.as_str().to_owned(),
-                event: text,
-                log_index: i64_of(next),
-            };
-            db.execute(
-                "INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)",
-                crate::args![lineage.tenant, lineage.event, lineage.log_index],
-            )
-            .map_err(sql)?;
+            let lineage = LineageRow { tenant: tenant.as_str().to_owned(), event: text, log_index: i64_of(next) };
+            db.execute("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)", crate::args![lineage.tenant, lineage.event, lineage.log_index])
+                .map_err(sql)?;
             rows.push(lineage.binding());
-            p.push(
-                db,
-                t,
-                now_ms,
-                EntryKind::Erasure,
-                &json!({"tenant": tenant, "event": event, "erased": ids}),
-                rows,
-            )?
+            p.push(db, t, now_ms, EntryKind::Erasure, &json!({"tenant": tenant, "event": event, "erased": ids}), rows)?
         }
-        Mutation::Feedback {
-            tenant,
-            actor,
-            guards,
-            reputations,
-            record,
-        } => {
+        Mutation::Feedback { tenant, actor, guards, reputations, record } => {
             let mut rows = Vec::with_capacity(guards.len() + reputations.len());
             for (id, expected, guard) in guards {
                 let row = cas_item(db, state, p, tenant, id, *expected, |rec| {
                     // The guard state is not part of the identity digest: the record still verifies.
-                    let mut v: Value = serde_json::from_str(rec)
-                        .map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
+                    let mut v: Value = serde_json::from_str(rec).map_err(|e| CommitError::Storage(format!("stored item {id}: {e}")))?;
                     if let Some(o) = v.as_object_mut() {
-                        o.insert(
-                            "guard".into(),
-                            serde_json::to_value(guard)
-                                .map_err(|e| CommitError::Storage(e.to_string()))?,
-                        );
+                        o.insert("guard".into(), serde_json::to_value(guard).map_err(|e| CommitError::Storage(e.to_string()))?);
                     }
                     let text = to_json(&v)?;
                     // Refuse a state the validating decoder would not read back.
-                    serde_json::from_str::<MemoryItem>(&text)
-                        .map_err(|e| CommitError::Storage(format!("guard update for {id}: {e}")))?;
+                    serde_json::from_str::<MemoryItem>(&text).map_err(|e| CommitError::Storage(format!("guard update for {id}: {e}")))?;
                     Ok(text)
                 })?;
                 rows.push(row.binding());
             }
             for (who, value) in reputations {
                 if !value.is_finite() || !(0.0..=1.0).contains(value) {
-                    return Err(CommitError::Storage(format!(
-                        "reputation {value} of {who} is outside [0, 1]"
-                    )));
+                    return Err(CommitError::Storage(format!("reputation {value} of {who} is outside [0, 1]")));
                 }
-                let row = ReputationRow {
-                    tenant: tenant.as_str().to_owned(),
-                    principal: who.as_str().to_owned(),
-                    value: *value,
-                    log_index: i64_of(next),
-                };
+                let row = ReputationRow { tenant: tenant.as_str().to_owned(), principal: who.as_str().to_owned(), value: *value, log_index: i64_of(next) };
                 db.execute("INSERT INTO reputation(tenant, principal, value, log_index) VALUES(?1, ?2, ?3, ?4)
                      ON CONFLICT(tenant, principal) DO UPDATE SET value = excluded.value, log_index = excluded.log_index", crate::args![row.tenant, row.principal, row.value, row.log_index])
                 .map_err(sql)?;
                 rows.push(row.binding());
             }
-            p.push(
-                db,
-                t,
-                now_ms,
-                EntryKind::Feedback,
-                &json!({"tenant": tenant, "actor": actor, "feedback": record}),
-                rows,
-            )?
+            p.push(db, t, now_ms, EntryKind::Feedback, &json!({"tenant": tenant, "actor": actor, "feedback": record}), rows)?
         }
-        Mutation::GateDecision {
-            tenant,
-            actor,
-            decision,
-        } => {
+        Mutation::GateDecision { tenant, actor, decision } => {
             let text = to_json(decision)?;
             if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
                 return Err(CommitError::LineageEventTooLarge(text.len()));
             }
-            p.push(
-                db,
-                t,
-                now_ms,
-                EntryKind::Decision,
-                &json!({"tenant": tenant, "actor": actor, "gate": decision}),
-                Vec::new(),
-            )?
+            p.push(db, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "gate": decision}), Vec::new())?
         }
         Mutation::Lineage { tenant, event } => {
             let text = to_json(event)?;
             if text.len() > crate::LINEAGE_EVENT_BYTES_MAX {
                 return Err(CommitError::LineageEventTooLarge(text.len()));
             }
-            let row = LineageRow {
-                tenant: tenant.as_str().to_owned(),
-                event: text,
-                log_index: i64_of(next),
-            };
-            db.execute(
-                "INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)",
-                crate::args![row.tenant, row.event, row.log_index],
-            )
-            .map_err(sql)?;
-            p.push(
-                db,
-                t,
-                now_ms,
-                EntryKind::Lineage,
-                &json!({"tenant": tenant, "event": event}),
-                vec![row.binding()],
-            )?
+            let row = LineageRow { tenant: tenant.as_str().to_owned(), event: text, log_index: i64_of(next) };
+            db.execute("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)", crate::args![row.tenant, row.event, row.log_index])
+                .map_err(sql)?;
+            p.push(db, t, now_ms, EntryKind::Lineage, &json!({"tenant": tenant, "event": event}), vec![row.binding()])?
         }
-        Mutation::Decision {
-            actor,
-            tenant,
-            action,
-            outcome,
-        } => {
+        Mutation::Decision { actor, tenant, action, outcome } => {
             for u in outcome.grant_uses() {
                 let g = &u.grant.grant;
                 if g.tenant.as_str() != t {
-                    return Err(CommitError::Storage(
-                        "a decision consumes another tenant's grant".into(),
-                    ));
+                    return Err(CommitError::Storage("a decision consumes another tenant's grant".into()));
                 }
-                let key = row_key(
-                    Table::GrantsUsed,
-                    g.tenant.as_str(),
-                    &[&hex::encode(g.nonce)],
-                );
+                let key = row_key(Table::GrantsUsed, g.tenant.as_str(), &[&hex::encode(g.nonce)]);
                 // The log, not the table, says whether a grant was used: a deleted row does not
                 // make it usable again.
                 if p.exists(state, &key) {
                     return Err(CommitError::GrantAlreadyUsed(g.nonce_hex()));
                 }
-                let row = GrantUsedRow {
-                    tenant: g.tenant.as_str().to_owned(),
-                    nonce: g.nonce.to_vec(),
-                    record: to_json(u)?,
-                    log_index: i64_of(p.next(t)),
-                };
+                let row = GrantUsedRow { tenant: g.tenant.as_str().to_owned(), nonce: g.nonce.to_vec(), record: to_json(u)?, log_index: i64_of(p.next(t)) };
                 let r = db.execute("INSERT INTO grants_used(tenant, nonce, record, log_index) VALUES(?1, ?2, ?3, ?4)", crate::args![row.tenant, row.nonce, row.record, row.log_index]);
                 match r {
-                    Err(e) if e.constraint => {
-                        return Err(CommitError::GrantAlreadyUsed(g.nonce_hex()));
-                    }
+                    Err(e) if e.constraint => return Err(CommitError::GrantAlreadyUsed(g.nonce_hex())),
                     Err(e) => return Err(sql(e)),
                     Ok(_) => {}
                 }
@@ -993,15 +649,9 @@ fn apply(
             }
             for e in outcome.new_elevations() {
                 if e.tenant.as_str() != t {
-                    return Err(CommitError::Storage(
-                        "a decision elevates a value of another tenant".into(),
-                    ));
+                    return Err(CommitError::Storage("a decision elevates a value of another tenant".into()));
                 }
-                let key = row_key(
-                    Table::Elevations,
-                    e.tenant.as_str(),
-                    &[&e.key, &e.value.canonical],
-                );
+                let key = row_key(Table::Elevations, e.tenant.as_str(), &[&e.key, &e.value.canonical]);
                 let mut rows = Vec::new();
                 if !p.exists(state, &key) {
                     let row = ElevationRow {
@@ -1027,14 +677,7 @@ fn apply(
 
 /// Apply `mutations` inside one savepoint, all or nothing: the first error rolls back every
 /// one of them (rows, bindings, log entries, vectors, catalog changes) and is returned.
-pub fn apply_all(
-    db: &dyn Db,
-    logs: &Logs,
-    state: &StateIndex,
-    now_ms: u64,
-    mutations: &[Mutation],
-    p: &mut Pending,
-) -> Result<Result<Vec<Receipt>, CommitError>, DbError> {
+pub fn apply_all(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, mutations: &[Mutation], p: &mut Pending) -> Result<Result<Vec<Receipt>, CommitError>, DbError> {
     db.execute("SAVEPOINT op", &[])?;
     let mark = p.mark();
     let mut receipts = Vec::with_capacity(mutations.len());
@@ -1062,9 +705,7 @@ pub(crate) struct Group {
 
 pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared: &Shared) {
     // Checkpoints carry the latest time a caller passed in (the store reads no clock of its own).
-    let mut last_now_ms = shared
-        .last_time_ms
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let mut last_now_ms = shared.last_time_ms.load(std::sync::atomic::Ordering::Relaxed);
     while let Ok(first) = rx.recv() {
         let mut jobs = vec![first];
         let mut count = 0usize;
@@ -1083,25 +724,11 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
         let mut checkpoints = Vec::new();
         for j in jobs {
             match j {
-                Job::Commit {
-                    now_ms,
-                    mutations,
-                    atomic,
-                    reply,
-                } => {
+                Job::Commit { now_ms, mutations, atomic, reply } => {
                     last_now_ms = last_now_ms.max(now_ms);
-                    commits.push(Group {
-                        now_ms,
-                        mutations,
-                        atomic,
-                        reply,
-                    });
+                    commits.push(Group { now_ms, mutations, atomic, reply });
                 }
-                Job::Checkpoint {
-                    tenant,
-                    now_ms,
-                    reply,
-                } => {
+                Job::Checkpoint { tenant, now_ms, reply } => {
                     last_now_ms = last_now_ms.max(now_ms);
                     checkpoints.push((tenant, reply));
                 }
@@ -1112,9 +739,7 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
             if shared.durability == Durability::Durable
                 && let Err(e) = shared.vectors.save(false)
             {
-                eprintln!(
-                    "memwarden-store: periodic save of a vector index failed (replayed at the next open): {e}"
-                );
+                eprintln!("memwarden-store: periodic save of a vector index failed (replayed at the next open): {e}");
             }
         }
         // Checkpoints that are due (every `checkpoint_every` entries of a log).
@@ -1122,12 +747,7 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
         if every > 0 {
             let due: Vec<String> = {
                 let logs = read_guard(&shared.logs);
-                let mut due: Vec<String> = logs
-                    .tenants
-                    .iter()
-                    .filter(|(_, t)| t.log.len() >= t.last_checkpoint + every)
-                    .map(|(n, _)| n.clone())
-                    .collect();
+                let mut due: Vec<String> = logs.tenants.iter().filter(|(_, t)| t.log.len() >= t.last_checkpoint + every).map(|(n, _)| n.clone()).collect();
                 if logs.global.len() >= logs.global.last_checkpoint + every {
                     due.push(GLOBAL.to_owned());
                 }
@@ -1151,9 +771,7 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
     if shared.durability == Durability::Durable
         && let Err(e) = shared.vectors.save(true)
     {
-        eprintln!(
-            "memwarden-store: saving the vector indexes failed (they are rebuilt at the next open): {e}"
-        );
+        eprintln!("memwarden-store: saving the vector indexes failed (they are rebuilt at the next open): {e}");
     }
     // Sign final checkpoints so a clean close leaves every log anchored.
     let _ = checkpoint_all(&conn, shared, last_now_ms);
@@ -1161,17 +779,8 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
 
 /// Checkpoint every tenant log with entries since its last checkpoint, then the global view
 /// (whose checkpoint is returned).
-fn checkpoint_all(
-    conn: &Connection,
-    shared: &Shared,
-    now_ms: u64,
-) -> Result<SignedCheckpoint, StoreError> {
-    let stale: Vec<String> = read_guard(&shared.logs)
-        .tenants
-        .iter()
-        .filter(|(_, t)| t.log.len() > t.last_checkpoint)
-        .map(|(n, _)| n.clone())
-        .collect();
+fn checkpoint_all(conn: &Connection, shared: &Shared, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
+    let stale: Vec<String> = read_guard(&shared.logs).tenants.iter().filter(|(_, t)| t.log.len() > t.last_checkpoint).map(|(n, _)| n.clone()).collect();
     for t in stale {
         write_checkpoint(conn, shared, &t, now_ms)?;
     }
@@ -1180,20 +789,13 @@ fn checkpoint_all(
 
 /// Sign and store a checkpoint of `tenant`'s log (of the global view for [`GLOBAL`]); a tenant's
 /// checkpoint is also its witness.
-pub(crate) fn write_checkpoint(
-    conn: &Connection,
-    shared: &Shared,
-    tenant: &str,
-    now_ms: u64,
-) -> Result<SignedCheckpoint, StoreError> {
+pub(crate) fn write_checkpoint(conn: &Connection, shared: &Shared, tenant: &str, now_ms: u64) -> Result<SignedCheckpoint, StoreError> {
     let cp = {
         let logs = read_guard(&shared.logs);
         if tenant == GLOBAL {
             logs.global.checkpoint(&shared.key, now_ms)
         } else {
-            logs.of(tenant)
-                .ok_or_else(|| StoreError::UnknownLog(tenant.to_owned()))?
-                .checkpoint(&shared.key, now_ms)
+            logs.of(tenant).ok_or_else(|| StoreError::UnknownLog(tenant.to_owned()))?.checkpoint(&shared.key, now_ms)
         }
     };
     let record = serde_json::to_string(&cp).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -1242,35 +844,24 @@ pub fn apply_caller(
         return Ok(vec![Err(CommitError::BatchTooLarge(mutations.len()))]);
     }
     if atomic {
-        return Ok(
-            match apply_all(db, logs, state, now_ms, mutations, pending)? {
-                Ok(rs) => rs.into_iter().map(Ok).collect(),
-                Err(e) => vec![Err(e)],
-            },
-        );
+        return Ok(match apply_all(db, logs, state, now_ms, mutations, pending)? {
+            Ok(rs) => rs.into_iter().map(Ok).collect(),
+            Err(e) => vec![Err(e)],
+        });
     }
     let mut rs = Vec::with_capacity(mutations.len());
     for m in mutations {
-        rs.push(
-            match apply_all(db, logs, state, now_ms, std::slice::from_ref(m), pending)? {
-                Ok(mut r) => r
-                    .pop()
-                    .ok_or_else(|| CommitError::Storage("a mutation left no receipt".into())),
-                Err(e) => Err(e),
-            },
-        );
+        rs.push(match apply_all(db, logs, state, now_ms, std::slice::from_ref(m), pending)? {
+            Ok(mut r) => r.pop().ok_or_else(|| CommitError::Storage("a mutation left no receipt".into())),
+            Err(e) => Err(e),
+        });
     }
     Ok(rs)
 }
 
 fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now_ms: u64) {
     let gseq = read_guard(&shared.logs).global.len();
-    let mut pending = Pending::new(
-        gseq,
-        shared.vectors.dims(),
-        &shared.store_id,
-        &shared.key.verifying_key().to_bytes(),
-    );
+    let mut pending = Pending::new(gseq, shared.vectors.dims(), &shared.store_id, &shared.key.verifying_key().to_bytes());
     // Per caller: its receipts in mutation order (for an atomic caller that failed, one error).
     let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
     let outcome = (|| -> Result<(), DbError> {
@@ -1280,24 +871,12 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
             let logs = read_guard(&shared.logs);
             let state = read_guard(&shared.state);
             for g in &commits {
-                results.push(apply_caller(
-                    &db,
-                    &logs,
-                    &state,
-                    g.now_ms,
-                    &g.mutations,
-                    g.atomic,
-                    &mut pending,
-                )?);
+                results.push(apply_caller(&db, &logs, &state, g.now_ms, &g.mutations, g.atomic, &mut pending)?);
             }
         }
         set_heads(&db, &pending.chains)?;
         // While the transaction commits, readers accept a changed row in its old or new state.
-        let staged: Vec<(Binding, u64)> = pending
-            .bindings
-            .iter()
-            .map(|(_, b, e)| (b.clone(), *e))
-            .collect();
+        let staged: Vec<(Binding, u64)> = pending.bindings.iter().map(|(_, b, e)| (b.clone(), *e)).collect();
         write_guard(&shared.state).stage(&staged);
         Ok(conn.execute_batch("COMMIT")?)
     })();
@@ -1314,16 +893,8 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
                 let mut logs = write_guard(&shared.logs);
                 for (tenant, e, _) in &pending.entries {
                     // The writer is the only appender and linked these entries to each log's head.
-                    let appended = logs
-                        .tenants
-                        .entry(tenant.clone())
-                        .or_default()
-                        .log
-                        .append(e);
-                    debug_assert!(
-                        appended.is_ok(),
-                        "writer chain out of step with the log of {tenant}"
-                    );
+                    let appended = logs.tenants.entry(tenant.clone()).or_default().log.append(e);
+                    debug_assert!(appended.is_ok(), "writer chain out of step with the log of {tenant}");
                     if let Ok(leaf) = appended {
                         logs.global.push(leaf);
                     }
@@ -1338,9 +909,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
             }
             for v in pending.vectors {
                 if let Err(e) = shared.vectors.insert(v) {
-                    eprintln!(
-                        "memwarden-store: vector index insert failed, searching exactly until reopen: {e}"
-                    );
+                    eprintln!("memwarden-store: vector index insert failed, searching exactly until reopen: {e}");
                 }
             }
             for a in pending.access {
@@ -1350,12 +919,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
             // the erased text survives in no file (best effort: a busy checkpoint is retried by
             // SQLite's automatic checkpoints; the rows are gone from every read either way).
             // (A failed atomic caller's one error pairs with its first mutation: not counted.)
-            let erased = commits.iter().zip(&results).any(|(g, rs)| {
-                g.mutations
-                    .iter()
-                    .zip(rs)
-                    .any(|(m, r)| matches!(m, Mutation::Erasure { .. }) && r.is_ok())
-            });
+            let erased = commits.iter().zip(&results).any(|(g, rs)| g.mutations.iter().zip(rs).any(|(m, r)| matches!(m, Mutation::Erasure { .. }) && r.is_ok()));
             if erased {
                 shared.after_erasure(conn);
             }
@@ -1364,20 +928,11 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
             if shared.config.witness_every_commit {
                 let touched: Vec<(String, SignedCheckpoint)> = {
                     let logs = read_guard(&shared.logs);
-                    pending
-                        .chains
-                        .keys()
-                        .filter_map(|t| {
-                            logs.of(t)
-                                .map(|l| (t.clone(), l.checkpoint(&shared.key, now_ms)))
-                        })
-                        .collect()
+                    pending.chains.keys().filter_map(|t| logs.of(t).map(|l| (t.clone(), l.checkpoint(&shared.key, now_ms)))).collect()
                 };
                 for (t, cp) in touched {
                     if let Err(e) = shared.witness(&t, &cp) {
-                        eprintln!(
-                            "memwarden-store: writing the witness of {t} failed (rollback detection lags until its next commit): {e}"
-                        );
+                        eprintln!("memwarden-store: writing the witness of {t} failed (rollback detection lags until its next commit): {e}");
                     }
                 }
             }

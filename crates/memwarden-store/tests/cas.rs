@@ -23,13 +23,7 @@ enum Kind {
     Feedback,
 }
 
-const KINDS: [Kind; 5] = [
-    Kind::Revoke,
-    Kind::Promote,
-    Kind::Hold,
-    Kind::Update,
-    Kind::Feedback,
-];
+const KINDS: [Kind; 5] = [Kind::Revoke, Kind::Promote, Kind::Hold, Kind::Update, Kind::Feedback];
 
 fn ana() -> Principal {
     principal("ana", PrincipalKind::Agent)
@@ -40,36 +34,20 @@ fn ana() -> Principal {
 fn mutation(kind: Kind, item: &MemoryItem, fresh: u64) -> Option<Mutation> {
     let gate = Authority::default();
     match kind {
-        Kind::Revoke => gate
-            .admit_revocation(&ana(), item, "race")
-            .ok()
-            .map(Mutation::Revocation),
+        Kind::Revoke => gate.admit_revocation(&ana(), item, "race").ok().map(Mutation::Revocation),
         Kind::Promote => {
             let mut readers = match &item.scope().readers {
                 Readers::All => return None,
                 Readers::Only(s) => s.clone(),
             };
             readers.insert(PrincipalId::new(&format!("r{fresh}")).unwrap());
-            gate.admit_promotion(&ana(), item, Readers::Only(readers), &[])
-                .ok()
-                .map(Mutation::Promotion)
+            gate.admit_promotion(&ana(), item, Readers::Only(readers), &[]).ok().map(Mutation::Promotion)
         }
-        Kind::Hold => (item.status() == Status::Active)
-            .then(|| Mutation::Hold(gate.admit_hold(item, &pid("ana"), "race"))),
+        Kind::Hold => (item.status() == Status::Active).then(|| Mutation::Hold(gate.admit_hold(item, &pid("ana"), "race"))),
         Kind::Update => gate
-            .admit_update(
-                &ana(),
-                item,
-                format!("version {fresh}"),
-                &Observed::default(),
-                id(fresh),
-                fresh,
-            )
+            .admit_update(&ana(), item, format!("version {fresh}"), &Observed::default(), id(fresh), fresh)
             .ok()
-            .map(|u| Mutation::Update {
-                update: Box::new(u),
-                embedding: Some(vector(fresh)),
-            }),
+            .map(|u| Mutation::Update { update: Box::new(u), embedding: Some(vector(fresh)) }),
         Kind::Feedback => {
             let mut guard = item.guard().clone();
             guard.successes += 1;
@@ -85,20 +63,13 @@ fn mutation(kind: Kind, item: &MemoryItem, fresh: u64) -> Option<Mutation> {
 }
 
 fn entry_kind(store: &SqliteStore, index: u64) -> EntryKind {
-    Entry::decode(&store.log_entries_of(&tenant(), index, index + 1).unwrap()[0])
-        .unwrap()
-        .kind
+    Entry::decode(&store.log_entries_of(&tenant(), index, index + 1).unwrap()[0]).unwrap().kind
 }
 
 /// One race: every mutation built from the same read, committed from its own thread at once.
 /// Returns the winner's kind (the memory after the race is the current one: the new version
 /// when an update won).
-fn race(
-    store: &Arc<SqliteStore>,
-    current: &mut ItemId,
-    kinds: &[Kind],
-    next_id: &mut u64,
-) -> Option<Kind> {
+fn race(store: &Arc<SqliteStore>, current: &mut ItemId, kinds: &[Kind], next_id: &mut u64) -> Option<Kind> {
     let read = store.item(&tenant(), current).unwrap().unwrap();
     let v = read.version();
     let mut built = Vec::new();
@@ -119,58 +90,31 @@ fn race(
             let (store, barrier) = (Arc::clone(store), Arc::clone(&barrier));
             std::thread::spawn(move || {
                 barrier.wait();
-                (
-                    k,
-                    fresh,
-                    store.commit(fresh, vec![m]).unwrap().pop().unwrap(),
-                )
+                (k, fresh, store.commit(fresh, vec![m]).unwrap().pop().unwrap())
             })
         })
         .collect();
     let outcomes: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     let winners: Vec<_> = outcomes.iter().filter(|(_, _, r)| r.is_ok()).collect();
-    assert_eq!(
-        winners.len(),
-        1,
-        "exactly one winner at version {v}: {outcomes:?}"
-    );
+    assert_eq!(winners.len(), 1, "exactly one winner at version {v}: {outcomes:?}");
     for (_, _, r) in outcomes.iter().filter(|(_, _, r)| r.is_err()) {
-        assert_eq!(
-            r,
-            &Err(CommitError::Conflict {
-                id: current.to_string()
-            }),
-            "{outcomes:?}"
-        );
+        assert_eq!(r, &Err(CommitError::Conflict { id: current.to_string() }), "{outcomes:?}");
     }
     let (kind, fresh, receipt) = winners[0];
     let receipt = receipt.as_ref().unwrap();
     // History: the winner's entries and nothing of the losers'.
     let entries = if *kind == Kind::Update { 2 } else { 1 };
-    assert_eq!(
-        store.log_len(),
-        len + entries,
-        "{kind:?} won: only its entries are logged"
-    );
+    assert_eq!(store.log_len(), len + entries, "{kind:?} won: only its entries are logged");
     let after = store.item(&tenant(), current).unwrap().unwrap();
     assert!(after.version() > v, "the winner moved the version");
     match kind {
         Kind::Revoke => {
-            assert_eq!(
-                after.status(),
-                Status::Revoked,
-                "a winning revocation is never lost"
-            );
+            assert_eq!(after.status(), Status::Revoked, "a winning revocation is never lost");
             assert_eq!(after.version(), receipt.log_index);
             assert_eq!(entry_kind(store, receipt.log_index), EntryKind::Revocation);
         }
         Kind::Promote => {
-            assert!(
-                after
-                    .scope()
-                    .readers
-                    .admits(&PrincipalId::new(&format!("r{fresh}")).unwrap())
-            );
+            assert!(after.scope().readers.admits(&PrincipalId::new(&format!("r{fresh}")).unwrap()));
             assert_eq!(entry_kind(store, receipt.log_index), EntryKind::Promotion);
         }
         Kind::Hold => {
@@ -178,11 +122,7 @@ fn race(
             assert_eq!(entry_kind(store, receipt.log_index), EntryKind::Decision);
         }
         Kind::Feedback => {
-            assert_eq!(
-                after.guard().successes,
-                read.guard().successes + 1,
-                "one feedback applied, not two"
-            );
+            assert_eq!(after.guard().successes, read.guard().successes + 1, "one feedback applied, not two");
             assert_eq!(entry_kind(store, receipt.log_index), EntryKind::Feedback);
         }
         Kind::Update => {
@@ -192,11 +132,7 @@ fn race(
             assert_eq!(new.supersedes(), Some(*current));
             assert_eq!(new.status(), Status::Active, "one active version");
             assert_eq!(entry_kind(store, receipt.log_index), EntryKind::Write);
-            assert_eq!(
-                after.version(),
-                receipt.log_index + 1,
-                "the supersession is the entry after the write"
-            );
+            assert_eq!(after.version(), receipt.log_index + 1, "the supersession is the entry after the write");
             *current = id(*fresh);
         }
     }
@@ -205,18 +141,7 @@ fn race(
 }
 
 fn fresh_memory(store: &SqliteStore, n: u64) -> ItemId {
-    store
-        .commit(
-            n,
-            vec![Mutation::Item {
-                write: admitted("ana", n, "race me", true),
-                embedding: Some(vector(n)),
-            }],
-        )
-        .unwrap()
-        .pop()
-        .unwrap()
-        .unwrap();
+    store.commit(n, vec![Mutation::Item { write: admitted("ana", n, "race me", true), embedding: Some(vector(n)) }]).unwrap().pop().unwrap().unwrap();
     id(n)
 }
 
@@ -250,20 +175,12 @@ fn a_stale_version_conflicts_and_a_missing_row_is_missing() {
     let fb = mutation(Kind::Feedback, &stale, 2).unwrap();
     store.commit(2, vec![fb]).unwrap().pop().unwrap().unwrap();
     for k in KINDS {
-        let r = store
-            .commit(3, vec![mutation(k, &stale, 3).unwrap()])
-            .unwrap()
-            .pop()
-            .unwrap();
+        let r = store.commit(3, vec![mutation(k, &stale, 3).unwrap()]).unwrap().pop().unwrap();
         assert_eq!(r, Err(CommitError::Conflict { id: m.to_string() }), "{k:?}");
     }
     // The version 0 of a record no store returned never matches.
     let unread = admitted("ana", 9, "never stored", true);
-    let r = store
-        .commit(4, vec![mutation(Kind::Revoke, unread.item(), 4).unwrap()])
-        .unwrap()
-        .pop()
-        .unwrap();
+    let r = store.commit(4, vec![mutation(Kind::Revoke, unread.item(), 4).unwrap()]).unwrap().pop().unwrap();
     assert_eq!(r, Err(CommitError::ItemMissing(id(9).to_string())));
 }
 
@@ -276,18 +193,8 @@ fn eight_concurrent_updates_leave_one_active_version() {
     register(&*store);
     let mut current = fresh_memory(&store, 1);
     let mut next = 100;
-    assert_eq!(
-        race(&store, &mut current, &[Kind::Update; 8], &mut next),
-        Some(Kind::Update)
-    );
-    let active = (101..=108)
-        .filter(|&n| {
-            store
-                .item(&tenant(), &id(n))
-                .unwrap()
-                .is_some_and(|i| i.status() == Status::Active)
-        })
-        .count();
+    assert_eq!(race(&store, &mut current, &[Kind::Update; 8], &mut next), Some(Kind::Update));
+    let active = (101..=108).filter(|&n| store.item(&tenant(), &id(n)).unwrap().is_some_and(|i| i.status() == Status::Active)).count();
     assert_eq!(active, 1);
 }
 

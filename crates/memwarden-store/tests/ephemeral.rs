@@ -18,10 +18,7 @@ fn an_ephemeral_store_works_and_leaves_nothing_behind() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
-            0o700
-        );
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
     }
     register(&store);
     for n in 1..=50 {
@@ -29,9 +26,7 @@ fn an_ephemeral_store_works_and_leaves_nothing_behind() {
     }
     assert_eq!(store.count(&tenant()).unwrap(), 50);
     assert!(store.item(&tenant(), &id(7)).unwrap().is_some());
-    let hits = store
-        .search(&tenant(), &ns(), &vector(7), 3, &pid("ben"))
-        .unwrap();
+    let hits = store.search(&tenant(), &ns(), &vector(7), 3, &pid("ben")).unwrap();
     assert_eq!(hits.len(), 3);
     assert_eq!(hits[0].item.id(), id(7));
     assert!(store.verify_log().unwrap().is_ok());

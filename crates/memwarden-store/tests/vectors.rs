@@ -70,34 +70,17 @@ fn vector(seed: u64) -> Vec<f32> {
         ((z ^ (z >> 31)) as f64 / u64::MAX as f64) as f32 - 0.5
     };
     let centre = (seed % 5) as usize;
-    (0..DIMS)
-        .map(|d| next() * 0.6 + if d == centre { 1.0 } else { 0.0 })
-        .collect()
+    (0..DIMS).map(|d| next() * 0.6 + if d == centre { 1.0 } else { 0.0 }).collect()
 }
 
 /// The key directory inside the data directory (the old layout), so a copied directory (a
 /// crash image) carries its key and witness along.
 fn open(dir: &Path, exact_below: Option<usize>) -> SqliteStore {
-    SqliteStore::open(
-        dir,
-        StoreConfig {
-            vector_exact_below: exact_below,
-            ..StoreConfig::default()
-        }
-        .with_keys_in_data_dir(),
-    )
-    .unwrap()
+    SqliteStore::open(dir, StoreConfig { vector_exact_below: exact_below, ..StoreConfig::default() }.with_keys_in_data_dir()).unwrap()
 }
 
 fn register_all(store: &SqliteStore) {
-    let rs = store
-        .commit(
-            0,
-            (0..PRINCIPALS.len())
-                .map(|i| Mutation::Principal(principal(i)))
-                .collect(),
-        )
-        .unwrap();
+    let rs = store.commit(0, (0..PRINCIPALS.len()).map(|i| Mutation::Principal(principal(i))).collect()).unwrap();
     for r in rs {
         match r {
             Ok(_) | Err(CommitError::PrincipalExists(_)) => {}
@@ -118,19 +101,11 @@ fn write(store: &SqliteStore, specs: &[Spec], first_id: u64) -> Vec<ItemId> {
             raw[..8].copy_from_slice(&n.to_be_bytes());
             let id = ItemId::from_bytes(raw);
             let mut req = WriteRequest::new(ns(), format!("memory {n}"), Route::Direct);
-            req.readers = s
-                .readers
-                .as_ref()
-                .map(|r| r.iter().map(|&i| pid(i)).collect());
-            let mut admitted = gate
-                .admit_write(&principal(s.writer), &tenant(), req, &[], id, n)
-                .unwrap();
+            req.readers = s.readers.as_ref().map(|r| r.iter().map(|&i| pid(i)).collect());
+            let mut admitted = gate.admit_write(&principal(s.writer), &tenant(), req, &[], id, n).unwrap();
             let guard = admitted.item().guard().clone();
             admitted.restrict(s.status, guard);
-            muts.push(Mutation::Item {
-                write: admitted,
-                embedding: Some(s.vector.clone()),
-            });
+            muts.push(Mutation::Item { write: admitted, embedding: Some(s.vector.clone()) });
             ids.push(id);
         }
         for r in store.commit(1, muts).unwrap() {
@@ -153,10 +128,7 @@ fn revoke_flagged(store: &SqliteStore, specs: &[Spec], ids: &[ItemId]) {
     let mut muts = Vec::new();
     for (s, id) in specs.iter().zip(ids).filter(|(s, _)| s.revoke) {
         let item = store.item(&tenant(), id).unwrap().unwrap();
-        muts.push(Mutation::Revocation(
-            gate.admit_revocation(&principal(s.writer), &item, "test")
-                .unwrap(),
-        ));
+        muts.push(Mutation::Revocation(gate.admit_revocation(&principal(s.writer), &item, "test").unwrap()));
     }
     if !muts.is_empty() {
         for r in store.commit(2, muts).unwrap() {
@@ -166,14 +138,7 @@ fn revoke_flagged(store: &SqliteStore, specs: &[Spec], ids: &[ItemId]) {
 }
 
 /// The reference answer: the `k` most similar items `reader` may read.
-fn expected(
-    specs: &[Spec],
-    ids: &[ItemId],
-    query: &[f32],
-    k: usize,
-    reader: usize,
-    revoked: bool,
-) -> Vec<ItemId> {
+fn expected(specs: &[Spec], ids: &[ItemId], query: &[f32], k: usize, reader: usize, revoked: bool) -> Vec<ItemId> {
     let mut scored: Vec<(f32, ItemId)> = specs
         .iter()
         .zip(ids)
@@ -185,32 +150,14 @@ fn expected(
 }
 
 fn search(store: &SqliteStore, query: &[f32], k: usize, reader: usize) -> Vec<(ItemId, f32)> {
-    store
-        .search(&tenant(), &ns(), query, k, &pid(reader))
-        .unwrap()
-        .into_iter()
-        .map(|h| (h.item.id(), h.similarity))
-        .collect()
+    store.search(&tenant(), &ns(), query, k, &pid(reader)).unwrap().into_iter().map(|h| (h.item.id(), h.similarity)).collect()
 }
 
 fn specs_strategy(max: usize) -> impl Strategy<Value = Vec<Spec>> {
     let status = prop_oneof![6 => Just(Status::Active), 1 => Just(Status::Quarantined), 1 => Just(Status::Blocked)];
-    let readers =
-        prop::option::weighted(0.6, prop::collection::btree_set(0..PRINCIPALS.len(), 0..4));
-    let spec = (
-        0..PRINCIPALS.len(),
-        readers,
-        any::<u64>(),
-        status,
-        prop::bool::weighted(0.15),
-    )
-        .prop_map(|(writer, readers, seed, status, revoke)| Spec {
-            writer,
-            readers,
-            vector: vector(seed),
-            status,
-            revoke,
-        });
+    let readers = prop::option::weighted(0.6, prop::collection::btree_set(0..PRINCIPALS.len(), 0..4));
+    let spec = (0..PRINCIPALS.len(), readers, any::<u64>(), status, prop::bool::weighted(0.15))
+        .prop_map(|(writer, readers, seed, status, revoke)| Spec { writer, readers, vector: vector(seed), status, revoke });
     prop::collection::vec(spec, 1..max)
 }
 
@@ -220,11 +167,7 @@ fn classes_of(specs: &[Spec]) -> BTreeSet<Option<BTreeSet<usize>>> {
     specs
         .iter()
         .filter(|s| s.status == Status::Active)
-        .map(|s| {
-            s.readers
-                .as_ref()
-                .map(|r| r.iter().copied().chain([s.writer]).collect())
-        })
+        .map(|s| s.readers.as_ref().map(|r| r.iter().copied().chain([s.writer]).collect()))
         .collect()
 }
 
@@ -310,20 +253,10 @@ fn several_classes_are_searched_and_merged() {
                 1 => Some(BTreeSet::new()),
                 _ => Some([((i / 3) % 6) as usize].into_iter().collect()),
             };
-            Spec {
-                writer,
-                readers,
-                vector: vector(i.wrapping_mul(7) + 3),
-                status: Status::Active,
-                revoke: i % 10 == 0,
-            }
+            Spec { writer, readers, vector: vector(i.wrapping_mul(7) + 3), status: Status::Active, revoke: i % 10 == 0 }
         })
         .collect();
-    assert!(
-        classes_of(&specs).len() >= 8,
-        "{} classes",
-        classes_of(&specs).len()
-    );
+    assert!(classes_of(&specs).len() >= 8, "{} classes", classes_of(&specs).len());
     for threshold in [None, Some(0), Some(40)] {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path(), threshold);
@@ -339,16 +272,9 @@ fn several_classes_are_searched_and_merged() {
                     let got = search(&store, &q, 10, reader);
                     let want = expected(&specs, &ids, &q, 10, reader, revoked);
                     assert_eq!(got.len(), want.len());
-                    let eligible: BTreeSet<ItemId> = specs
-                        .iter()
-                        .zip(&ids)
-                        .filter(|(s, _)| s.readable_by(reader, revoked))
-                        .map(|(_, id)| *id)
-                        .collect();
-                    assert!(
-                        got.iter().all(|(id, _)| eligible.contains(id)),
-                        "{threshold:?}: ineligible hit"
-                    );
+                    let eligible: BTreeSet<ItemId> =
+                        specs.iter().zip(&ids).filter(|(s, _)| s.readable_by(reader, revoked)).map(|(_, id)| *id).collect();
+                    assert!(got.iter().all(|(id, _)| eligible.contains(id)), "{threshold:?}: ineligible hit");
                     if threshold.is_none() {
                         assert_eq!(got.iter().map(|(id, _)| *id).collect::<Vec<_>>(), want);
                     } else {
@@ -365,28 +291,14 @@ fn specs(n: usize, seed: u64) -> Vec<Spec> {
     (0..n)
         .map(|i| {
             let i = i as u64;
-            let readers = if i.is_multiple_of(3) {
-                Some([((i / 3) % 4) as usize].into_iter().collect())
-            } else {
-                None
-            };
-            Spec {
-                writer: (i % 4) as usize,
-                readers,
-                vector: vector(seed.wrapping_add(i)),
-                status: Status::Active,
-                revoke: false,
-            }
+            let readers = if i.is_multiple_of(3) { Some([((i / 3) % 4) as usize].into_iter().collect()) } else { None };
+            Spec { writer: (i % 4) as usize, readers, vector: vector(seed.wrapping_add(i)), status: Status::Active, revoke: false }
         })
         .collect()
 }
 
 fn index_files(dir: &Path) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(dir.join("index"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "classes"))
-        .collect()
+    std::fs::read_dir(dir.join("index")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "classes")).collect()
 }
 
 fn all_answers(store: &SqliteStore, probes: &[Vec<f32>]) -> Vec<Vec<(ItemId, f32)>> {
@@ -419,10 +331,7 @@ fn a_clean_close_saves_the_index_and_reopen_loads_it() {
     assert_eq!(all_answers(&store, &probes), before);
     drop(store);
     // Nothing changed, so the file was not rewritten.
-    assert_eq!(
-        std::fs::metadata(&files[0]).unwrap().modified().unwrap(),
-        stamp
-    );
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().modified().unwrap(), stamp);
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -477,14 +386,7 @@ fn a_crash_image_moves_keys_revoked_after_the_last_save() {
             register_all(&store);
             write(&store, &all, 1)
         }; // clean close: every key saved in its readable class
-        let flagged: Vec<Spec> = all
-            .iter()
-            .enumerate()
-            .map(|(i, s)| Spec {
-                revoke: i % 7 == 0,
-                ..s.clone()
-            })
-            .collect();
+        let flagged: Vec<Spec> = all.iter().enumerate().map(|(i, s)| Spec { revoke: i % 7 == 0, ..s.clone() }).collect();
         let store = open(dir.path(), threshold);
         revoke_flagged(&store, &flagged, &ids);
         let image = tempfile::tempdir().unwrap();
@@ -493,32 +395,19 @@ fn a_crash_image_moves_keys_revoked_after_the_last_save() {
         drop(store); // clean close: saves the moves
         for root in [image.path(), dir.path()] {
             let reopened = open(root, threshold);
-            assert_eq!(
-                reopened.indexed_count(),
-                300,
-                "{threshold:?}: revoked vectors stay (parked)"
-            );
+            assert_eq!(reopened.indexed_count(), 300, "{threshold:?}: revoked vectors stay (parked)");
             for (i, (spec, id)) in flagged.iter().zip(&ids).enumerate() {
                 for reader in 0..PRINCIPALS.len() {
                     let hits = search(&reopened, &spec.vector, 10, reader);
-                    let eligible = flagged
-                        .iter()
-                        .filter(|s| s.readable_by(reader, true))
-                        .count();
+                    let eligible = flagged.iter().filter(|s| s.readable_by(reader, true)).count();
                     assert_eq!(hits.len(), eligible.min(10), "{threshold:?}");
                     if spec.revoke {
-                        assert!(
-                            hits.iter().all(|(h, _)| h != id),
-                            "{threshold:?}: revoked item {i} came back after reopen"
-                        );
+                        assert!(hits.iter().all(|(h, _)| h != id), "{threshold:?}: revoked item {i} came back after reopen");
                     }
                 }
                 if !spec.revoke {
                     let hits = search(&reopened, &spec.vector, 10, spec.writer);
-                    assert!(
-                        hits.iter().any(|(h, _)| h == id),
-                        "{threshold:?}: item {i} not found by its writer"
-                    );
+                    assert!(hits.iter().any(|(h, _)| h == id), "{threshold:?}: item {i} not found by its writer");
                 }
             }
         }
@@ -538,10 +427,7 @@ fn a_legacy_index_file_is_deleted_and_the_index_rebuilt() {
     for f in index_files(dir.path()) {
         std::fs::remove_file(f).unwrap();
     }
-    let legacy = dir
-        .path()
-        .join("index")
-        .join("0123456789abcdef0123456789abcdef.usearch");
+    let legacy = dir.path().join("index").join("0123456789abcdef0123456789abcdef.usearch");
     std::fs::write(&legacy, b"MWANNIDX old layout").unwrap();
     let store = open(dir.path(), None);
     assert!(!legacy.exists());
@@ -566,23 +452,11 @@ fn a_damaged_index_file_is_rebuilt_from_the_table() {
     bytes[mid] ^= 0xFF;
     std::fs::write(&file, bytes).unwrap();
     let stages = std::sync::Mutex::new(Vec::<String>::new());
-    let store = SqliteStore::open_with_progress(
-        dir.path(),
-        StoreConfig::default().with_keys_in_data_dir(),
-        &|stage, _, _| {
-            stages.lock().unwrap().push(stage.to_owned());
-        },
-    )
+    let store = SqliteStore::open_with_progress(dir.path(), StoreConfig::default().with_keys_in_data_dir(), &|stage, _, _| {
+        stages.lock().unwrap().push(stage.to_owned());
+    })
     .unwrap();
-    assert!(
-        stages
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|s| s.starts_with("rebuild")),
-        "rebuild reported: {:?}",
-        stages.lock().unwrap()
-    );
+    assert!(stages.lock().unwrap().iter().any(|s| s.starts_with("rebuild")), "rebuild reported: {:?}", stages.lock().unwrap());
     assert_eq!(store.indexed_count(), 200);
     assert_eq!(all_answers(&store, &probes), before);
 }
@@ -602,19 +476,7 @@ fn rows_erased_after_the_last_save_leave_the_loaded_index() {
     let gone = ids[5];
     let store = open(dir.path(), Some(0));
     let event = serde_json::json!({"erase": gone.to_string()});
-    store
-        .commit(
-            3,
-            vec![Mutation::Erasure {
-                tenant: tenant(),
-                ids: vec![gone],
-                event,
-            }],
-        )
-        .unwrap()
-        .pop()
-        .unwrap()
-        .unwrap();
+    store.commit(3, vec![Mutation::Erasure { tenant: tenant(), ids: vec![gone], event }]).unwrap().pop().unwrap().unwrap();
     let image = tempfile::tempdir().unwrap();
     copy_dir(dir.path(), image.path());
     let _ = std::fs::remove_file(image.path().join("memwarden.db-shm"));
@@ -633,41 +495,20 @@ fn rows_erased_after_the_last_save_leave_the_loaded_index() {
 #[test]
 fn a_schema_1_store_is_migrated_and_indexed() {
     let root = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("fixtures")
-        .join("schema4");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join("schema4");
     let dir = root.path().join("data");
     std::fs::create_dir_all(dir.join("keys")).unwrap();
     std::fs::copy(src.join("memwarden.db"), dir.join("memwarden.db")).unwrap();
-    std::fs::copy(
-        src.join("keys").join("log.ed25519"),
-        dir.join("keys").join("log.ed25519"),
-    )
-    .unwrap();
+    std::fs::copy(src.join("keys").join("log.ed25519"), dir.join("keys").join("log.ed25519")).unwrap();
     {
         // Make it look like a store written before the vectors table existed.
         let conn = rusqlite::Connection::open(dir.join("memwarden.db")).unwrap();
         conn.execute_batch("DROP TABLE vectors; DELETE FROM meta WHERE key = 'vector_dims'; UPDATE meta SET value = 1 WHERE key = 'schema';").unwrap();
     }
     let store = open(&dir, None);
-    assert_eq!(
-        store.indexed_count(),
-        10,
-        "five live memories with vectors in each of two tenants"
-    );
-    let v: Vec<f32> = (0..DIMS)
-        .map(|d| {
-            if d == 1 {
-                1.0
-            } else {
-                0.1 * ((1 + d as u64) % 5) as f32
-            }
-        })
-        .collect();
-    let hits = store
-        .search(&tenant(), &ns(), &v, 1, &PrincipalId::new("ben").unwrap())
-        .unwrap();
+    assert_eq!(store.indexed_count(), 10, "five live memories with vectors in each of two tenants");
+    let v: Vec<f32> = (0..DIMS).map(|d| if d == 1 { 1.0 } else { 0.1 * ((1 + d as u64) % 5) as f32 }).collect();
+    let hits = store.search(&tenant(), &ns(), &v, 1, &PrincipalId::new("ben").unwrap()).unwrap();
     assert_eq!(hits.len(), 1);
     assert!(hits[0].similarity > 0.999);
 }
@@ -679,56 +520,14 @@ fn vectors_of_another_dimension_are_refused() {
     register_all(&store);
     write(&store, &specs(3, 23), 1);
     let gate = Authority::default();
-    let admitted = gate
-        .admit_write(
-            &principal(0),
-            &tenant(),
-            WriteRequest::new(ns(), "odd", Route::Direct),
-            &[],
-            ItemId::from_bytes([9; 16]),
-            5,
-        )
-        .unwrap();
-    let r = store
-        .commit(
-            6,
-            vec![Mutation::Item {
-                write: admitted.clone(),
-                embedding: Some(vec![1.0; DIMS + 1]),
-            }],
-        )
-        .unwrap();
-    assert!(
-        matches!(&r[0], Err(CommitError::BadEmbedding(m)) if m.contains("8-dimensional")),
-        "{r:?}"
-    );
-    let r = store
-        .commit(
-            6,
-            vec![Mutation::Item {
-                write: admitted,
-                embedding: Some(vec![0.0; DIMS]),
-            }],
-        )
-        .unwrap();
-    assert!(
-        matches!(&r[0], Err(CommitError::BadEmbedding(m)) if m.contains("zero")),
-        "{r:?}"
-    );
-    assert!(matches!(
-        store.search(&tenant(), &ns(), &[1.0; 3], 5, &pid(0)),
-        Err(StoreError::BadQuery(_))
-    ));
-    assert!(matches!(
-        store.search(&tenant(), &ns(), &vector(1), 0, &pid(0)),
-        Err(StoreError::BadQuery(_))
-    ));
+    let admitted = gate.admit_write(&principal(0), &tenant(), WriteRequest::new(ns(), "odd", Route::Direct), &[], ItemId::from_bytes([9; 16]), 5).unwrap();
+    let r = store.commit(6, vec![Mutation::Item { write: admitted.clone(), embedding: Some(vec![1.0; DIMS + 1]) }]).unwrap();
+    assert!(matches!(&r[0], Err(CommitError::BadEmbedding(m)) if m.contains("8-dimensional")), "{r:?}");
+    let r = store.commit(6, vec![Mutation::Item { write: admitted, embedding: Some(vec![0.0; DIMS]) }]).unwrap();
+    assert!(matches!(&r[0], Err(CommitError::BadEmbedding(m)) if m.contains("zero")), "{r:?}");
+    assert!(matches!(store.search(&tenant(), &ns(), &[1.0; 3], 5, &pid(0)), Err(StoreError::BadQuery(_))));
+    assert!(matches!(store.search(&tenant(), &ns(), &vector(1), 0, &pid(0)), Err(StoreError::BadQuery(_))));
     // Another tenant's namespace of the same name is another partition: nothing there.
     let other = TenantId::new("globex").unwrap();
-    assert!(
-        store
-            .search(&other, &ns(), &vector(1), 5, &pid(0))
-            .unwrap()
-            .is_empty()
-    );
+    assert!(store.search(&other, &ns(), &vector(1), 5, &pid(0)).unwrap().is_empty());
 }

@@ -17,48 +17,24 @@ mod remote;
 mod tenant_move;
 
 #[derive(Parser)]
-#[command(
-    name = "memwarden",
-    version,
-    about = "Memory for LLM agents that stays safe when what it stores was planted by an attacker"
-)]
+#[command(name = "memwarden", version, about = "Memory for LLM agents that stays safe when what it stores was planted by an attacker")]
 struct Cli {
     /// Data directory of the embedded store.
-    #[arg(
-        long,
-        global = true,
-        env = "MEMWARDEN_DATA",
-        default_value = "memwarden-data"
-    )]
+    #[arg(long, global = true, env = "MEMWARDEN_DATA", default_value = "memwarden-data")]
     data: PathBuf,
     /// Tenant.
-    #[arg(
-        long,
-        global = true,
-        env = "MEMWARDEN_TENANT",
-        default_value = "default"
-    )]
+    #[arg(long, global = true, env = "MEMWARDEN_TENANT", default_value = "default")]
     tenant: String,
     /// The acting principal's session: everything the engine hands a session (get, list, search,
     /// tool outputs) taints that session's later writes and proposals. Start a new session when
     /// the agent's context is fresh.
-    #[arg(
-        long,
-        global = true,
-        env = "MEMWARDEN_SESSION",
-        default_value = "default"
-    )]
+    #[arg(long, global = true, env = "MEMWARDEN_SESSION", default_value = "default")]
     session: String,
     /// Embedder: `minilm` (the local all-MiniLM-L6-v2, loaded on first use), `openai` (an
     /// OpenAI-compatible `/embeddings` server: MEMWARDEN_OPENAI_URL, MEMWARDEN_OPENAI_MODEL,
     /// MEMWARDEN_OPENAI_DIMS, optional MEMWARDEN_OPENAI_KEY), `none` (no embeddings, no search), or
     /// `hash` (feature hashing; for tests only).
-    #[arg(
-        long,
-        global = true,
-        env = "MEMWARDEN_EMBEDDER",
-        default_value = "minilm"
-    )]
+    #[arg(long, global = true, env = "MEMWARDEN_EMBEDDER", default_value = "minilm")]
     embedder: String,
     /// Directory of the local model (default: $MEMWARDEN_MODEL_DIR, then ./models/all-MiniLM-L6-v2).
     #[arg(long, global = true, env = "MEMWARDEN_MODEL_DIR")]
@@ -717,29 +693,19 @@ fn text_arg(t: &str) -> Result<String, EngineError> {
         return Ok(t.to_owned());
     }
     let mut buf = Vec::new();
-    std::io::stdin()
-        .take(CONTENT_BYTES_MAX as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| fail(format!("stdin: {e}")))?;
+    std::io::stdin().take(CONTENT_BYTES_MAX as u64 + 1).read_to_end(&mut buf).map_err(|e| fail(format!("stdin: {e}")))?;
     String::from_utf8(buf).map_err(|_| fail("stdin is not UTF-8"))
 }
 
 /// `key=value[:kind][@src1,src2]`.
 fn parse_value(s: &str) -> Result<(String, String, ValueKind, Vec<ItemId>), EngineError> {
     let (kv, srcs) = match s.rsplit_once('@') {
-        Some((a, b)) => (
-            a,
-            ids(&b.split(',').map(str::to_owned).collect::<Vec<_>>())?,
-        ),
+        Some((a, b)) => (a, ids(&b.split(',').map(str::to_owned).collect::<Vec<_>>())?),
         None => (s, Vec::new()),
     };
-    let (key, rest) = kv
-        .split_once('=')
-        .ok_or_else(|| fail(format!("expected key=value, got {s:?}")))?;
+    let (key, rest) = kv.split_once('=').ok_or_else(|| fail(format!("expected key=value, got {s:?}")))?;
     let (value, kind) = match rest.rsplit_once(':') {
-        Some((v, k)) if ["account", "amount", "text"].contains(&k) => {
-            (v, parse::<ValueKind>("kind", k)?)
-        }
+        Some((v, k)) if ["account", "amount", "text"].contains(&k) => (v, parse::<ValueKind>("kind", k)?),
         _ => (rest, ValueKind::Text),
     };
     if key.is_empty() || value.is_empty() {
@@ -753,11 +719,7 @@ fn parse_value(s: &str) -> Result<(String, String, ValueKind, Vec<ItemId>), Engi
 fn print_json(v: &serde_json::Value) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_default()
-    );
+    let _ = writeln!(out, "{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
 fn item_json(i: &MemoryItem) -> serde_json::Value {
@@ -766,11 +728,7 @@ fn item_json(i: &MemoryItem) -> serde_json::Value {
 
 /// `--kind` of `open-session`, as the server's request type.
 fn session_kind(kind: &str) -> Result<memwarden_server::dto::SessionKindName, EngineError> {
-    serde_json::from_value(json!(kind)).map_err(|_| {
-        fail(format!(
-            "--kind must be fork, planning or quarantine, not {kind:?}"
-        ))
-    })
+    serde_json::from_value(json!(kind)).map_err(|_| fail(format!("--kind must be fork, planning or quarantine, not {kind:?}")))
 }
 
 /// A memory read by id or listed, with the lifecycle scorer's risk and flags when the layer is on.
@@ -810,30 +768,14 @@ impl AsArg for Option<String> {
 
 fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     // Remote mode: everything but the data-free commands goes to the server (or is refused there).
-    if cli.server.is_some() && !matches!(cli.cmd, Cmd::Demo { .. } | Cmd::Check(_) | Cmd::Bench(_))
-    {
+    if cli.server.is_some() && !matches!(cli.cmd, Cmd::Demo { .. } | Cmd::Check(_) | Cmd::Bench(_)) {
         return Ok(remote::run(&cli));
     }
     if let Cmd::Demo { dir } = &cli.cmd {
         return demo(dir);
     }
-    if let Cmd::Check(CheckCmd::Authority {
-        slots,
-        sessions,
-        k,
-        threads,
-        tool_outputs,
-        engine_walks,
-        seed,
-    }) = &cli.cmd
-    {
-        let cfg = memwarden_check::CheckConfig {
-            slots: *slots,
-            sessions: *sessions,
-            k: *k,
-            threads: *threads,
-            tool_outputs: *tool_outputs,
-        };
+    if let Cmd::Check(CheckCmd::Authority { slots, sessions, k, threads, tool_outputs, engine_walks, seed }) = &cli.cmd {
+        let cfg = memwarden_check::CheckConfig { slots: *slots, sessions: *sessions, k: *k, threads: *threads, tool_outputs: *tool_outputs };
         let reports = memwarden_check::check_all(&cfg);
         println!("{}", memwarden_check::render_markdown(&reports));
         let mut ok = reports.iter().all(|r| r.as_expected());
@@ -842,11 +784,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             println!("{}", memwarden_check::render_engine_markdown(&r));
             ok &= r.holds();
         }
-        return Ok(if ok {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
+        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
     }
     if let Cmd::Bench(b) = &cli.cmd {
         return bench(b, cli.model_dir.clone(), &cli.embedder);
@@ -859,12 +797,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         let report = SqliteStore::verify_dir(&cli.data)?;
         return Ok(match &report.problem {
             None => {
-                println!(
-                    "ok: {} entries, root {}, {} checkpoint(s) verified",
-                    report.entries,
-                    hex::encode(report.root),
-                    report.checkpoints_checked
-                );
+                println!("ok: {} entries, root {}, {} checkpoint(s) verified", report.entries, hex::encode(report.root), report.checkpoints_checked);
                 ExitCode::SUCCESS
             }
             Some(p) => {
@@ -874,31 +807,21 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         });
     }
     let tenant = parse::<TenantId>("tenant", &cli.tenant)?;
-    let embedder: Option<std::sync::Arc<dyn memwarden_engine::embed::Embedder>> =
-        match cli.embedder.as_str() {
-            "minilm" => Some(std::sync::Arc::new(
-                memwarden_engine::embed::LazyMiniLm::new(cli.model_dir.clone()),
-            )),
-            "hash" => Some(std::sync::Arc::new(
-                memwarden_engine::embed::HashEmbedder::new(384),
-            )),
-            "openai" => Some(std::sync::Arc::new(openai_embedder()?)),
-            "none" => None,
-            other => {
-                return Err(fail(format!(
-                    "unknown embedder {other:?} (minilm, openai, none, hash)"
-                )));
-            }
-        };
+    let embedder: Option<std::sync::Arc<dyn memwarden_engine::embed::Embedder>> = match cli.embedder.as_str() {
+        "minilm" => Some(std::sync::Arc::new(memwarden_engine::embed::LazyMiniLm::new(cli.model_dir.clone()))),
+        "hash" => Some(std::sync::Arc::new(memwarden_engine::embed::HashEmbedder::new(384))),
+        "openai" => Some(std::sync::Arc::new(openai_embedder()?)),
+        "none" => None,
+        other => {
+            return Err(fail(format!("unknown embedder {other:?} (minilm, openai, none, hash)")));
+        }
+    };
     // Opening a large store loads (or, after damage, rebuilds) its vector indexes: show it.
     let bar = ProgressBar::new(10_000);
     let config = EngineConfig::for_preset(Preset::parse(&cli.preset)?)?;
     let serve_config = match &cli.cmd {
         Cmd::Serve(args) => {
-            let mut c = args
-                .clone()
-                .into_config()
-                .map_err(|e| fail(e.to_string()))?;
+            let mut c = args.clone().into_config().map_err(|e| fail(e.to_string()))?;
             c.data_dir = cli.data.clone();
             Some(c)
         }
@@ -912,20 +835,10 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     };
     let engine = std::sync::Arc::new(match shared {
         Some(store) => Engine::with_store(store, EngineConfig { embedder, ..config })?,
-        None => Engine::open_with_progress(
-            &cli.data,
-            EngineConfig { embedder, ..config },
-            &|stage, done, total| bar.update(stage, done as u64, total as u64),
-        )?,
+        None => Engine::open_with_progress(&cli.data, EngineConfig { embedder, ..config }, &|stage, done, total| bar.update(stage, done as u64, total as u64))?,
     });
     let session = parse::<SessionId>("session", &cli.session)?;
-    let actor = |id: &dyn AsArg| -> Result<Actor, EngineError> {
-        engine.authenticate_session(
-            &tenant,
-            &parse::<PrincipalId>("principal", id.principal()?)?,
-            session.clone(),
-        )
-    };
+    let actor = |id: &dyn AsArg| -> Result<Actor, EngineError> { engine.authenticate_session(&tenant, &parse::<PrincipalId>("principal", id.principal()?)?, session.clone()) };
     match cli.cmd {
         Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Check(_) | Cmd::Audit(AuditCmd::Verify) => {}
         Cmd::Tenant(_) => {}
@@ -944,24 +857,18 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Mcp { actor: a } => {
             memwarden_server::init_tracing("warn");
             let who = actor(&a)?;
-            memwarden_server::serve_mcp_stdio_blocking(std::sync::Arc::clone(&engine), who)
-                .map_err(|e| fail(e.to_string()))?;
+            memwarden_server::serve_mcp_stdio_blocking(std::sync::Arc::clone(&engine), who).map_err(|e| fail(e.to_string()))?;
         }
         Cmd::Key(k) => {
-            let keys =
-                memwarden_server::ApiKeys::open(&cli.data).map_err(|e| fail(e.to_string()))?;
+            let keys = memwarden_server::ApiKeys::open(&cli.data).map_err(|e| fail(e.to_string()))?;
             match k {
                 KeyCmd::Mint { actor: a, label } => {
                     let who = actor(&a)?;
-                    let minted = keys
-                        .mint(&tenant, who.id(), &label)
-                        .map_err(|e| fail(e.to_string()))?;
+                    let minted = keys.mint(&tenant, who.id(), &label).map_err(|e| fail(e.to_string()))?;
                     print_json(&json!(minted));
                     eprintln!("the token is shown once; only its SHA-256 is stored");
                 }
-                KeyCmd::List => print_json(&json!(
-                    keys.list(Some(&tenant)).map_err(|e| fail(e.to_string()))?
-                )),
+                KeyCmd::List => print_json(&json!(keys.list(Some(&tenant)).map_err(|e| fail(e.to_string()))?)),
                 KeyCmd::Revoke { key_id } => {
                     if !keys.revoke(&key_id).map_err(|e| fail(e.to_string()))? {
                         return Err(fail(format!("no key {key_id}")));
@@ -970,71 +877,35 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
                 }
             }
         }
-        Cmd::Init => println!(
-            "store ready in {} ({} log entries of tenant {tenant})",
-            cli.data.display(),
-            engine.store().log_len_of(&tenant)
-        ),
-        Cmd::Principal(PrincipalCmd::Add {
-            id,
-            kind,
-            domain,
-            allow_listed,
-            action,
-            public_key,
-        }) => {
+        Cmd::Init => println!("store ready in {} ({} log entries of tenant {tenant})", cli.data.display(), engine.store().log_len_of(&tenant)),
+        Cmd::Principal(PrincipalCmd::Add { id, kind, domain, allow_listed, action, public_key }) => {
             let id = parse::<PrincipalId>("principal", &id)?;
             let kind = parse::<PrincipalKind>("kind", &kind)?;
             let domain = domain.map(|d| parse::<Domain>("domain", &d)).transpose()?;
-            let key = if kind == PrincipalKind::User {
-                Some(generate_key()?)
-            } else {
-                None
-            };
+            let key = if kind == PrincipalKind::User { Some(generate_key()?) } else { None };
             let action = action
-                .map(|a| {
-                    memwarden_server::strict::from_str::<memwarden_core::principal::ToolAction>(&a)
-                        .map_err(|e| fail(format!("--action: {e}")))
-                })
+                .map(|a| memwarden_server::strict::from_str::<memwarden_core::principal::ToolAction>(&a).map_err(|e| fail(format!("--action: {e}"))))
                 .transpose()?;
             let tool_key = match public_key {
                 None => None,
                 Some(h) => {
                     let mut k = [0u8; 32];
-                    hex::decode_to_slice(&h, &mut k)
-                        .map_err(|_| fail("--public-key must be 64 hex digits"))?;
+                    hex::decode_to_slice(&h, &mut k).map_err(|_| fail("--public-key must be 64 hex digits"))?;
                     Some(k)
                 }
             };
-            let public_key = key
-                .as_ref()
-                .map(|k| k.verifying_key().to_bytes())
-                .or(tool_key);
-            let p = Principal {
-                id: id.clone(),
-                tenant: tenant.clone(),
-                kind,
-                domain,
-                allow_listed,
-                public_key,
-                action,
-            };
+            let public_key = key.as_ref().map(|k| k.verifying_key().to_bytes()).or(tool_key);
+            let p = Principal { id: id.clone(), tenant: tenant.clone(), kind, domain, allow_listed, public_key, action };
             let r = engine.register_principal(p.clone())?;
             if let Some(k) = key {
                 let path = save_user_key(&cli.data, &tenant, &id, &k)?;
                 eprintln!("user signing key written to {}", path.display());
             }
-            print_json(
-                &json!({"principal": p, "integrity": p.integrity(), "log_index": r.log_index}),
-            );
+            print_json(&json!({"principal": p, "integrity": p.integrity(), "log_index": r.log_index}));
         }
         Cmd::Principal(PrincipalCmd::List) => {
             let ps = engine.store().principals(&tenant)?;
-            print_json(&json!(
-                ps.iter()
-                    .map(|p| json!({"principal": p, "integrity": p.integrity()}))
-                    .collect::<Vec<_>>()
-            ));
+            print_json(&json!(ps.iter().map(|p| json!({"principal": p, "integrity": p.integrity()})).collect::<Vec<_>>()));
         }
         Cmd::Add(a) => {
             let who = actor(&a.actor)?;
@@ -1043,36 +914,18 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
                 None => default_route(who.principal().kind),
             };
             let mut req = WriteRequest::new(parse("namespace", &a.ns)?, text_arg(&a.text)?, route);
-            req.parents = ids(&a.parents)?
-                .into_iter()
-                .map(|id| ParentRef {
-                    id,
-                    kind: EdgeKind::DerivedFrom,
-                })
-                .collect();
+            req.parents = ids(&a.parents)?.into_iter().map(|id| ParentRef { id, kind: EdgeKind::DerivedFrom }).collect();
             if !a.readers.is_empty() {
-                req.readers = Some(
-                    a.readers
-                        .iter()
-                        .map(|r| parse::<PrincipalId>("reader", r))
-                        .collect::<Result<_, _>>()?,
-                );
+                req.readers = Some(a.readers.iter().map(|r| parse::<PrincipalId>("reader", r)).collect::<Result<_, _>>()?);
             }
             for m in &a.meta {
-                let (k, v) = m
-                    .split_once('=')
-                    .ok_or_else(|| fail(format!("metadata must be k=v, got {m:?}")))?;
+                let (k, v) = m.split_once('=').ok_or_else(|| fail(format!("metadata must be k=v, got {m:?}")))?;
                 req.metadata.insert(k.to_owned(), v.to_owned());
             }
             let (item, r) = engine.add(&who, req)?;
             print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
         }
-        Cmd::Import {
-            actor: a,
-            ns,
-            route,
-            file,
-        } => {
+        Cmd::Import { actor: a, ns, route, file } => {
             let who = actor(&a)?;
             let route = match &route {
                 Some(r) => parse::<Route>("route", r)?,
@@ -1102,106 +955,40 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             }
             print_json(&json!({"imported": imported, "refused": refused}));
         }
-        Cmd::Derive {
-            actor: a,
-            ns,
-            parents,
-            text,
-        } => {
-            let (item, r) = engine.derive(
-                &actor(&a)?,
-                parse("namespace", &ns)?,
-                &ids(&parents)?,
-                text_arg(&text)?,
-            )?;
+        Cmd::Derive { actor: a, ns, parents, text } => {
+            let (item, r) = engine.derive(&actor(&a)?, parse("namespace", &ns)?, &ids(&parents)?, text_arg(&text)?)?;
             print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
         }
-        Cmd::ToolCall {
-            actor: a,
-            tool,
-            ns,
-            args,
-            inputs,
-            output,
-            signature,
-        } => {
+        Cmd::ToolCall { actor: a, tool, ns, args, inputs, output, signature } => {
             let args = args
                 .iter()
-                .map(|s| {
-                    parse_value(s).map(|(key, value, kind, sources)| ToolArg {
-                        key,
-                        value,
-                        kind,
-                        sources,
-                    })
-                })
+                .map(|s| parse_value(s).map(|(key, value, kind, sources)| ToolArg { key, value, kind, sources }))
                 .collect::<Result<Vec<_>, _>>()?;
             let signature = match signature {
                 None => None,
                 Some(h) => {
                     let mut sig = [0u8; 64];
-                    hex::decode_to_slice(&h, &mut sig)
-                        .map_err(|_| fail("--signature must be 128 hex digits"))?;
+                    hex::decode_to_slice(&h, &mut sig).map_err(|_| fail("--signature must be 128 hex digits"))?;
                     Some(sig)
                 }
             };
-            let (item, r) = engine.tool_call_signed(
-                &actor(&a)?,
-                &parse("tool", &tool)?,
-                parse("namespace", &ns)?,
-                args,
-                &ids(&inputs)?,
-                text_arg(&output)?,
-                signature.as_ref(),
-            )?;
+            let (item, r) = engine.tool_call_signed(&actor(&a)?, &parse("tool", &tool)?, parse("namespace", &ns)?, args, &ids(&inputs)?, text_arg(&output)?, signature.as_ref())?;
             print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
         }
-        Cmd::Attest {
-            actor: a,
-            key,
-            value,
-            kind,
-            sources,
-        } => {
-            let (att, r) = engine.attest(
-                &actor(&a)?,
-                &key,
-                &value,
-                parse("kind", &kind)?,
-                &ids(&sources)?,
-            )?;
-            print_json(
-                &json!({"attestation": att, "counts": att.label == Integrity::Trusted, "log_index": r.log_index}),
-            );
+        Cmd::Attest { actor: a, key, value, kind, sources } => {
+            let (att, r) = engine.attest(&actor(&a)?, &key, &value, parse("kind", &kind)?, &ids(&sources)?)?;
+            print_json(&json!({"attestation": att, "counts": att.label == Integrity::Trusted, "log_index": r.log_index}));
         }
-        Cmd::Grant(GrantCmd::Mint {
-            user,
-            tool,
-            key,
-            value,
-            kind,
-            amount,
-            ttl_secs,
-            out,
-        }) => {
+        Cmd::Grant(GrantCmd::Mint { user, tool, key, value, kind, amount, ttl_secs, out }) => {
             let user = parse::<PrincipalId>("user", &user)?;
             actor(&user)?;
             let sk = load_user_key(&cli.data, &tenant, &user)?;
-            let spec = GrantSpec {
-                tool: &tool,
-                key: &key,
-                value: &value,
-                kind: parse("kind", &kind)?,
-                amount: amount.as_deref(),
-                ttl_ms: ttl_secs.saturating_mul(1000),
-            };
+            let spec = GrantSpec { tool: &tool, key: &key, value: &value, kind: parse("kind", &kind)?, amount: amount.as_deref(), ttl_ms: ttl_secs.saturating_mul(1000) };
             let g = mint_grant(&sk, &tenant, &user, &spec, engine.now_ms())?;
             engine.record_grant(&g)?;
             let text = serde_json::to_string_pretty(&g).map_err(fail)?;
             match out {
-                Some(p) => {
-                    std::fs::write(&p, text).map_err(|e| fail(format!("{}: {e}", p.display())))?
-                }
+                Some(p) => std::fs::write(&p, text).map_err(|e| fail(format!("{}: {e}", p.display())))?,
                 None => println!("{text}"),
             }
         }
@@ -1209,28 +996,15 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let values = d
                 .values
                 .iter()
-                .map(|s| {
-                    parse_value(s).map(|(key, value, kind, sources)| ActionValue {
-                        key,
-                        value,
-                        kind,
-                        sources,
-                    })
-                })
+                .map(|s| parse_value(s).map(|(key, value, kind, sources)| ActionValue { key, value, kind, sources }))
                 .collect::<Result<Vec<_>, _>>()?;
-            let grants = d
-                .grants
-                .iter()
-                .map(|p| read_grant(p))
-                .collect::<Result<Vec<_>, _>>()?;
+            let grants = d.grants.iter().map(|p| read_grant(p)).collect::<Result<Vec<_>, _>>()?;
             let kind = match d.kind.as_str() {
                 "answer" => ActionKind::Answer,
                 "inform" => ActionKind::Inform,
                 "act" => ActionKind::Act,
                 k => {
-                    return Err(fail(format!(
-                        "unknown action kind {k:?} (answer, inform, act)"
-                    )));
+                    return Err(fail(format!("unknown action kind {k:?} (answer, inform, act)")));
                 }
             };
             let risk = match d.risk.as_str() {
@@ -1239,38 +1013,18 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
                 "high" => Risk::High,
                 r => return Err(fail(format!("unknown risk {r:?} (low, medium, high)"))),
             };
-            let action = ActionRequest {
-                tool: d.tool,
-                kind,
-                risk,
-                values,
-                amount: d.amount,
-                context: ids(&d.context)?,
-                grants,
-            };
+            let action = ActionRequest { tool: d.tool, kind, risk, values, amount: d.amount, context: ids(&d.context)?, grants };
             let (v, r) = engine.decide(&actor(&d.actor)?, &action)?;
             print_json(&json!({"verdict": v, "log_index": r.log_index}));
         }
-        Cmd::Search {
-            actor: a,
-            ns,
-            k,
-            min_label,
-            query,
-        } => {
+        Cmd::Search { actor: a, ns, k, min_label, query } => {
             let min_label = match min_label.as_str() {
                 "untrusted" => Integrity::Untrusted,
                 "agent" => Integrity::Agent,
                 "trusted" => Integrity::Trusted,
                 _ => return Err(fail("--min-label: one of untrusted, agent, trusted")),
             };
-            let hits = engine.search_labelled(
-                &actor(&a)?,
-                &parse("namespace", &ns)?,
-                &query,
-                k,
-                min_label,
-            )?;
+            let hits = engine.search_labelled(&actor(&a)?, &parse("namespace", &ns)?, &query, k, min_label)?;
             print_json(&json!(hits.iter().map(|h| json!({
                 "score": h.score, "similarity": h.similarity, "path_trust": h.path_trust, "id": h.item.id(), "content": h.item.content(), "origin": h.item.origin(),
                 "label": h.item.label(), "act_class": h.item.act_class(), "writer": h.item.writer(),
@@ -1279,21 +1033,14 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Session { actor: a } => {
             let who = actor(&a)?;
             let o = engine.observed(&who)?;
-            print_json(
-                &json!({"principal": who.id(), "session": who.session(), "floor": o.floor(), "witnesses": o.witnesses()}),
-            );
+            print_json(&json!({"principal": who.id(), "session": who.session(), "floor": o.floor(), "witnesses": o.witnesses()}));
         }
         Cmd::OpenSession { actor: a, kind } => {
-            let body = memwarden_server::dto::SessionIn {
-                kind: session_kind(&kind)?,
-            };
-            let out = memwarden_server::ops::open_session(&engine, &actor(&a)?, body)
-                .map_err(|e| fail(e.to_string()))?;
+            let body = memwarden_server::dto::SessionIn { kind: session_kind(&kind)? };
+            let out = memwarden_server::ops::open_session(&engine, &actor(&a)?, body).map_err(|e| fail(e.to_string()))?;
             print_json(&json!(out));
         }
-        Cmd::Get { actor: a, id } => print_json(&read_json(
-            &engine.get_scored(&actor(&a)?, &parse("id", &id)?)?,
-        )),
+        Cmd::Get { actor: a, id } => print_json(&read_json(&engine.get_scored(&actor(&a)?, &parse("id", &id)?)?)),
         Cmd::Erase { actor: a, id } => {
             let (record, receipt) = engine.erase(&actor(&a)?, &parse("id", &id)?)?;
             print_json(&json!({"erasure": record, "log_index": receipt.log_index}));
@@ -1306,37 +1053,22 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let receipt = engine.verify(&actor(&a)?, &parse("id", &id)?)?;
             print_json(&json!({"id": id, "mark": "verified", "log_index": receipt.log_index}));
         }
-        Cmd::Revoke {
-            actor: a,
-            reason,
-            id,
-        } => {
+        Cmd::Revoke { actor: a, reason, id } => {
             let receipt = engine.revoke(&actor(&a)?, &parse("id", &id)?, &reason)?;
             print_json(&json!({"revoked": id, "log_index": receipt.log_index}));
         }
-        Cmd::Promote {
-            actor: a,
-            readers,
-            id,
-        } => {
+        Cmd::Promote { actor: a, readers, id } => {
             let readers = if readers.is_empty() {
                 Readers::All
             } else {
-                Readers::Only(
-                    readers
-                        .iter()
-                        .map(|r| parse::<PrincipalId>("reader", r))
-                        .collect::<Result<_, _>>()?,
-                )
+                Readers::Only(readers.iter().map(|r| parse::<PrincipalId>("reader", r)).collect::<Result<_, _>>()?)
             };
             let (item, receipt) = engine.promote(&actor(&a)?, &parse("id", &id)?, readers)?;
             print_json(&json!({"promoted": item_json(&item), "log_index": receipt.log_index}));
         }
         Cmd::Update { actor: a, id, text } => {
             let (item, receipt) = engine.update(&actor(&a)?, &parse("id", &id)?, text)?;
-            print_json(
-                &json!({"memory": item_json(&item), "previous_id": id, "log_index": receipt.log_index}),
-            );
+            print_json(&json!({"memory": item_json(&item), "previous_id": id, "log_index": receipt.log_index}));
         }
         Cmd::History { actor: a, id } => {
             let versions = engine.history(&actor(&a)?, &parse("id", &id)?)?;
@@ -1348,34 +1080,18 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::ExportLineage { actor: a, prov } => {
             let who = actor(&a)?;
-            let out = if prov {
-                engine.prov_json(&who)?
-            } else {
-                serde_json::to_value(engine.audit_trail(&who)?).map_err(fail)?
-            };
+            let out = if prov { engine.prov_json(&who)? } else { serde_json::to_value(engine.audit_trail(&who)?).map_err(fail)? };
             print_json(&out);
         }
-        Cmd::Feedback {
-            actor: a,
-            used,
-            outcome,
-        } => {
+        Cmd::Feedback { actor: a, used, outcome } => {
             let mut used = ids(&used)?;
             let (records, receipt) = engine.feedback(&actor(&a)?, &used, outcome == "success")?;
             used.sort();
             used.dedup();
-            let updated: Vec<_> = used
-                .iter()
-                .zip(&records)
-                .map(|(id, r)| json!({"id": id, "record": r}))
-                .collect();
+            let updated: Vec<_> = used.iter().zip(&records).map(|(id, r)| json!({"id": id, "record": r})).collect();
             print_json(&json!({"updated": updated, "log_index": receipt.log_index}));
         }
-        Cmd::List {
-            actor: a,
-            ns,
-            limit,
-        } => {
+        Cmd::List { actor: a, ns, limit } => {
             let items = engine.list_scored(&actor(&a)?, &parse("namespace", &ns)?, limit)?;
             print_json(&json!(items.iter().map(read_json).collect::<Vec<_>>()));
         }
@@ -1383,29 +1099,13 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             use std::io::Write;
             let id = parse::<PrincipalId>("principal", &a)?;
             if engine.store().principal(&tenant, &id)?.is_none() {
-                engine.register_principal(Principal {
-                    id: id.clone(),
-                    tenant: tenant.clone(),
-                    kind: PrincipalKind::Agent,
-                    domain: None,
-                    allow_listed: false,
-                    public_key: None,
-                    action: None,
-                })?;
+                engine.register_principal(Principal { id: id.clone(), tenant: tenant.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None })?;
             }
             let who = actor(&id)?;
             let ns = parse::<Namespace>("namespace", "crash")?;
             let mut stdout = std::io::stdout().lock();
             for n in 0u64.. {
-                let reqs: Vec<WriteRequest> = (0..batch.max(1))
-                    .map(|j| {
-                        WriteRequest::new(
-                            ns.clone(),
-                            format!("crash-test write {}.{n}.{j}", std::process::id()),
-                            Route::Direct,
-                        )
-                    })
-                    .collect();
+                let reqs: Vec<WriteRequest> = (0..batch.max(1)).map(|j| WriteRequest::new(ns.clone(), format!("crash-test write {}.{n}.{j}", std::process::id()), Route::Direct)).collect();
                 for r in engine.add_many(&who, reqs)? {
                     let (id, _) = r?;
                     writeln!(stdout, "ACK {id}").map_err(|e| fail(format!("stdout: {e}")))?;
@@ -1413,28 +1113,18 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
                 stdout.flush().map_err(|e| fail(format!("stdout: {e}")))?;
             }
         }
-        Cmd::Audit(AuditCmd::Checkpoint) => print_json(
-            &serde_json::to_value(engine.store().checkpoint_of(&tenant, engine.now_ms())?)
-                .unwrap_or_default(),
-        ),
+        Cmd::Audit(AuditCmd::Checkpoint) => print_json(&serde_json::to_value(engine.store().checkpoint_of(&tenant, engine.now_ms())?).unwrap_or_default()),
         Cmd::Audit(AuditCmd::Proof { index }) => {
             let (size, root, _) = engine.store().log_root_of(&tenant);
             if index >= size {
-                return Err(fail(format!(
-                    "no entry {index} in the log of tenant {tenant} ({size} entries)"
-                )));
+                return Err(fail(format!("no entry {index} in the log of tenant {tenant} ({size} entries)")));
             }
             let proof = engine.store().inclusion_proof_of(&tenant, index, size)?;
             let entry = engine.store().log_entries_of(&tenant, index, index + 1)?;
-            let leaf = entry
-                .first()
-                .map(|e| memwarden_log::leaf_hash(e))
-                .ok_or_else(|| fail(format!("no entry {index}")))?;
+            let leaf = entry.first().map(|e| memwarden_log::leaf_hash(e)).ok_or_else(|| fail(format!("no entry {index}")))?;
             memwarden_log::verify_inclusion(&leaf, index, size, &proof, &root).map_err(fail)?;
-            print_json(
-                &json!({"tenant": tenant, "index": index, "size": size, "root": hex::encode(root), "leaf": hex::encode(leaf),
-                "proof": proof.iter().map(hex::encode).collect::<Vec<_>>(), "verified": true}),
-            );
+            print_json(&json!({"tenant": tenant, "index": index, "size": size, "root": hex::encode(root), "leaf": hex::encode(leaf),
+                "proof": proof.iter().map(hex::encode).collect::<Vec<_>>(), "verified": true}));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -1443,11 +1133,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
 fn openai_embedder() -> Result<memwarden_engine::embed::OpenAiEmbedder, EngineError> {
     let var = |k: &str| std::env::var(k).map_err(|_| fail(format!("--embedder openai needs {k}")));
     let dims: usize = parse("MEMWARDEN_OPENAI_DIMS", &var("MEMWARDEN_OPENAI_DIMS")?)?;
-    let mut cfg = memwarden_engine::embed::OpenAiConfig::new(
-        var("MEMWARDEN_OPENAI_URL")?,
-        var("MEMWARDEN_OPENAI_MODEL")?,
-        dims,
-    );
+    let mut cfg = memwarden_engine::embed::OpenAiConfig::new(var("MEMWARDEN_OPENAI_URL")?, var("MEMWARDEN_OPENAI_MODEL")?, dims);
     if let Ok(key) = std::env::var("MEMWARDEN_OPENAI_KEY") {
         cfg = cfg.with_api_key(key);
     }
@@ -1455,28 +1141,13 @@ fn openai_embedder() -> Result<memwarden_engine::embed::OpenAiEmbedder, EngineEr
 }
 
 fn git_rev() -> Option<String> {
-    let out = std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    let out = std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-fn bench_retrieval(
-    n: &[usize],
-    quick: bool,
-    cache_dir: Option<&Path>,
-    out: &Path,
-    model_dir: Option<PathBuf>,
-) -> Result<ExitCode, EngineError> {
+fn bench_retrieval(n: &[usize], quick: bool, cache_dir: Option<&Path>, out: &Path, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
     use memwarden_bench::retrieval::{RetrievalBenchOptions, run_retrieval, write_retrieval};
-    let mut opts = if quick {
-        RetrievalBenchOptions::quick(out)
-    } else {
-        RetrievalBenchOptions::new(out)
-    };
+    let mut opts = if quick { RetrievalBenchOptions::quick(out) } else { RetrievalBenchOptions::new(out) };
     if !n.is_empty() {
         opts.sizes = n.to_vec();
     }
@@ -1484,14 +1155,9 @@ fn bench_retrieval(
     opts.model_dir = model_dir;
     opts.cache_dir = cache_dir.map(Path::to_path_buf);
     let bar = ProgressBar::new(0);
-    let report =
-        run_retrieval(&opts, &|stage, done, total| bar.update(stage, done, total)).map_err(fail)?;
+    let report = run_retrieval(&opts, &|stage, done, total| bar.update(stage, done, total)).map_err(fail)?;
     write_retrieval(&report, out).map_err(fail)?;
-    println!(
-        "wrote {} and {}",
-        out.join("retrieval.md").display(),
-        out.join("retrieval.json").display()
-    );
+    println!("wrote {} and {}", out.join("retrieval.md").display(), out.join("retrieval.json").display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1508,46 +1174,25 @@ type ImportLine = (usize, String, std::collections::BTreeMap<String, String>);
 fn read_import(path: &Path) -> Result<Vec<ImportLine>, EngineError> {
     let meta = std::fs::metadata(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
     if meta.len() > IMPORT_FILE_BYTES_MAX {
-        return Err(fail(format!(
-            "{}: {} bytes; the limit is {IMPORT_FILE_BYTES_MAX}",
-            path.display(),
-            meta.len()
-        )));
+        return Err(fail(format!("{}: {} bytes; the limit is {IMPORT_FILE_BYTES_MAX}", path.display(), meta.len())));
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = || {
-            fail(format!(
-                "{}:{}: expected a JSON string or {{\"content\": ..., \"metadata\": {{...}}}}",
-                path.display(),
-                i + 1
-            ))
-        };
+        let bad = || fail(format!("{}:{}: expected a JSON string or {{\"content\": ..., \"metadata\": {{...}}}}", path.display(), i + 1));
         let v: serde_json::Value = memwarden_server::strict::from_str(line).map_err(|_| bad())?;
         let (content, metadata) = match v {
             serde_json::Value::String(s) => (s, Default::default()),
             serde_json::Value::Object(o) => {
-                let content = o
-                    .get("content")
-                    .and_then(|c| c.as_str())
-                    .ok_or_else(bad)?
-                    .to_owned();
+                let content = o.get("content").and_then(|c| c.as_str()).ok_or_else(bad)?.to_owned();
                 let metadata = match o.get("metadata") {
                     None => Default::default(),
-                    Some(serde_json::Value::Object(m)) => m
-                        .iter()
-                        .map(|(k, v)| {
-                            (
-                                k.clone(),
-                                v.as_str().map_or_else(|| v.to_string(), str::to_owned),
-                            )
-                        })
-                        .collect(),
+                    Some(serde_json::Value::Object(m)) => {
+                        m.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect()
+                    }
                     Some(_) => return Err(bad()),
                 };
                 (content, metadata)
@@ -1568,10 +1213,7 @@ struct ProgressBar {
 
 impl ProgressBar {
     fn new(total_min: u64) -> Self {
-        Self {
-            total_min,
-            last: std::sync::Mutex::new((String::new(), u64::MAX)),
-        }
+        Self { total_min, last: std::sync::Mutex::new((String::new(), u64::MAX)) }
     }
 
     fn update(&self, stage: &str, done: u64, total: u64) {
@@ -1579,10 +1221,7 @@ impl ProgressBar {
         if total < self.total_min {
             return;
         }
-        let mut l = self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut l = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if total == 0 {
             eprint!("\r{stage:<32} {done}");
         } else {
@@ -1591,11 +1230,7 @@ impl ProgressBar {
                 return;
             }
             let filled = usize::try_from(pct / 5).unwrap_or(20).min(20);
-            eprint!(
-                "\r{stage:<32} [{}{}] {pct:>3}% ({done}/{total})",
-                "#".repeat(filled),
-                ".".repeat(20 - filled)
-            );
+            eprint!("\r{stage:<32} [{}{}] {pct:>3}% ({done}/{total})", "#".repeat(filled), ".".repeat(20 - filled));
             if done == total {
                 eprintln!();
             }
@@ -1606,33 +1241,20 @@ impl ProgressBar {
 }
 
 fn bench_lineage(quick: bool, agent: &str, out: &Path) -> Result<ExitCode, EngineError> {
-    use memwarden_bench::lineage::{
-        LineageAgentChoice, LineageBenchOptions, run_lineage, write_lineage,
-    };
+    use memwarden_bench::lineage::{LineageAgentChoice, LineageBenchOptions, run_lineage, write_lineage};
     let mut opts = LineageBenchOptions::new(out);
     opts.quick = quick;
     opts.agent = LineageAgentChoice::from_name(agent).map_err(fail)?;
     opts.git_rev = git_rev();
     let bar = ProgressBar::new(0);
-    let report = run_lineage(&opts, &mut |done, total| {
-        bar.update("lineage", done as u64, total as u64)
-    })
-    .map_err(fail)?;
+    let report = run_lineage(&opts, &mut |done, total| bar.update("lineage", done as u64, total as u64)).map_err(fail)?;
     let (json, md) = write_lineage(&report, out).map_err(fail)?;
     println!("wrote {} and {}", md.display(), json.display());
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench_lifecycle(
-    quick: bool,
-    agent: &str,
-    seed: u64,
-    agents: Option<usize>,
-    out: &Path,
-) -> Result<ExitCode, EngineError> {
-    use memwarden_bench::lifecycle::{
-        LifecycleAgentChoice, LifecycleBenchOptions, run_lifecycle, write_lifecycle,
-    };
+fn bench_lifecycle(quick: bool, agent: &str, seed: u64, agents: Option<usize>, out: &Path) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::lifecycle::{LifecycleAgentChoice, LifecycleBenchOptions, run_lifecycle, write_lifecycle};
     let mut opts = LifecycleBenchOptions::new(out);
     opts.quick = quick;
     opts.agent = LifecycleAgentChoice::from_name(agent).map_err(fail)?;
@@ -1644,26 +1266,11 @@ fn bench_lifecycle(
         .output()
         .ok()
         .is_some_and(|o| o.status.success() && !o.stdout.is_empty());
-    opts.git_rev = git_rev().map(|r| {
-        if dirty {
-            format!("{r} + uncommitted changes")
-        } else {
-            r
-        }
-    });
+    opts.git_rev = git_rev().map(|r| if dirty { format!("{r} + uncommitted changes") } else { r });
     let bar = ProgressBar::new(0);
-    let report = run_lifecycle(&opts, &mut |done, total| {
-        bar.update("lifecycle runs", done as u64, total as u64)
-    })
-    .map_err(fail)?;
+    let report = run_lifecycle(&opts, &mut |done, total| bar.update("lifecycle runs", done as u64, total as u64)).map_err(fail)?;
     let (json, md, png) = write_lifecycle(&report, out).map_err(fail)?;
-    println!(
-        "wrote {}, {} and {} ({:.1} s)",
-        md.display(),
-        json.display(),
-        png.display(),
-        report.wall_time_s
-    );
+    println!("wrote {}, {} and {} ({:.1} s)", md.display(), json.display(), png.display(), report.wall_time_s);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1680,17 +1287,10 @@ struct LoadArgs<'a> {
 }
 
 fn bench_load(a: &LoadArgs<'_>, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
-    use memwarden_bench::load::{
-        EmbedderKind, LoadBenchOptions, SchemaDropper, run_load, write_load,
-    };
+    use memwarden_bench::load::{EmbedderKind, LoadBenchOptions, SchemaDropper, run_load, write_load};
     let out = a.out;
-    let exe =
-        std::env::current_exe().map_err(|e| fail(format!("cannot find this executable: {e}")))?;
-    let mut opts = if a.quick {
-        LoadBenchOptions::quick(out, exe)
-    } else {
-        LoadBenchOptions::new(out, exe)
-    };
+    let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find this executable: {e}")))?;
+    let mut opts = if a.quick { LoadBenchOptions::quick(out, exe) } else { LoadBenchOptions::new(out, exe) };
     if let Some(n) = a.memories {
         opts.memories = n;
     }
@@ -1730,124 +1330,39 @@ fn bench_locomo(
     out: &Path,
     model_dir: Option<PathBuf>,
 ) -> Result<ExitCode, EngineError> {
-    use memwarden_bench::locomo::{
-        EmbedderChoice, LocomoBenchOptions, SearchMode, attack::AttackConfig, run_locomo,
-        write_locomo,
-    };
+    use memwarden_bench::locomo::{EmbedderChoice, LocomoBenchOptions, SearchMode, attack::AttackConfig, run_locomo, write_locomo};
     let mut opts = LocomoBenchOptions::new(data, out);
     opts.quick = quick;
-    opts.presets = presets
-        .iter()
-        .map(|p| memwarden_engine::Preset::parse(p))
-        .collect::<Result<_, _>>()?;
+    opts.presets = presets.iter().map(|p| memwarden_engine::Preset::parse(p)).collect::<Result<_, _>>()?;
     opts.conversations = conversations.to_vec();
     opts.embedder = EmbedderChoice::from_name(embedder, model_dir).map_err(fail)?;
     opts.search = SearchMode::from_name(search).map_err(fail)?;
-    opts.attack = (!no_attack).then(|| AttackConfig {
-        seed,
-        ..AttackConfig::default()
-    });
+    opts.attack = (!no_attack).then(|| AttackConfig { seed, ..AttackConfig::default() });
     let dirty = std::process::Command::new("git")
         .args(["status", "--porcelain", "--untracked-files=no"])
         .output()
         .ok()
         .is_some_and(|o| o.status.success() && !o.stdout.is_empty());
-    opts.git_rev = git_rev().map(|r| {
-        if dirty {
-            format!("{r} + uncommitted changes")
-        } else {
-            r
-        }
-    });
+    opts.git_rev = git_rev().map(|r| if dirty { format!("{r} + uncommitted changes") } else { r });
     let bar = ProgressBar::new(0);
-    let report = run_locomo(&opts, &mut |stage, done, total| {
-        bar.update(stage, done as u64, total as u64)
-    })
-    .map_err(fail)?;
+    let report = run_locomo(&opts, &mut |stage, done, total| bar.update(stage, done as u64, total as u64)).map_err(fail)?;
     let (json, md, png) = write_locomo(&report, out).map_err(fail)?;
-    println!(
-        "wrote {}, {} and {} ({:.1} s)",
-        md.display(),
-        json.display(),
-        png.display(),
-        report.meta.wall_time_s
-    );
+    println!("wrote {}, {} and {} ({:.1} s)", md.display(), json.display(), png.display(), report.meta.wall_time_s);
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench(
-    cmd: &BenchCmd,
-    model_dir: Option<PathBuf>,
-    embedder: &str,
-) -> Result<ExitCode, EngineError> {
+fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>, embedder: &str) -> Result<ExitCode, EngineError> {
     use std::io::Write;
     let (quick, agent, seed, out) = match cmd {
-        BenchCmd::Authority {
-            quick,
-            agent,
-            seed,
-            out,
-        } => (quick, agent, seed, out),
-        BenchCmd::Retrieval {
-            n,
-            quick,
-            cache_dir,
-            out,
-        } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
+        BenchCmd::Authority { quick, agent, seed, out } => (quick, agent, seed, out),
+        BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
         BenchCmd::Lineage { quick, agent, out } => return bench_lineage(*quick, agent, out),
-        BenchCmd::Lifecycle {
-            quick,
-            agent,
-            seed,
-            agents,
-            out,
-        } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
-        BenchCmd::Load {
-            memories,
-            clients,
-            seconds,
-            quick,
-            out,
-            store,
-            servers,
-        } => {
-            return bench_load(
-                &LoadArgs {
-                    memories: *memories,
-                    clients,
-                    seconds: *seconds,
-                    quick: *quick,
-                    out,
-                    store: store.as_deref(),
-                    servers,
-                    embedder,
-                },
-                model_dir,
-            );
+        BenchCmd::Lifecycle { quick, agent, seed, agents, out } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
+        BenchCmd::Load { memories, clients, seconds, quick, out, store, servers } => {
+            return bench_load(&LoadArgs { memories: *memories, clients, seconds: *seconds, quick: *quick, out, store: store.as_deref(), servers, embedder }, model_dir);
         }
-        BenchCmd::Locomo {
-            data,
-            quick,
-            presets,
-            conversations,
-            embedder,
-            search,
-            seed,
-            no_attack,
-            out,
-        } => {
-            return bench_locomo(
-                data,
-                *quick,
-                presets,
-                conversations,
-                embedder,
-                search,
-                *seed,
-                *no_attack,
-                out,
-                model_dir,
-            );
+        BenchCmd::Locomo { data, quick, presets, conversations, embedder, search, seed, no_attack, out } => {
+            return bench_locomo(data, *quick, presets, conversations, embedder, search, *seed, *no_attack, out, model_dir);
         }
     };
     let mut opts = memwarden_bench::AuthorityBenchOptions::new(out);
@@ -1861,11 +1376,7 @@ fn bench(
         if pct / 5 != last / 5 || done == total {
             last = pct;
             let filled = pct / 5;
-            eprint!(
-                "\r[{}{}] {pct:>3}% ({done}/{total} cases)",
-                "#".repeat(filled),
-                ".".repeat(20 - filled)
-            );
+            eprint!("\r[{}{}] {pct:>3}% ({done}/{total} cases)", "#".repeat(filled), ".".repeat(20 - filled));
             let _ = std::io::stderr().flush();
         }
     })
@@ -1878,33 +1389,22 @@ fn bench(
 
 fn read_grant(p: &Path) -> Result<SignedGrant, EngineError> {
     let text = std::fs::read_to_string(p).map_err(|e| fail(format!("{}: {e}", p.display())))?;
-    memwarden_server::strict::from_str(&text)
-        .map_err(|e| fail(format!("{} is not a grant: {e}", p.display())))
+    memwarden_server::strict::from_str(&text).map_err(|e| fail(format!("{} is not a grant: {e}", p.display())))
 }
 
 fn demo(dir: &Path) -> Result<ExitCode, EngineError> {
     if dir.exists() {
         let is_demo = dir.join(".memwarden-demo").exists();
-        let empty = std::fs::read_dir(dir)
-            .map(|mut d| d.next().is_none())
-            .unwrap_or(false);
+        let empty = std::fs::read_dir(dir).map(|mut d| d.next().is_none()).unwrap_or(false);
         if !is_demo && !empty {
-            return Err(fail(format!(
-                "{} exists and is not a demo directory; pick another with --dir",
-                dir.display()
-            )));
+            return Err(fail(format!("{} exists and is not a demo directory; pick another with --dir", dir.display())));
         }
         std::fs::remove_dir_all(dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
     }
     std::fs::create_dir_all(dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
-    std::fs::write(dir.join(".memwarden-demo"), b"")
-        .map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    std::fs::write(dir.join(".memwarden-demo"), b"").map_err(|e| fail(format!("{}: {e}", dir.display())))?;
     let summary = memwarden_engine::demo::run(dir, &mut std::io::stdout())?;
-    Ok(if summary.as_expected() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(if summary.as_expected() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn main() -> ExitCode {

@@ -32,10 +32,7 @@ pub(crate) struct RemoteError {
 
 impl RemoteError {
     fn new(code: &str, detail: impl std::fmt::Display) -> Self {
-        Self {
-            code: code.to_owned(),
-            detail: one_line(&detail.to_string()),
-        }
+        Self { code: code.to_owned(), detail: one_line(&detail.to_string()) }
     }
 
     fn input(detail: impl std::fmt::Display) -> Self {
@@ -88,25 +85,18 @@ impl Remote {
     /// A client of `server` (`http://host:port`, optionally with a path prefix).
     pub(crate) fn new(server: &str, key: &str, session: &str) -> Result<Self, RemoteError> {
         let base = server.trim().trim_end_matches('/').to_owned();
-        let scheme = |s: &str| {
-            base.get(..s.len())
-                .is_some_and(|p| p.eq_ignore_ascii_case(s))
-        };
+        let scheme = |s: &str| base.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s));
         if scheme("https://") {
             return Err(RemoteError::input(format!(
                 "--server {base}: this build speaks plain HTTP only; reach the server over http:// (loopback, a private network or an SSH tunnel)"
             )));
         }
         if !scheme("http://") || base.len() == "http://".len() {
-            return Err(RemoteError::input(format!(
-                "--server must be an http://host:port URL, got {server:?}"
-            )));
+            return Err(RemoteError::input(format!("--server must be an http://host:port URL, got {server:?}")));
         }
         let key = key.trim();
         if key.is_empty() || key.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(RemoteError::input(
-                "the API key is empty or contains whitespace",
-            ));
+            return Err(RemoteError::input("the API key is empty or contains whitespace"));
         }
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -117,12 +107,7 @@ impl Remote {
             .user_agent(format!("memwarden-cli/{}", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Ok(Self {
-            base,
-            key: key.to_owned(),
-            session: session.to_owned(),
-            agent,
-        })
+        Ok(Self { base, key: key.to_owned(), session: session.to_owned(), agent })
     }
 
     fn url(&self, path: &str) -> String {
@@ -131,101 +116,51 @@ impl Remote {
 
     /// `GET path`.
     pub(crate) fn get(&self, path: &str) -> Result<Value, RemoteError> {
-        let rq = self
-            .agent
-            .get(self.url(path))
-            .header("Authorization", format!("Bearer {}", self.key))
-            .header("X-Memwarden-Session", &self.session);
+        let rq = self.agent.get(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
         self.finish(rq.call())
     }
 
     /// `DELETE path`.
     pub(crate) fn delete(&self, path: &str) -> Result<Value, RemoteError> {
-        let rq = self
-            .agent
-            .delete(self.url(path))
-            .header("Authorization", format!("Bearer {}", self.key))
-            .header("X-Memwarden-Session", &self.session);
+        let rq = self.agent.delete(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
         self.finish(rq.call())
     }
 
     /// `POST path` with a JSON body.
     pub(crate) fn post(&self, path: &str, body: &Value) -> Result<Value, RemoteError> {
-        let rq = self
-            .agent
-            .post(self.url(path))
-            .header("Authorization", format!("Bearer {}", self.key))
-            .header("X-Memwarden-Session", &self.session);
-        self.finish(
-            rq.content_type("application/json")
-                .send(body.to_string().as_bytes()),
-        )
+        let rq = self.agent.post(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
+        self.finish(rq.content_type("application/json").send(body.to_string().as_bytes()))
     }
 
     /// `POST path` without a body.
     pub(crate) fn post_empty(&self, path: &str) -> Result<Value, RemoteError> {
-        let rq = self
-            .agent
-            .post(self.url(path))
-            .header("Authorization", format!("Bearer {}", self.key))
-            .header("X-Memwarden-Session", &self.session);
+        let rq = self.agent.post(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
         self.finish(rq.send_empty())
     }
 
     /// `PUT path` with a JSON body.
     pub(crate) fn put(&self, path: &str, body: &Value) -> Result<Value, RemoteError> {
-        let rq = self
-            .agent
-            .put(self.url(path))
-            .header("Authorization", format!("Bearer {}", self.key))
-            .header("X-Memwarden-Session", &self.session);
-        self.finish(
-            rq.content_type("application/json")
-                .send(body.to_string().as_bytes()),
-        )
+        let rq = self.agent.put(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
+        self.finish(rq.content_type("application/json").send(body.to_string().as_bytes()))
     }
 
     /// The answer as JSON, or the error it reports.
-    fn finish(
-        &self,
-        r: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
-    ) -> Result<Value, RemoteError> {
-        let mut resp =
-            r.map_err(|e| RemoteError::new("connection", format!("{}: {e}", self.base)))?;
+    fn finish(&self, r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Value, RemoteError> {
+        let mut resp = r.map_err(|e| RemoteError::new("connection", format!("{}: {e}", self.base)))?;
         let status = resp.status();
         let text = resp
             .body_mut()
             .with_config()
             .limit(RESPONSE_BYTES_MAX)
             .read_to_string()
-            .map_err(|e| {
-                RemoteError::new(
-                    "connection",
-                    format!("{}: reading the answer: {e}", self.base),
-                )
-            })?;
-        let parsed = if text.trim().is_empty() {
-            Ok(Value::Null)
-        } else {
-            serde_json::from_str::<Value>(&text)
-        };
+            .map_err(|e| RemoteError::new("connection", format!("{}: reading the answer: {e}", self.base)))?;
+        let parsed = if text.trim().is_empty() { Ok(Value::Null) } else { serde_json::from_str::<Value>(&text) };
         if status.is_success() {
-            return parsed.map_err(|e| {
-                RemoteError::new(
-                    "bad_response",
-                    format!(
-                        "{} answered {status} with a body that is not JSON: {e}",
-                        self.base
-                    ),
-                )
-            });
+            return parsed.map_err(|e| RemoteError::new("bad_response", format!("{} answered {status} with a body that is not JSON: {e}", self.base)));
         }
         // RFC 9457 problem details: `{"type", "title", "status", "detail", "code"}`.
         if let Ok(p) = &parsed
-            && let (Some(code), Some(detail)) = (
-                p.get("code").and_then(Value::as_str),
-                p.get("detail").and_then(Value::as_str),
-            )
+            && let (Some(code), Some(detail)) = (p.get("code").and_then(Value::as_str), p.get("detail").and_then(Value::as_str))
         {
             return Err(RemoteError::new(code, detail));
         }
@@ -234,10 +169,7 @@ impl Remote {
         if detail.is_empty() {
             detail = status.canonical_reason().unwrap_or("no detail").to_owned();
         }
-        Err(RemoteError::new(
-            &format!("http_{}", status.as_u16()),
-            format!("{} answered {status}: {detail}", self.base),
-        ))
+        Err(RemoteError::new(&format!("http_{}", status.as_u16()), format!("{} answered {status}: {detail}", self.base)))
     }
 }
 
@@ -255,15 +187,10 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
 /// The API key: `--key-file`, else `--api-key` / `MEMWARDEN_API_KEY`.
 fn api_key(cli: &Cli) -> Result<String, RemoteError> {
     if let Some(p) = &cli.key_file {
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| RemoteError::input(format!("--key-file {}: {e}", p.display())))?;
+        let text = std::fs::read_to_string(p).map_err(|e| RemoteError::input(format!("--key-file {}: {e}", p.display())))?;
         return Ok(text.trim().to_owned());
     }
-    cli.api_key.clone().ok_or_else(|| {
-        RemoteError::input(
-            "--server needs an API key: --key-file PATH, MEMWARDEN_API_KEY or --api-key",
-        )
-    })
+    cli.api_key.clone().ok_or_else(|| RemoteError::input("--server needs an API key: --key-file PATH, MEMWARDEN_API_KEY or --api-key"))
 }
 
 /// Memories per request when importing (the server's default batch limit).
@@ -349,9 +276,7 @@ fn values_json(specs: &[String]) -> Result<Vec<Value>, RemoteError> {
 fn add_body(a: &AddArgs) -> Result<Value, RemoteError> {
     let mut metadata = serde_json::Map::new();
     for m in &a.meta {
-        let (k, v) = m
-            .split_once('=')
-            .ok_or_else(|| RemoteError::input(format!("metadata must be k=v, got {m:?}")))?;
+        let (k, v) = m.split_once('=').ok_or_else(|| RemoteError::input(format!("metadata must be k=v, got {m:?}")))?;
         metadata.insert(k.to_owned(), Value::String(v.to_owned()));
     }
     let mut body = json!({
@@ -374,10 +299,8 @@ fn decide_body(d: &DecideArgs) -> Result<Value, RemoteError> {
         .grants
         .iter()
         .map(|p| {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| RemoteError::input(format!("{}: {e}", p.display())))?;
-            memwarden_server::strict::from_str::<Value>(&text)
-                .map_err(|e| RemoteError::input(format!("{} is not a grant: {e}", p.display())))
+            let text = std::fs::read_to_string(p).map_err(|e| RemoteError::input(format!("{}: {e}", p.display())))?;
+            memwarden_server::strict::from_str::<Value>(&text).map_err(|e| RemoteError::input(format!("{} is not a grant: {e}", p.display())))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut body = json!({
@@ -396,9 +319,7 @@ fn decide_body(d: &DecideArgs) -> Result<Value, RemoteError> {
 
 fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
     if let Some(name) = local_only(&cli.cmd) {
-        return Err(RemoteError::input(format!(
-            "`memwarden {name}` works on a local data directory (--data) only; drop --server (or unset MEMWARDEN_SERVER)"
-        )));
+        return Err(RemoteError::input(format!("`memwarden {name}` works on a local data directory (--data) only; drop --server (or unset MEMWARDEN_SERVER)")));
     }
     let server = cli.server.as_deref().unwrap_or_default();
     let r = Remote::new(server, &api_key(cli)?, &cli.session)?;
@@ -497,25 +418,13 @@ mod tests {
         assert_eq!(enc("ab-9._~"), "ab-9._~");
         assert_eq!(enc("../admin/keys?x=1"), "..%2Fadmin%2Fkeys%3Fx%3D1");
         assert_eq!(enc("é"), "%C3%A9");
-        assert_eq!(
-            RemoteError::new("not_found", "memory\n  x\tnot found").to_string(),
-            "not_found: memory x not found"
-        );
+        assert_eq!(RemoteError::new("not_found", "memory\n  x\tnot found").to_string(), "not_found: memory x not found");
     }
 
     #[test]
     fn only_plain_http_urls_and_sane_keys() {
-        assert!(
-            Remote::new("http://127.0.0.1:7077/", "mw_k", "default")
-                .is_ok_and(|r| r.base == "http://127.0.0.1:7077")
-        );
-        assert_eq!(
-            Remote::new("https://example.org", "mw_k", "default")
-                .err()
-                .unwrap()
-                .code,
-            "invalid_input"
-        );
+        assert!(Remote::new("http://127.0.0.1:7077/", "mw_k", "default").is_ok_and(|r| r.base == "http://127.0.0.1:7077"));
+        assert_eq!(Remote::new("https://example.org", "mw_k", "default").err().unwrap().code, "invalid_input");
         assert!(Remote::new("127.0.0.1:7077", "mw_k", "default").is_err());
         assert!(Remote::new("http://127.0.0.1:7077", "mw k", "default").is_err());
         assert!(Remote::new("http://127.0.0.1:7077", " ", "default").is_err());

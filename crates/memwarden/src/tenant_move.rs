@@ -44,9 +44,7 @@ pub(crate) struct Where {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn fail(e: impl std::fmt::Display) -> EngineError {
@@ -68,18 +66,12 @@ fn log_json(size: u64, root: &[u8; 32], head: &[u8; 32]) -> serde_json::Value {
 
 /// Write to `path` through a private temporary file renamed into place, so a failed export
 /// leaves no file.
-fn export_to(
-    path: &Path,
-    f: impl FnOnce(&mut dyn Write) -> Result<Exported, TransferError>,
-) -> Result<Exported, EngineError> {
+fn export_to(path: &Path, f: impl FnOnce(&mut dyn Write) -> Result<Exported, TransferError>) -> Result<Exported, EngineError> {
     if path.as_os_str() == "-" {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         return f(&mut out).map_err(|e| refused("export", e));
     }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "export".into());
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "export".into());
     let tmp = path.with_file_name(format!(".{name}.partial"));
     let mut o = std::fs::OpenOptions::new();
     o.write(true).create(true).truncate(true);
@@ -88,16 +80,11 @@ fn export_to(
         use std::os::unix::fs::OpenOptionsExt;
         o.mode(0o600);
     }
-    let file = o
-        .open(&tmp)
-        .map_err(|e| fail(format!("{}: {e}", tmp.display())))?;
+    let file = o.open(&tmp).map_err(|e| fail(format!("{}: {e}", tmp.display())))?;
     let mut out = std::io::BufWriter::new(file);
     let res = f(&mut out).and_then(|r| {
-        let file = out
-            .into_inner()
-            .map_err(|e| TransferError::Io(e.to_string()))?;
-        file.sync_all()
-            .map_err(|e| TransferError::Io(e.to_string()))?;
+        let file = out.into_inner().map_err(|e| TransferError::Io(e.to_string()))?;
+        file.sync_all().map_err(|e| TransferError::Io(e.to_string()))?;
         Ok(r)
     });
     match res {
@@ -112,10 +99,7 @@ fn export_to(
     }
 }
 
-fn import_from(
-    path: &Path,
-    f: impl FnOnce(&mut dyn BufRead) -> Result<Imported, TransferError>,
-) -> Result<Imported, EngineError> {
+fn import_from(path: &Path, f: impl FnOnce(&mut dyn BufRead) -> Result<Imported, TransferError>) -> Result<Imported, EngineError> {
     if path.as_os_str() == "-" {
         let mut src = std::io::BufReader::new(std::io::stdin().lock());
         return f(&mut src).map_err(|e| refused("import", e));
@@ -145,10 +129,7 @@ pub(crate) fn run(cmd: &TenantCmd, data: &Path, tenant: &str) -> Result<(), Engi
             if w.jsonl.as_os_str() == "-" {
                 eprintln!("{summary}");
             } else {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&summary).unwrap_or_default()
-                );
+                println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
             }
         }
         TenantCmd::Import(w) => {
@@ -157,18 +138,13 @@ pub(crate) fn run(cmd: &TenantCmd, data: &Path, tenant: &str) -> Result<(), Engi
                     let store = pg(spec, data, w.store_key_dir.as_ref())?;
                     import_from(&w.jsonl, |src| store.import_tenant(src, now_ms()))?
                 }
-                None => import_from(&w.jsonl, |src| {
-                    SqliteStore::import_tenant(data, StoreConfig::default(), src, now_ms())
-                })?,
+                None => import_from(&w.jsonl, |src| SqliteStore::import_tenant(data, StoreConfig::default(), src, now_ms()))?,
             };
             let summary = json!({
                 "imported": imported.tenant, "log": log_json(imported.log.size, &imported.log.root, &imported.log.head), "counts": imported.counts,
                 "checkpoint": imported.checkpoint,
             });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&summary).unwrap_or_default()
-            );
+            println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
         }
     }
     Ok(())

@@ -7,12 +7,7 @@ use std::process::{Command, Output};
 
 fn mw(args: &[&str]) -> Output {
     let dir = tempfile::tempdir().unwrap();
-    Command::new(env!("CARGO_BIN_EXE_memwarden"))
-        .arg("--data")
-        .arg(dir.path().join("data"))
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_memwarden")).arg("--data").arg(dir.path().join("data")).args(args).output().unwrap()
 }
 
 fn one_line_error(args: &[&str], fragment: &str) {
@@ -20,21 +15,9 @@ fn one_line_error(args: &[&str], fragment: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} succeeded");
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
-    let lines: Vec<&str> = stderr
-        .lines()
-        .map(|l| l.trim_start_matches('\r'))
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "{args:?} printed more than one line: {stderr}"
-    );
-    assert!(
-        lines[0].starts_with("error: ") && lines[0].contains(fragment),
-        "{args:?}: expected {fragment:?} in {:?}",
-        lines[0]
-    );
+    let lines: Vec<&str> = stderr.lines().map(|l| l.trim_start_matches('\r')).filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{args:?} printed more than one line: {stderr}");
+    assert!(lines[0].starts_with("error: ") && lines[0].contains(fragment), "{args:?}: expected {fragment:?} in {:?}", lines[0]);
 }
 
 #[test]
@@ -47,44 +30,8 @@ fn the_lifecycle_bench_is_wired_and_refuses_bad_options() {
     }
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().to_str().unwrap();
-    one_line_error(
-        &[
-            "bench",
-            "lifecycle",
-            "--quick",
-            "--agent",
-            "gpt",
-            "--out",
-            dir,
-        ],
-        "unknown agent",
-    );
-    one_line_error(
-        &[
-            "bench",
-            "lifecycle",
-            "--quick",
-            "--agents",
-            "1",
-            "--out",
-            dir,
-        ],
-        "--agents must be 2-64",
-    );
-    one_line_error(
-        &[
-            "bench",
-            "lifecycle",
-            "--quick",
-            "--agents",
-            "65",
-            "--out",
-            dir,
-        ],
-        "--agents must be 2-64",
-    );
-    assert!(
-        std::fs::read_dir(out.path()).unwrap().next().is_none(),
-        "nothing written on a refused run"
-    );
+    one_line_error(&["bench", "lifecycle", "--quick", "--agent", "gpt", "--out", dir], "unknown agent");
+    one_line_error(&["bench", "lifecycle", "--quick", "--agents", "1", "--out", dir], "--agents must be 2-64");
+    one_line_error(&["bench", "lifecycle", "--quick", "--agents", "65", "--out", dir], "--agents must be 2-64");
+    assert!(std::fs::read_dir(out.path()).unwrap().next().is_none(), "nothing written on a refused run");
 }

@@ -23,16 +23,9 @@ impl Rng {
 
 #[test]
 fn acknowledged_writes_survive_sigkill() {
-    let seed = std::env::var("CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let seed = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    });
     eprintln!("crash test seed {seed} (set CRASH_SEED to replay)");
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
@@ -67,59 +60,28 @@ fn acknowledged_writes_survive_sigkill() {
         child.kill().unwrap(); // SIGKILL on Unix
         child.wait().unwrap();
         let ids = reader.join().unwrap();
-        eprintln!(
-            "round {round}: killed after {:?}, {} writes acknowledged",
-            t.elapsed(),
-            ids.len()
-        );
+        eprintln!("round {round}: killed after {:?}, {} writes acknowledged", t.elapsed(), ids.len());
         acked.extend(ids);
         // Reopen: the log must verify (open refuses otherwise) and every acknowledged write be there.
         let embedder = std::sync::Arc::new(memwarden_engine::embed::HashEmbedder::new(384));
         // Vector search only: what is checked below is the vector index file's recovery (the
         // lexical index lives in the commit's own SQLite transaction). Under hybrid search the
         // near-identical test texts ("... 3985.6.5" / "... 3985.5.6") tie lexically.
-        let engine = Engine::open(
-            dir.path(),
-            EngineConfig {
-                embedder: Some(embedder),
-                hybrid: false,
-                ..EngineConfig::default()
-            },
-        )
-        .unwrap();
+        let engine = Engine::open(dir.path(), EngineConfig { embedder: Some(embedder), hybrid: false, ..EngineConfig::default() }).unwrap();
         let report = engine.verify_log().unwrap();
         assert!(report.is_ok(), "round {round}: {:?}", report.problem);
         for id in &acked {
-            assert!(
-                engine.store().item(&tenant, id).unwrap().is_some(),
-                "round {round}: acknowledged write {id} lost"
-            );
+            assert!(engine.store().item(&tenant, id).unwrap().is_some(), "round {round}: acknowledged write {id} lost");
         }
         // The index is in step: this round's writes (never saved to the index file, since the
         // writer was killed) come back as their own nearest neighbour.
-        let writer = engine
-            .authenticate(&tenant, &PrincipalId::new("crash-writer").unwrap())
-            .unwrap();
+        let writer = engine.authenticate(&tenant, &PrincipalId::new("crash-writer").unwrap()).unwrap();
         let ns = Namespace::new("crash").unwrap();
         for id in acked.iter().rev().take(12) {
-            let text = engine
-                .store()
-                .item(&tenant, id)
-                .unwrap()
-                .unwrap()
-                .content()
-                .to_owned();
+            let text = engine.store().item(&tenant, id).unwrap().unwrap().content().to_owned();
             let hits = engine.search(&writer, &ns, &text, 1).unwrap();
-            assert_eq!(
-                hits.first().map(|h| h.item.id()),
-                Some(*id),
-                "round {round}: index lost {id} ({text:?})"
-            );
+            assert_eq!(hits.first().map(|h| h.item.id()), Some(*id), "round {round}: index lost {id} ({text:?})");
         }
     }
-    assert!(
-        acked.len() > kills,
-        "the writer barely wrote anything ({} writes)",
-        acked.len()
-    );
+    assert!(acked.len() > kills, "the writer barely wrote anything ({} writes)", acked.len());
 }

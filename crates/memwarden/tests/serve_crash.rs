@@ -37,22 +37,15 @@ const TENANT: &str = "acme";
 const WRITERS: usize = 4;
 
 fn pg_url() -> String {
-    std::env::var("MEMWARDEN_PG_URL")
-        .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into())
+    std::env::var("MEMWARDEN_PG_URL").unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into())
 }
 
 fn cycles() -> usize {
-    std::env::var("MEMWARDEN_CRASH_CYCLES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50)
+    std::env::var("MEMWARDEN_CRASH_CYCLES").ok().and_then(|s| s.parse().ok()).unwrap_or(50)
 }
 
 fn now_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
 /// xorshift64*: kill moments are random per run; the seed is printed so a failure can be replayed.
@@ -67,10 +60,7 @@ impl Rng {
 }
 
 fn seeded() -> Rng {
-    let seed = std::env::var("CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| now_nanos() | 1);
+    let seed = std::env::var("CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| now_nanos() | 1);
     eprintln!("crash test seed {seed} (set CRASH_SEED to replay)");
     Rng(seed)
 }
@@ -100,40 +90,21 @@ impl Served {
 /// PostgreSQL store `spec` (whose servers share `key_dir`).
 fn serve(data: &Path, spec: Option<&str>, key_dir: &Path) -> Served {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_memwarden"));
-    cmd.arg("--data").arg(data).args([
-        "--embedder",
-        "hash",
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--rate-per-sec",
-        "0",
-    ]);
+    cmd.arg("--data").arg(data).args(["--embedder", "hash", "serve", "--addr", "127.0.0.1:0", "--rate-per-sec", "0"]);
     if let Some(spec) = spec {
         cmd.args(["--store", spec, "--store-key-dir"]).arg(key_dir);
     }
-    let mut child = cmd
-        .env("MEMWARDEN_ADMIN_TOKEN", ADMIN)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cmd.env("MEMWARDEN_ADMIN_TOKEN", ADMIN).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
-        let line = lines
-            .next()
-            .unwrap_or_else(|| panic!("server exited before announcing its address"))
-            .unwrap();
+        let line = lines.next().unwrap_or_else(|| panic!("server exited before announcing its address")).unwrap();
         if let Some(rest) = line.split("on http://").nth(1) {
             break rest.split_whitespace().next().unwrap().to_owned();
         }
     };
     // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    Served {
-        child,
-        base: format!("http://{addr}"),
-    }
+    Served { child, base: format!("http://{addr}") }
 }
 
 fn agent() -> ureq::Agent {
@@ -146,38 +117,22 @@ fn agent() -> ureq::Agent {
 }
 
 /// One request: `Ok((status, body))`, or `Err` for a transport failure (no answer).
-fn call(
-    http: &ureq::Agent,
-    method: &str,
-    url: &str,
-    token: &str,
-    body: Option<&Value>,
-) -> Result<(u16, Value), String> {
+fn call(http: &ureq::Agent, method: &str, url: &str, token: &str, body: Option<&Value>) -> Result<(u16, Value), String> {
     let auth = format!("Bearer {token}");
     let sent = match (method, body) {
         ("GET", _) => http.get(url).header("Authorization", &auth).call(),
-        ("POST", Some(b)) => http
-            .post(url)
-            .header("Authorization", &auth)
-            .content_type("application/json")
-            .send(b.to_string().as_bytes()),
+        ("POST", Some(b)) => http.post(url).header("Authorization", &auth).content_type("application/json").send(b.to_string().as_bytes()),
         ("POST", None) => http.post(url).header("Authorization", &auth).send_empty(),
         _ => panic!("unsupported {method}"),
     };
     let mut resp = sent.map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
-    let text = resp
-        .body_mut()
-        .with_config()
-        .limit(64 << 20)
-        .read_to_string()
-        .map_err(|e| e.to_string())?;
+    let text = resp.body_mut().with_config().limit(64 << 20).read_to_string().map_err(|e| e.to_string())?;
     Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
 }
 
 fn ok(http: &ureq::Agent, method: &str, url: &str, token: &str, body: Option<&Value>) -> Value {
-    let (status, v) =
-        call(http, method, url, token, body).unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let (status, v) = call(http, method, url, token, body).unwrap_or_else(|e| panic!("{method} {url}: {e}"));
     assert!((200..300).contains(&status), "{method} {url}: {status} {v}");
     v
 }
@@ -193,36 +148,10 @@ fn setup(s: &Served) -> Keys {
     let http = agent();
     let alice_key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
     let alice = json!({"tenant": TENANT, "id": "alice", "kind": "user", "public_key": hex::encode(alice_key.verifying_key().to_bytes())});
-    ok(
-        &http,
-        "POST",
-        &format!("{}/v1/admin/principals", s.base),
-        ADMIN,
-        Some(&alice),
-    );
-    ok(
-        &http,
-        "POST",
-        &format!("{}/v1/admin/principals", s.base),
-        ADMIN,
-        Some(&json!({"tenant": TENANT, "id": "asst", "kind": "agent"})),
-    );
-    let key = |p: &str| {
-        ok(
-            &http,
-            "POST",
-            &format!("{}/v1/admin/keys", s.base),
-            ADMIN,
-            Some(&json!({"tenant": TENANT, "principal": p, "label": "crash"})),
-        )["token"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    Keys {
-        agent: key("asst"),
-        user: key("alice"),
-    }
+    ok(&http, "POST", &format!("{}/v1/admin/principals", s.base), ADMIN, Some(&alice));
+    ok(&http, "POST", &format!("{}/v1/admin/principals", s.base), ADMIN, Some(&json!({"tenant": TENANT, "id": "asst", "kind": "agent"})));
+    let key = |p: &str| ok(&http, "POST", &format!("{}/v1/admin/keys", s.base), ADMIN, Some(&json!({"tenant": TENANT, "principal": p, "label": "crash"})))["token"].as_str().unwrap().to_owned();
+    Keys { agent: key("asst"), user: key("alice") }
 }
 
 /// What the writers saw: every write answered with a 2xx (id → text), and every other answer
@@ -240,51 +169,22 @@ const NAMESPACE_WRITES_MAX: u64 = 2000;
 /// `stop_on_silence`) the server stops answering. Writer `w` writes to namespaces
 /// `{prefix}-{w}-{0,1,...}`, a new one every [`NAMESPACE_WRITES_MAX`] writes; each text names
 /// its namespace ([`namespace_of`]) and is unique.
-fn writers(
-    base: &str,
-    token: &str,
-    prefix: &str,
-    stop: &Arc<AtomicBool>,
-    tally: &Arc<Mutex<Tally>>,
-    stop_on_silence: bool,
-) -> Vec<std::thread::JoinHandle<()>> {
+fn writers(base: &str, token: &str, prefix: &str, stop: &Arc<AtomicBool>, tally: &Arc<Mutex<Tally>>, stop_on_silence: bool) -> Vec<std::thread::JoinHandle<()>> {
     (0..WRITERS)
         .map(|w| {
-            let (base, token, prefix, stop, tally) = (
-                base.to_owned(),
-                token.to_owned(),
-                prefix.to_owned(),
-                stop.clone(),
-                tally.clone(),
-            );
+            let (base, token, prefix, stop, tally) = (base.to_owned(), token.to_owned(), prefix.to_owned(), stop.clone(), tally.clone());
             std::thread::spawn(move || {
                 let http = agent();
                 let mut n = 0u64;
                 while !stop.load(Ordering::SeqCst) {
                     let namespace = format!("{prefix}-{w}-{}", n / NAMESPACE_WRITES_MAX);
                     n += 1;
-                    let content = format!(
-                        "ledger {namespace} writer {w} line {n}: invoice {} settled",
-                        now_nanos() % 1_000_000
-                    );
+                    let content = format!("ledger {namespace} writer {w} line {n}: invoice {} settled", now_nanos() % 1_000_000);
                     let body = json!({"namespace": namespace, "content": content});
-                    match call(
-                        &http,
-                        "POST",
-                        &format!("{base}/v1/memories"),
-                        &token,
-                        Some(&body),
-                    ) {
+                    match call(&http, "POST", &format!("{base}/v1/memories"), &token, Some(&body)) {
                         Ok((status, v)) if (200..300).contains(&status) => {
-                            let id = v["item"]["id"]
-                                .as_str()
-                                .unwrap_or_else(|| panic!("a 2xx write without an id: {v}"))
-                                .to_owned();
-                            assert_eq!(
-                                v["item"]["content"],
-                                content.as_str(),
-                                "the server acknowledged another text"
-                            );
+                            let id = v["item"]["id"].as_str().unwrap_or_else(|| panic!("a 2xx write without an id: {v}")).to_owned();
+                            assert_eq!(v["item"]["content"], content.as_str(), "the server acknowledged another text");
                             let prior = tally.lock().unwrap().acked.insert(id.clone(), content);
                             assert!(prior.is_none(), "id {id} acknowledged twice");
                         }
@@ -312,71 +212,30 @@ fn check_store(base: &str, keys: &Keys, acked: &BTreeMap<String, String>, rng: &
     let http = agent();
     let mut by_ns: HashMap<String, Vec<(&String, &String)>> = HashMap::new();
     for (id, text) in acked {
-        by_ns
-            .entry(namespace_of(text))
-            .or_default()
-            .push((id, text));
+        by_ns.entry(namespace_of(text)).or_default().push((id, text));
     }
     for (ns, want) in &by_ns {
-        let listed = ok(
-            &http,
-            "GET",
-            &format!("{base}/v1/memories?namespace={ns}&limit=10000"),
-            &keys.agent,
-            None,
-        );
+        let listed = ok(&http, "GET", &format!("{base}/v1/memories?namespace={ns}&limit=10000"), &keys.agent, None);
         let listed = listed["results"].as_array().unwrap();
-        assert!(
-            listed.len() as u64 <= NAMESPACE_WRITES_MAX,
-            "namespace {ns} holds more memories than were written to it"
-        );
+        assert!(listed.len() as u64 <= NAMESPACE_WRITES_MAX, "namespace {ns} holds more memories than were written to it");
         let mut texts: HashMap<&str, &str> = HashMap::new();
         for m in listed {
             let (id, text) = (m["id"].as_str().unwrap(), m["content"].as_str().unwrap());
-            assert!(
-                texts.insert(text, id).is_none(),
-                "text stored twice in {ns}: {text}"
-            );
+            assert!(texts.insert(text, id).is_none(), "text stored twice in {ns}: {text}");
         }
         for (id, text) in want {
-            assert_eq!(
-                texts.get(text.as_str()),
-                Some(&id.as_str()),
-                "acknowledged write {id} ({text}) is missing from {ns}"
-            );
+            assert_eq!(texts.get(text.as_str()), Some(&id.as_str()), "acknowledged write {id} ({text}) is missing from {ns}");
         }
     }
     let all: Vec<(&String, &String)> = acked.iter().collect();
     for _ in 0..all.len().min(20) {
         let (id, text) = all[(rng.next() % all.len() as u64) as usize];
         let body = json!({"namespace": namespace_of(text), "query": text, "k": 3});
-        let hits = ok(
-            &http,
-            "POST",
-            &format!("{base}/v1/search"),
-            &keys.agent,
-            Some(&body),
-        );
-        assert!(
-            hits["results"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|h| h["id"] == id.as_str()),
-            "search does not find acknowledged write {id}: {hits}"
-        );
+        let hits = ok(&http, "POST", &format!("{base}/v1/search"), &keys.agent, Some(&body));
+        assert!(hits["results"].as_array().unwrap().iter().any(|h| h["id"] == id.as_str()), "search does not find acknowledged write {id}: {hits}");
     }
-    let v = ok(
-        &http,
-        "GET",
-        &format!("{base}/v1/audit/verify"),
-        &keys.user,
-        None,
-    );
-    assert_eq!(
-        v["ok"], true,
-        "the log does not verify after the crashes: {v}"
-    );
+    let v = ok(&http, "GET", &format!("{base}/v1/audit/verify"), &keys.user, None);
+    assert_eq!(v["ok"], true, "the log does not verify after the crashes: {v}");
 }
 
 /// The namespace a writer's text names.
@@ -389,11 +248,7 @@ fn crash_cycles(postgres: bool) {
     let mut rng = seeded();
     let dir = tempfile::tempdir().unwrap();
     let key_dir = dir.path().join("store-key");
-    let schema = format!(
-        "mw_crash_{}_{}",
-        std::process::id(),
-        now_nanos() % 1_000_000_000
-    );
+    let schema = format!("mw_crash_{}_{}", std::process::id(), now_nanos() % 1_000_000_000);
     let spec = postgres.then(|| format!("{} schema={schema}", pg_url()));
     let victim_data = dir.path().join("victim");
     let first = serve(&victim_data, spec.as_deref(), &key_dir);
@@ -405,14 +260,7 @@ fn crash_cycles(postgres: bool) {
     let tally = Arc::new(Mutex::new(Tally::default()));
     let bystander = spec.as_deref().map(|spec| {
         let s = serve(&dir.path().join("bystander"), Some(spec), &key_dir);
-        let w = writers(
-            &s.base,
-            &keys.agent,
-            "bystander",
-            &bystander_stop,
-            &tally,
-            false,
-        );
+        let w = writers(&s.base, &keys.agent, "bystander", &bystander_stop, &tally, false);
         (s, w)
     });
 
@@ -426,13 +274,7 @@ fn crash_cycles(postgres: bool) {
         let w = writers(&s.base, &keys.agent, &prefix, &stop, &tally, true);
         std::thread::sleep(Duration::from_millis(100 + rng.next() % 500));
         let theirs = format!("ledger {prefix}-");
-        let during = tally
-            .lock()
-            .unwrap()
-            .acked
-            .values()
-            .filter(|t| t.starts_with(&theirs))
-            .count();
+        let during = tally.lock().unwrap().acked.values().filter(|t| t.starts_with(&theirs)).count();
         s.kill();
         stop.store(true, Ordering::SeqCst);
         for h in w {
@@ -457,16 +299,9 @@ fn crash_cycles(postgres: bool) {
         tally.acked.len(),
         tally.refused
     );
-    assert!(
-        killed_mid_load * 2 >= n,
-        "most kills must land while writes are being acknowledged ({killed_mid_load} of {n})"
-    );
+    assert!(killed_mid_load * 2 >= n, "most kills must land while writes are being acknowledged ({killed_mid_load} of {n})");
     // Only the killed server's clients may see a write fail, and only by losing the connection.
-    assert!(
-        tally.refused.keys().all(|s| *s == 0),
-        "writes were refused, not only cut off: {:?}",
-        tally.refused
-    );
+    assert!(tally.refused.keys().all(|s| *s == 0), "writes were refused, not only cut off: {:?}", tally.refused);
 
     let s = serve(&victim_data, spec.as_deref(), &key_dir);
     check_store(&s.base, &keys, &tally.acked, &mut rng);
@@ -510,18 +345,11 @@ fn pg_bin() -> PathBuf {
         .filter(|(_, b): &(u32, PathBuf)| b.join("initdb").exists())
         .collect();
     found.sort();
-    found
-        .pop()
-        .expect("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")
-        .1
+    found.pop().expect("no PostgreSQL binaries under /usr/lib/postgresql/*/bin").1
 }
 
 fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
+    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
 }
 
 /// `program` as the `postgres` user when we are root (PostgreSQL refuses to run as root);
@@ -529,8 +357,7 @@ fn is_root() -> bool {
 fn as_pg_user(program: &Path) -> Command {
     if is_root() {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid=postgres", "--regid=postgres", "--init-groups"])
-            .arg(program);
+        c.args(["--reuid=postgres", "--regid=postgres", "--init-groups"]).arg(program);
         c
     } else {
         Command::new(program)
@@ -538,51 +365,23 @@ fn as_pg_user(program: &Path) -> Command {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl PrivateCluster {
     fn init() -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("mwpg")
-            .tempdir_in("/tmp")
-            .unwrap();
+        let dir = tempfile::Builder::new().prefix("mwpg").tempdir_in("/tmp").unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir(&data).unwrap();
         if is_root() {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-            assert!(
-                Command::new("chown")
-                    .args(["-R", "postgres:postgres"])
-                    .arg(&data)
-                    .status()
-                    .unwrap()
-                    .success()
-            );
+            assert!(Command::new("chown").args(["-R", "postgres:postgres"]).arg(&data).status().unwrap().success());
         }
         let bin = pg_bin();
-        let out = as_pg_user(&bin.join("initdb"))
-            .arg("-D")
-            .arg(&data)
-            .args(["-A", "trust", "-U", "postgres", "-E", "UTF8"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "initdb failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut c = Self {
-            dir,
-            port: free_port(),
-            bin,
-            postmaster: None,
-        };
+        let out = as_pg_user(&bin.join("initdb")).arg("-D").arg(&data).args(["-A", "trust", "-U", "postgres", "-E", "UTF8"]).output().unwrap();
+        assert!(out.status.success(), "initdb failed: {}", String::from_utf8_lossy(&out.stderr));
+        let mut c = Self { dir, port: free_port(), bin, postmaster: None };
         c.start();
         c
     }
@@ -592,10 +391,7 @@ impl PrivateCluster {
     }
 
     fn spec(&self, schema: &str) -> String {
-        format!(
-            "host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=2 schema={schema}",
-            self.port
-        )
+        format!("host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=2 schema={schema}", self.port)
     }
 
     /// Start the postmaster (after a kill: crash recovery) and wait until it accepts connections.
@@ -603,13 +399,7 @@ impl PrivateCluster {
         let child = as_pg_user(&self.bin.join("postgres"))
             .arg("-D")
             .arg(self.data())
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-k",
-            ])
+            .args(["-p", &self.port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
             .arg(self.data())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -618,26 +408,18 @@ impl PrivateCluster {
         self.postmaster = Some(child);
         let t = Instant::now();
         loop {
-            let ready = Command::new(self.bin.join("pg_isready"))
-                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-                .output()
-                .unwrap();
+            let ready = Command::new(self.bin.join("pg_isready")).args(["-h", "127.0.0.1", "-p", &self.port.to_string()]).output().unwrap();
             if ready.status.success() {
                 return;
             }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "the private PostgreSQL did not come up"
-            );
+            assert!(t.elapsed() < Duration::from_secs(60), "the private PostgreSQL did not come up");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 
     /// SIGKILL the postmaster and every process it started (a crash of the database server).
     fn kill(&mut self) {
-        let Some(mut pm) = self.postmaster.take() else {
-            return;
-        };
+        let Some(mut pm) = self.postmaster.take() else { return };
         let pid = pm.id();
         let children: Vec<u32> = std::fs::read_dir("/proc")
             .unwrap()
@@ -646,13 +428,7 @@ impl PrivateCluster {
             .filter(|p| {
                 std::fs::read_to_string(format!("/proc/{p}/stat"))
                     .ok()
-                    .and_then(|s| {
-                        s.rsplit_once(") ").and_then(|(_, rest)| {
-                            rest.split_whitespace()
-                                .nth(1)
-                                .and_then(|pp| pp.parse::<u32>().ok())
-                        })
-                    })
+                    .and_then(|s| s.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1).and_then(|pp| pp.parse::<u32>().ok())))
                     == Some(pid)
             })
             .collect();
@@ -663,14 +439,8 @@ impl PrivateCluster {
         }
         // Wait until none of them runs (a zombie nobody reaps holds no shared memory).
         let t = Instant::now();
-        while children.iter().any(|c| {
-            std::fs::read_to_string(format!("/proc/{c}/stat"))
-                .is_ok_and(|s| !s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
-        }) {
-            assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "PostgreSQL backends outlived their postmaster"
-            );
+        while children.iter().any(|c| std::fs::read_to_string(format!("/proc/{c}/stat")).is_ok_and(|s| !s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))) {
+            assert!(t.elapsed() < Duration::from_secs(30), "PostgreSQL backends outlived their postmaster");
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -702,10 +472,7 @@ fn a_killed_and_restarted_database_server_loses_no_acknowledged_write() {
         let t = Instant::now();
         let before = acked();
         while acked() < before + 20 {
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "writes stopped flowing before crash {crash}"
-            );
+            assert!(t.elapsed() < Duration::from_secs(60), "writes stopped flowing before crash {crash}");
             std::thread::sleep(Duration::from_millis(10));
         }
         std::thread::sleep(Duration::from_millis(rng.next() % 300));
@@ -717,10 +484,7 @@ fn a_killed_and_restarted_database_server_loses_no_acknowledged_write() {
         // The server reconnects by itself: writes are acknowledged again.
         let t = Instant::now();
         while acked() < during + 10 {
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "the server did not recover after database crash {crash}"
-            );
+            assert!(t.elapsed() < Duration::from_secs(60), "the server did not recover after database crash {crash}");
             std::thread::sleep(Duration::from_millis(10));
         }
         outages.push(down_at.elapsed());
@@ -730,22 +494,10 @@ fn a_killed_and_restarted_database_server_loses_no_acknowledged_write() {
         h.join().unwrap();
     }
     let tally = std::mem::take(&mut *tally.lock().unwrap());
-    eprintln!(
-        "3 database crashes: {} writes acknowledged, other answers by status {:?}, down-to-writing-again {outages:?}",
-        tally.acked.len(),
-        tally.refused
-    );
+    eprintln!("3 database crashes: {} writes acknowledged, other answers by status {:?}, down-to-writing-again {outages:?}", tally.acked.len(), tally.refused);
     // While the database was down, writes failed, and failed as server errors, never as 4xx.
-    assert!(
-        tally.refused.keys().any(|s| *s >= 500),
-        "no write failed while the database was down: {:?}",
-        tally.refused
-    );
-    assert!(
-        tally.refused.keys().all(|s| *s >= 500 || *s == 0),
-        "a write was answered with a client error: {:?}",
-        tally.refused
-    );
+    assert!(tally.refused.keys().any(|s| *s >= 500), "no write failed while the database was down: {:?}", tally.refused);
+    assert!(tally.refused.keys().all(|s| *s >= 500 || *s == 0), "a write was answered with a client error: {:?}", tally.refused);
 
     check_store(&s.base, &keys, &tally.acked, &mut rng);
     // A fresh server verifies the whole store at open and agrees.

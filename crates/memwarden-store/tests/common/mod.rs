@@ -1,12 +1,6 @@
 //! Helpers shared by the store's integration tests: principals, gate-admitted writes and the
 //! mutations that change a stored memory, built the way the engine builds them.
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    missing_docs
-)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
 use memwarden_core::prelude::*;
 use memwarden_store::{CommitError, Mutation, Receipt, SqliteStore, Store, StoreConfig};
@@ -65,12 +59,7 @@ pub fn vector(seed: u64) -> Vec<f32> {
             let mut z = x;
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) as f64 / u64::MAX as f64) as f32 - 0.5
-                + if d as u64 == seed % DIMS as u64 {
-                    1.0
-                } else {
-                    0.0
-                }
+            ((z ^ (z >> 31)) as f64 / u64::MAX as f64) as f32 - 0.5 + if d as u64 == seed % DIMS as u64 { 1.0 } else { 0.0 }
         })
         .collect()
 }
@@ -96,62 +85,30 @@ pub fn admitted(writer: &str, n: u64, text: &str, private: bool) -> AdmittedWrit
     if private {
         req.readers = Some(Default::default());
     }
-    Authority::default()
-        .admit_write(
-            &principal(writer, PrincipalKind::Agent),
-            &tenant(),
-            req,
-            &[],
-            id(n),
-            n,
-        )
-        .unwrap()
+    Authority::default().admit_write(&principal(writer, PrincipalKind::Agent), &tenant(), req, &[], id(n), n).unwrap()
 }
 
 pub fn item_mutation(writer: &str, n: u64, text: &str) -> Mutation {
-    Mutation::Item {
-        write: admitted(writer, n, text, false),
-        embedding: Some(vector(n)),
-    }
+    Mutation::Item { write: admitted(writer, n, text, false), embedding: Some(vector(n)) }
 }
 
 /// Writes one shared memory by `ana` and returns its id and receipt.
 pub fn write(store: &dyn Store, n: u64, text: &str) -> (ItemId, Receipt) {
-    let r = store
-        .commit(n, vec![item_mutation("ana", n, text)])
-        .unwrap()
-        .pop()
-        .unwrap()
-        .unwrap();
+    let r = store.commit(n, vec![item_mutation("ana", n, text)]).unwrap().pop().unwrap().unwrap();
     (id(n), r)
 }
 
 /// A store written by the schema-4 build (see tests/migrate.rs), copied into `<root>/data`
 /// (its key still in the data directory, as that build kept it).
 pub fn legacy_fixture(root: &Path) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("fixtures")
-        .join("schema4");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("fixtures").join("schema4");
     let data = root.join("data");
     std::fs::create_dir_all(data.join("keys")).unwrap();
     std::fs::copy(src.join("memwarden.db"), data.join("memwarden.db")).unwrap();
-    std::fs::copy(
-        src.join("keys").join("log.ed25519"),
-        data.join("keys").join("log.ed25519"),
-    )
-    .unwrap();
+    std::fs::copy(src.join("keys").join("log.ed25519"), data.join("keys").join("log.ed25519")).unwrap();
 }
 
 /// The fixture generator's vectors.
 pub fn fixture_vector(seed: u64) -> Vec<f32> {
-    (0..8)
-        .map(|d| {
-            if d as u64 == seed % 8 {
-                1.0
-            } else {
-                0.1 * ((seed + d as u64) % 5) as f32
-            }
-        })
-        .collect()
+    (0..8).map(|d| if d as u64 == seed % 8 { 1.0 } else { 0.1 * ((seed + d as u64) % 5) as f32 }).collect()
 }
