@@ -20,8 +20,8 @@
 //! and **conformance** (the engine never labels a slot above the core gate's label for it; it
 //! may be lower: the engine's session taint and lifecycle gates only restrict).
 
-use crate::model::{AuthorityModel, ModelState, Presented, REPORTED_TOOL, SlotOp, Stats, Step, tool_text};
-use crate::world::{ACT_AMOUNT, KEY, TOOL, Who, now_ms};
+use crate::model::{AuthorityModel, ModelState, Presented, REPORTED_TOOL, SlotOp, Stats, Step, pay_action, tool_text};
+use crate::world::{KEY, Who, now_ms};
 use crate::{CheckConfig, GateKind};
 use memwarden_core::prelude::*;
 use memwarden_engine::{Actor, Engine, EngineConfig, Preset};
@@ -245,34 +245,24 @@ fn perform(
             let (text, route) = writer.write_text(value);
             made = Some((w.engine.add(&actor, WriteRequest::new(ns, text, route)).ok().map(|(i, _)| i), None));
         }
-        Step::Paraphrase { of } => {
+        Step::Paraphrase { of } | Step::Echo { of, .. } | Step::BareEcho { of } => {
+            // The agent's session is handed the source first; a source the engine withholds
+            // leaves nothing to derive from.
             let agent = w.fresh(Who::Agent)?;
             let of = usize::from(of);
-            made = Some(match w.hand(&agent, of) {
-                None => (None, Some(of)),
-                Some(_) => {
-                    let value = after.slots.get(before.slots.len()).map(|s| s.value).ok_or("no new slot")?;
-                    let req = WriteRequest::new(ns, format!("Summary: the payee account is {}.", value.raw()), Route::Summary);
-                    (w.engine.add(&agent, req).ok().map(|(i, _)| i), Some(of))
-                }
-            });
-        }
-        Step::Echo { of, .. } | Step::BareEcho { of } => {
-            let (tool, args) = match step {
-                Step::Echo { tool, .. } => (tool, true),
-                _ => (REPORTED_TOOL, false),
+            let value = after.slots.get(before.slots.len()).map(|s| s.value).ok_or("no new slot")?;
+            let out = match w.hand(&agent, of) {
+                None => None,
+                Some(_) => match step {
+                    Step::Paraphrase { .. } => {
+                        let req = WriteRequest::new(ns, format!("Summary: the payee account is {}.", value.raw()), Route::Summary);
+                        w.engine.add(&agent, req).ok()
+                    }
+                    Step::Echo { tool, .. } => w.engine.tool_call(&agent, &pid(tool)?, ns, vec![value_arg(value.raw())], &[], tool_text(tool, value)).ok(),
+                    _ => w.engine.tool_call(&agent, &pid(REPORTED_TOOL)?, ns, Vec::new(), &[], tool_text(REPORTED_TOOL, value)).ok(),
+                },
             };
-            let agent = w.fresh(Who::Agent)?;
-            let of = usize::from(of);
-            made = Some(match w.hand(&agent, of) {
-                None => (None, Some(of)),
-                Some(_) => {
-                    let value = after.slots.get(before.slots.len()).map(|s| s.value).ok_or("no new slot")?;
-                    let args = if args { vec![value_arg(value.raw())] } else { Vec::new() };
-                    let out = w.engine.tool_call(&agent, &pid(tool)?, ns, args, &[], tool_text(tool, value));
-                    (out.ok().map(|(i, _)| i), Some(of))
-                }
-            });
+            made = Some((out.map(|(i, _)| i), Some(of)));
         }
         Step::Report { caller, value, args } => {
             let actor = w.fresh(caller)?;
@@ -309,15 +299,7 @@ fn perform(
                 return Ok(());
             }
             let signed = grant.map(|g| model.signed_grant(before, g)).transpose()?;
-            let action = ActionRequest {
-                tool: TOOL.into(),
-                kind: ActionKind::Act,
-                risk: Risk::High,
-                values: vec![ActionValue { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }],
-                amount: Some(ACT_AMOUNT.into()),
-                context: handed.iter().map(|(_, i)| i.id()).collect(),
-                grants: signed.iter().cloned().collect(),
-            };
+            let action = pay_action(value, handed.iter().map(|(_, i)| i.id()).collect(), signed.iter().cloned().collect());
             let (verdict, _) = w.engine.decide(&agent, &action).map_err(|e| err("decide", e))?;
             *report.decisions.entry(verdict.decision.as_str().into()).or_insert(0) += 1;
             let executed = matches!(verdict.decision, Decision::Allow | Decision::Redact);

@@ -410,6 +410,20 @@ fn grant_index(n: &[u8; 16]) -> Option<u8> {
 }
 
 /// The text of `tool`'s output carrying `value` (every tool output in the model says the same).
+/// The model's one action: `pay(value, 1500)` citing `context`, presenting `grants` (the tool
+/// unregistered, so the system classes it a high-risk act whatever the request says).
+pub(crate) fn pay_action(value: Val, context: Vec<ItemId>, grants: Vec<SignedGrant>) -> ActionRequest {
+    ActionRequest {
+        tool: TOOL.into(),
+        kind: ActionKind::Act,
+        risk: Risk::High,
+        values: vec![ActionValue { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }],
+        amount: Some(ACT_AMOUNT.into()),
+        context,
+        grants,
+    }
+}
+
 pub(crate) fn tool_text(tool: Who, value: Val) -> String {
     format!("{} lookup: account {} is on file.", tool.id(), value.raw())
 }
@@ -707,15 +721,7 @@ impl AuthorityModel {
         let elevations: Vec<Elevation> =
             s.elevations.iter().map(|j| serde_json::from_str(j)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
         let grants: Vec<SignedGrant> = grant.map(|g| self.signed_grant(s, g)).transpose()?.into_iter().collect();
-        let action = ActionRequest {
-            tool: TOOL.into(),
-            kind: ActionKind::Act,
-            risk: Risk::High,
-            values: vec![ActionValue { key: KEY.into(), value: value.raw().into(), kind: ValueKind::Account, sources: vec![] }],
-            amount: Some(ACT_AMOUNT.into()),
-            context: items.iter().map(|i| i.id()).collect(),
-            grants,
-        };
+        let action = pay_action(value, items.iter().map(|i| i.id()).collect(), grants);
         let lookup = |id: &PrincipalId| w.lookup(id);
         let used = |n: &[u8; 16]| grant_index(n).is_some_and(|g| s.used.contains(&g));
         let class = ActionClass::of(TOOL, None);

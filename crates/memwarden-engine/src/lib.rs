@@ -626,19 +626,15 @@ impl Engine {
         if p.mutations.is_empty() {
             return Ok(None);
         }
-        let committed = match self.store.commit_atomic(now, p.mutations) {
-            Ok(Ok(receipts)) => receipts,
-            failed => {
+        let committed = match self.store.commit_atomic(now, p.mutations).map_err(EngineError::from).and_then(|r| r.map_err(EngineError::from)) {
+            Ok(receipts) => receipts,
+            Err(e) => {
                 if p.graph_ahead
                     && let Some(l) = &self.lineage
                 {
                     l.forget(tenant);
                 }
-                return Err(match failed {
-                    Ok(Err(e)) => e.into(),
-                    Err(e) => e.into(),
-                    Ok(Ok(_)) => EngineError::Invalid("unreachable commit result".into()),
-                });
+                return Err(e);
             }
         };
         if let Some(l) = &self.lineage

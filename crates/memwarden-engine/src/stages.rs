@@ -244,7 +244,7 @@ impl Stage for LineageStage {
     /// path trust of each candidate left (what the product breaks relevance ties with).
     fn filter_reads(&self, cx: &Cx<'_>, read: Read<'_>, candidates: &mut [Candidate], _fx: &mut Effects) -> Result<(), EngineError> {
         let reader = cx.actor.id();
-        let config = self.lineage.config().clone();
+        let k_max = self.lineage.config().k_max;
         self.lineage.with(cx.store, cx.actor.tenant(), |g| {
             for c in candidates.iter_mut().filter(|c| c.withheld.is_none()) {
                 if !lineage::readable(g, reader, c.item().id()) {
@@ -261,7 +261,7 @@ impl Stage for LineageStage {
             // relevance and breaks ties with path trust (the paper's `similarity × path trust`
             // ranking buried every external memory: source turns of LoCoMo fell from 36.5% to
             // 3.8% in the top 5).
-            let wide = asked.len().clamp(1, config.k_max);
+            let wide = asked.len().clamp(1, k_max);
             let ranking = g.rank(reader, &asked, Some(wide)).map_err(|e| EngineError::Lineage(e.to_string()))?;
             let mut scored: std::collections::HashMap<ItemId, memwarden_lineage::Ranked> = ranking.selected.into_iter().map(|r| (r.id, r)).collect();
             for n in open {
