@@ -14,6 +14,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The PostgreSQL backend's tests need the local server (issue 17): start it if it is not up.
 pg_isready -h 127.0.0.1 >/dev/null 2>&1 || pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
 MEMWARDEN_REQUIRE_PYTHON=1 cargo test --workspace --locked
+# The README's first command ends in the narrated demo: run the very binary on a fresh directory
+# (its narration is checked step by step in crates/memwarden-engine/tests/demo.rs).
+demo_dir="$(mktemp -d)"
+./target/debug/memwarden demo --dir "$demo_dir/demo"
+rm -rf "$demo_dir"
 # The Python package against the real mem0ai and langgraph packages (issue 18), and its examples.
 bash scripts/test-python.sh
 # Fuzz the HTTP API from its own OpenAPI document (bounded): no 5xx.

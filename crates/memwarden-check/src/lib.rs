@@ -74,10 +74,12 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+mod acked;
 mod engine;
 mod model;
 mod world;
 
+pub use acked::{AckedReport, OPS_PER_SEQUENCE_MAX, SEQUENCES_MAX, check_acknowledged, render_acked_markdown};
 pub use engine::{EngineReplayReport, WALK_STEPS_MAX, WALKS_MAX, render_engine_markdown, replay_engine, replay_engine_preset};
 
 use model::{AuthorityModel, ModelState, Stats, Step};

@@ -83,6 +83,11 @@ pub enum EdgeKind {
     VerifiedBy,
     InvalidatedBy,
     UsedForAction,
+    /// Written in a session that had been handed the parent (the engine adds it from the
+    /// session's witnesses; a caller cannot declare it). It lowers the label and names what the
+    /// writer saw, and nothing else: it is not a derivation, so revoking, erasing or flagging
+    /// the parent never revokes, erases or hides this memory.
+    SeenInSession,
 }
 
 impl EdgeKind {
@@ -99,6 +104,7 @@ impl EdgeKind {
             Self::VerifiedBy => "verified_by",
             Self::InvalidatedBy => "invalidated_by",
             Self::UsedForAction => "used_for_action",
+            Self::SeenInSession => "seen_in_session",
         }
     }
 }
@@ -191,6 +197,17 @@ impl Status {
     /// Whether an item in this status may come back from any read at all (only `Active`).
     pub fn retrievable(self) -> bool {
         self == Status::Active
+    }
+
+    /// Snake-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Active => "active",
+            Status::Quarantined => "quarantined",
+            Status::Blocked => "blocked",
+            Status::Revoked => "revoked",
+            Status::Superseded => "superseded",
+        }
     }
 }
 

@@ -1530,26 +1530,51 @@ impl Engine {
         Ok(ReadMemory::of(c.view.item, c.risk))
     }
 
-    /// Revoke a memory: afterwards no read returns it (by id, list or search), and the
-    /// revocation is in the verdict log. Allowed to the memory's owner and to users of its
-    /// tenant; a memory the actor cannot see is reported as not found.
+    /// Revoke a memory — every version of it, whichever version `id` names: afterwards no read
+    /// returns any of them (by id, list, search or history), and each revocation is in the
+    /// verdict log. Allowed to the memory's owner and to users of its tenant; a memory the actor
+    /// cannot see is reported as not found. Memories declared as derived from it become
+    /// unreadable through the lineage layer; memories merely written in a session that saw it
+    /// (`seen_in_session`) are not touched.
     pub fn revoke(&self, actor: &Actor, id: &ItemId, reason: &str) -> Result<Receipt, EngineError> {
+        // Any version its reader may see in history names the memory.
+        let visible = |i: &MemoryItem| matches!(i.status(), Status::Active | Status::Superseded) && i.scope().admits(actor.id());
         let item = match self.store.item(actor.tenant(), id)? {
-            Some(i) if i.readable_by(actor.id()) || actor.principal().kind == PrincipalKind::User => i,
+            Some(i) if visible(&i) || actor.principal().kind == PrincipalKind::User => i,
             _ => return Err(EngineError::NotFound(*id)),
         };
-        let admitted = self.authority.admit_revocation(actor.principal(), &item, reason).map_err(|e| match e {
+        let map = |e: RevokeError| match e {
             RevokeError::NotAllowed => EngineError::Forbidden(e.to_string()),
             RevokeError::OtherTenant => EngineError::NotFound(*id),
             RevokeError::AlreadyRevoked | RevokeError::ReasonTooLong => EngineError::Invalid(e.to_string()),
-        })?;
+        };
+        // The asked version decides permission and "already revoked"; the other versions of the
+        // chain go with it (a revoked current version left its older versions readable through
+        // history before).
+        let asked = self.authority.admit_revocation(actor.principal(), &item, reason).map_err(map)?;
+        let chain = version_chain(item, |v| Ok(self.store.item(actor.tenant(), v)?))?;
         let now = self.now_ms();
         let mut fx = Effects::default();
-        fx.primary(Mutation::Revocation(admitted));
-        // With the lineage layer on, the revocation and its lineage event commit together; the
-        // graph then propagates it to every descendant (marked affected, kept for audit).
+        let mut revoked = vec![*id];
+        fx.primary(Mutation::Revocation(asked));
+        for version in chain.iter().filter(|v| v.id() != *id) {
+            match self.authority.admit_revocation(actor.principal(), version, reason) {
+                Ok(a) => {
+                    revoked.push(version.id());
+                    fx.log(Mutation::Revocation(a));
+                }
+                Err(RevokeError::AlreadyRevoked) => {}
+                Err(e) => return Err(map(e)),
+            }
+        }
+        debug_assert!(revoked.len() <= chain.len().max(1));
+        // With the lineage layer on, the revocations and their lineage events commit together;
+        // the graph then propagates them to every declared descendant (marked affected, kept
+        // for audit).
         if self.lineage.is_some() {
-            fx.event(lineage::StoredEvent::Revoke(memwarden_lineage::RevokeEvent { id: *id, revoker: actor.id().clone(), at_ms: now }));
+            for v in &revoked {
+                fx.event(lineage::StoredEvent::Revoke(memwarden_lineage::RevokeEvent { id: *v, revoker: actor.id().clone(), at_ms: now }));
+            }
         }
         self.finish_one(actor.tenant(), now, fx)
     }

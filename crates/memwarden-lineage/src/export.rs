@@ -255,6 +255,8 @@ pub fn prov_json(trail: &AuditTrail) -> Value {
                     json!({"prov:entity": from, "prov:activity": act, "prov:time": t, "mw:cause": cause}),
                 );
             }
+            // Not a graph edge (a session's witness, kept on the item only).
+            EdgeKind::SeenInSession => {}
             EdgeKind::UsedForAction => {
                 p.rel("used", json!({"prov:activity": to, "prov:entity": from, "prov:time": t}));
             }

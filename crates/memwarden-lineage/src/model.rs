@@ -157,6 +157,9 @@ pub fn edge_shape_ok(kind: EdgeKind, from: &NodeRef, to: &NodeRef) -> bool {
         EdgeKind::InvalidatedBy => matches!((from, to), (Record(_), Record(_) | Principal(_))),
         EdgeKind::UsedForAction => matches!((from, to), (Record(_), Action(_))),
         EdgeKind::AuthorizedBy => matches!((from, to), (Action(_), Principal(_))),
+        // A session's witness is kept on the item, never in the graph: it carries no
+        // revocation, erasure or scope.
+        EdgeKind::SeenInSession => false,
     }
 }
 

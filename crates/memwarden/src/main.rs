@@ -492,6 +492,20 @@ enum CheckCmd {
         #[arg(long, default_value_t = 7)]
         seed: u64,
     },
+    /// Check that no acknowledged write is lost or hidden: random sequences of writes,
+    /// declared derivations, reads, updates, revocations and erasures by several principals
+    /// through the shipped engine (`full`), against a reference model (issue 33).
+    Acknowledged {
+        /// Sequences (each on a fresh ephemeral store).
+        #[arg(long, default_value_t = 10_000)]
+        sequences: usize,
+        /// Operations per sequence.
+        #[arg(long, default_value_t = 12)]
+        ops: usize,
+        /// Seed of the first sequence.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -785,6 +799,16 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             ok &= r.holds();
         }
         return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
+    if let Cmd::Check(CheckCmd::Acknowledged { sequences, ops, seed }) = &cli.cmd {
+        let started = std::time::Instant::now();
+        let r = memwarden_check::check_acknowledged(*sequences, *ops, *seed);
+        println!("{}", memwarden_check::render_acked_markdown(&r));
+        println!("{} s", started.elapsed().as_secs());
+        for v in &r.violations {
+            eprintln!("violation: {v}");
+        }
+        return Ok(if r.holds() { ExitCode::SUCCESS } else { ExitCode::from(1) });
     }
     if let Cmd::Bench(b) = &cli.cmd {
         return bench(b, cli.model_dir.clone(), &cli.embedder);

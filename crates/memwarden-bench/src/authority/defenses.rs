@@ -276,9 +276,9 @@ pub fn lineage_edges(e: &Evidence<'_>) -> Outcome {
         if item.origin() == Origin::UntrustedExternal {
             return Outcome::Block;
         }
-        // Only edges a lineage system records from declared derivations: `observed_from` edges
+        // Only edges a lineage system records from declared derivations: `seen_in_session` edges
         // are memwarden's session taint, which this baseline does not have.
-        for p in item.parents().iter().filter(|p| p.kind != EdgeKind::ObservedFrom) {
+        for p in item.parents().iter().filter(|p| p.kind != EdgeKind::SeenInSession) {
             if !seen.contains(&p.id)
                 && let Some(parent) = e.item(&p.id)
             {

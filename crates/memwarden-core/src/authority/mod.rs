@@ -727,7 +727,7 @@ impl Authority {
     }
 
     /// M1 + M2 for a write of a session that was handed `observed`: as [`Authority::admit_write`],
-    /// and the label is also at most the session's floor, with `observed_from` edges to the
+    /// and the label is also at most the session's floor, with `seen_in_session` edges to the
     /// session's witnesses. This is how a write that declares no parent still carries the taint
     /// of what its writer saw.
     #[allow(clippy::too_many_arguments)]
@@ -792,7 +792,7 @@ impl Authority {
             label = label.at_most(floor);
             for w in observed.witnesses() {
                 if !req.parents.iter().any(|p| p.id == *w) && req.parents.len() < PARENTS_MAX {
-                    req.parents.push(ParentRef { id: *w, kind: EdgeKind::ObservedFrom });
+                    req.parents.push(ParentRef { id: *w, kind: EdgeKind::SeenInSession });
                 }
             }
         }
