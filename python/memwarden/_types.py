@@ -110,6 +110,7 @@ class ErasedOut(TypedDict):
     id: str
     erased: List[str]
     survivors: List[str]
+    seen_marked: List[str]
     log_index: int
 
 

@@ -624,6 +624,10 @@ pub struct MemoryErasedOut {
     pub erased: Vec<String>,
     /// Descendants that survive through another live source.
     pub survivors: Vec<String>,
+    /// Memories merely written in a session that had been handed an erased one: they stay,
+    /// readable by their writers, marked as having seen an erased source.
+    #[serde(default)]
+    pub seen_marked: Vec<String>,
     /// Log index of the erasure entry.
     pub log_index: u64,
 }

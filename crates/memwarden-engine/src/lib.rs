@@ -1669,6 +1669,7 @@ impl Engine {
                 at_ms: now,
                 erased: vec![*id],
                 survivors: Vec::new(),
+                seen_marked: Vec::new(),
             };
             (vec![*id], record)
         };

@@ -53,6 +53,13 @@ pub struct RecordState {
     erased: bool,
     created_ms: u64,
     summary: AncestrySummary,
+    /// Records its writer's session had been handed before the write (`seen_in_session`): not
+    /// a derivation, so nothing of theirs reaches this record but the mark below.
+    #[serde(default)]
+    seen: Vec<ItemId>,
+    /// Something in `seen` was erased since (this record stayed: it was not derived from it).
+    #[serde(default)]
+    saw_erased: bool,
 }
 
 impl RecordState {
@@ -111,6 +118,14 @@ impl RecordState {
     /// The ancestry summary.
     pub fn summary(&self) -> &AncestrySummary {
         &self.summary
+    }
+    /// What its writer's session had been handed before the write (not parents).
+    pub fn seen(&self) -> &[ItemId] {
+        &self.seen
+    }
+    /// Whether something its writer's session had seen was erased since (the record stayed).
+    pub fn saw_erased(&self) -> bool {
+        self.saw_erased
     }
     /// *Affected* as seen from its writer: something untrusted, poisoned or revoked on its path,
     /// or an item on the path that does not admit the writer.
@@ -191,6 +206,10 @@ pub struct WriteEvent {
     /// An explicit reader set; it narrows the derived scope, never widens it.
     #[serde(default)]
     pub readers: Option<BTreeSet<PrincipalId>>,
+    /// Records the writer's session had been handed (`seen_in_session`): kept for the erasure
+    /// mark only, never a parent (unknown ids are left out).
+    #[serde(default)]
+    pub seen: Vec<ItemId>,
     /// For messages: the agents it was forwarded to (`forwarded_to` edges). Forwarding does not
     /// widen the scope: a recipient outside it holds a permission-invalid message.
     #[serde(default)]
@@ -219,6 +238,7 @@ impl WriteEvent {
             poisoned: false,
             parents: Vec::new(),
             readers: None,
+            seen: Vec::new(),
             forwarded_to: Vec::new(),
             at_ms,
         }
@@ -239,6 +259,7 @@ impl WriteEvent {
                 Readers::All => None,
                 Readers::Only(s) => Some(s.clone()),
             },
+            seen: item.parents().iter().filter(|p| p.kind == EdgeKind::SeenInSession).map(|p| p.id).collect(),
             forwarded_to: Vec::new(),
             at_ms: item.created_ms(),
         }
@@ -432,6 +453,11 @@ pub struct ErasureRecord {
     /// that of their own descendants, which survive with them); an operator may want to review
     /// them.
     pub survivors: Vec<ItemId>,
+    /// Records written after their writer's session was handed an erased one
+    /// (`seen_in_session`): they stay, readable as before, and are marked
+    /// ([`RecordState::saw_erased`]).
+    #[serde(default)]
+    pub seen_marked: Vec<ItemId>,
 }
 
 /// What an erasure changed.
@@ -689,6 +715,8 @@ pub struct LineageGraph {
     principals: BTreeMap<PrincipalId, PrincipalState>,
     records: BTreeMap<ItemId, Node>,
     children: BTreeMap<ItemId, Vec<ItemId>>,
+    /// `seen_in_session` in reverse: who was written after its session saw a record.
+    seen_by: BTreeMap<ItemId, Vec<ItemId>>,
     next_seq: u64,
     edges: Vec<Edge>,
     invalidated: BTreeSet<(ItemId, ItemId)>,
@@ -721,6 +749,7 @@ impl LineageGraph {
             principals: BTreeMap::new(),
             records: BTreeMap::new(),
             children: BTreeMap::new(),
+            seen_by: BTreeMap::new(),
             next_seq: 0,
             edges: Vec::new(),
             invalidated: BTreeSet::new(),
@@ -931,6 +960,9 @@ impl LineageGraph {
             }
             for p in &st.parents {
                 g.children.entry(p.id).or_default().push(st.id);
+            }
+            for s in &st.seen {
+                g.seen_by.entry(*s).or_default().push(st.id);
             }
             g.next_seq = st.seq.saturating_add(1);
             let text = if st.erased { None } else { texts.remove(&st.id) };
@@ -1156,6 +1188,8 @@ impl LineageGraph {
             verified_by: BTreeSet::new(),
             erased: false,
             created_ms: ev.at_ms,
+            seen: Vec::new(),
+            saw_erased: false,
             summary: AncestrySummary {
                 min_source_trust: base_trust,
                 flow: Trust::ONE,
@@ -1185,6 +1219,15 @@ impl LineageGraph {
         for p in &ev.parents {
             self.children.entry(p.id).or_default().push(ev.id);
         }
+        // What the session saw: known records only, never a parent, bounded like parents.
+        let mut saw: Vec<ItemId> =
+            ev.seen.iter().copied().filter(|s| self.records.contains_key(s) && !seen.contains(s)).take(c.parents_max).collect();
+        saw.sort();
+        saw.dedup();
+        for s in &saw {
+            self.seen_by.entry(*s).or_default().push(ev.id);
+        }
+        state.seen = saw;
         self.records.insert(ev.id, Node { state: state.clone(), text: Some(ev.text), parent_edges });
         let mut edges = vec![self.push_edge(
             NodeRef::Record(ev.id),
@@ -1480,6 +1523,17 @@ impl LineageGraph {
                 tombstones.push(n.state.clone());
             }
         }
+        // Records merely written after their session saw an erased one stay, marked.
+        let mut seen_marked: Vec<ItemId> =
+            order.iter().flat_map(|d| self.seen_by.get(d).into_iter().flatten().copied()).filter(|x| !doomed.contains(x)).collect();
+        seen_marked.sort();
+        seen_marked.dedup();
+        for x in &seen_marked {
+            if let Some(n) = self.records.get_mut(x) {
+                n.state.saw_erased = true;
+            }
+        }
+        debug_assert!(seen_marked.iter().all(|x| !doomed.contains(x)), "a mark never erases");
         let record = ErasureRecord {
             erasure_id: ev.erasure_id,
             root: ev.id,
@@ -1487,6 +1541,7 @@ impl LineageGraph {
             at_ms: ev.at_ms,
             erased: order.clone(),
             survivors,
+            seen_marked,
         };
         self.erasures.push(record.clone());
         Ok(ErasureEffects { delete: order, tombstones, record })

@@ -225,6 +225,7 @@ pub fn erase(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryErasedOut
         id: id.to_string(),
         erased: record.erased.iter().map(ToString::to_string).collect(),
         survivors: record.survivors.iter().map(ToString::to_string).collect(),
+        seen_marked: record.seen_marked.iter().map(ToString::to_string).collect(),
         log_index: receipt.log_index,
     })
 }
