@@ -310,8 +310,14 @@ class Client:
         return cast(UpdatedOut, self._t.call("update", {"id": id, "content": content}))
 
     def history(self, id: str) -> List[MemoryOut]:
-        """Every version of a memory this principal may see, oldest first."""
+        """Every version of a memory this principal may see, oldest first (none once it was
+        erased: see `history_record`)."""
         return cast(List[MemoryOut], self._t.call("history", {"id": id})["versions"])
+
+    def history_record(self, id: str) -> Dict[str, Any]:
+        """`history` with what is left of an erased memory: `{"versions": [...], "erased":
+        {"erasure_id", "root", "erased_by", "at_ms"}}` (`erased` only after an erasure)."""
+        return cast(Dict[str, Any], self._t.call("history", {"id": id}))
 
     def revoke(self, id: str, reason: str = "") -> Dict[str, Any]:
         """Revoke a memory (its owner or a user): no read returns it afterwards; descendants are

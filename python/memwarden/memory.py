@@ -482,11 +482,31 @@ class Memory:
         return n
 
     def history(self, memory_id: str) -> List[Dict[str, Any]]:
-        """The memory's versions as Mem0's change records (`ADD`, then one `UPDATE` per version)."""
+        """The memory's versions as Mem0's change records (`ADD`, then one `UPDATE` per version).
+        After `delete`, the one record left is Mem0's `DELETE` row (`is_deleted`), without the
+        erased text: the versions went with the erasure."""
         try:
-            versions = self.client.history(memory_id)
+            record = self.client.history_record(memory_id)
         except NotFound:
             return []
+        erased = record.get("erased")
+        if erased:
+            at = _iso(erased["at_ms"])
+            return [
+                {
+                    "id": erased["erasure_id"],
+                    "memory_id": memory_id,
+                    "old_memory": None,
+                    "new_memory": None,
+                    "event": "DELETE",
+                    "created_at": at,
+                    "updated_at": at,
+                    "is_deleted": True,
+                    "actor_id": erased["erased_by"],
+                    "role": None,
+                }
+            ]
+        versions = record["versions"]
         out: List[Dict[str, Any]] = []
         prev: Optional[MemoryOut] = None
         for v in versions:

@@ -60,3 +60,7 @@ def test_mem0_memory_keeps_its_memories_when_a_seen_memory_is_deleted(engine: En
     # Mem0's delete removes exactly that memory.
     m.delete(added)
     assert m.get(added) is None and m.get(later) is not None
+    # ... and its history keeps Mem0's DELETE row, without the erased text.
+    rows = m.history(added)
+    assert [(r["event"], r["is_deleted"], r["old_memory"], r["new_memory"]) for r in rows] == [("DELETE", True, None, None)], rows
+    assert "aisle" not in str(rows)

@@ -518,6 +518,23 @@ pub struct UpdatedOut {
 pub struct HistoryOut {
     /// The versions, oldest first (older ones have status `superseded`).
     pub versions: Vec<MemoryOut>,
+    /// Set when the memory was erased (its versions are gone; this is what is left: ids and
+    /// time, never text). Shown to those who could read the memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erased: Option<ErasureNoteOut>,
+}
+
+/// What is left of an erased memory: the erasure, by whom and when.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ErasureNoteOut {
+    /// The erasure's id.
+    pub erasure_id: String,
+    /// The memory the erasure was asked for (this one, or something it was derived from).
+    pub root: String,
+    /// Who erased it.
+    pub erased_by: String,
+    /// When (ms since the Unix epoch).
+    pub at_ms: u64,
 }
 
 /// Result of revoking a memory.

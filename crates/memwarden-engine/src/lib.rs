@@ -1695,6 +1695,21 @@ impl Engine {
         Ok((record, committed?))
     }
 
+    /// The erasure that removed `id`, if it was erased and `actor` could read it (its owner or
+    /// a named reader of its tombstone's scope): what a history shows of an erased memory (ids
+    /// and time, never text). `None` for anything else, and with the lineage layer off.
+    pub fn erasure_of(&self, actor: &Actor, id: &ItemId) -> Result<Option<memwarden_lineage::ErasureRecord>, EngineError> {
+        let Some(l) = self.lineage.as_deref() else { return Ok(None) };
+        l.with(self.store.as_ref(), actor.tenant(), |g| {
+            let Some(st) = g.record(*id) else { return Ok(None) };
+            let could_read = st.scope().owner == *actor.id() || st.scope().readers.admits(actor.id());
+            if !st.erased() || !could_read {
+                return Ok(None);
+            }
+            Ok(g.erasures().iter().rev().find(|e| e.erased.contains(id)).cloned())
+        })
+    }
+
     /// Memories of a namespace the actor may read, oldest first. Everything returned counts as
     /// handed to the actor's session.
     pub fn list(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, EngineError> {

@@ -6,7 +6,7 @@ use crate::dto::*;
 use crate::problem::ApiError;
 use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::prelude::*;
-use memwarden_engine::{Actor, Engine, ReadMemory, SessionKind};
+use memwarden_engine::{Actor, Engine, EngineError, ReadMemory, SessionKind};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -193,7 +193,19 @@ pub fn update(engine: &Engine, actor: &Actor, id: &str, content: String) -> Resu
 /// Every version of a memory the caller may see.
 pub fn history(engine: &Engine, actor: &Actor, id: &str) -> Result<HistoryOut, ApiError> {
     let id = parse_id(id)?;
-    Ok(HistoryOut { versions: engine.history(actor, &id)?.iter().map(memory_out).collect() })
+    match engine.history(actor, &id) {
+        Ok(versions) => Ok(HistoryOut { versions: versions.iter().map(memory_out).collect(), erased: None }),
+        // Mem0 keeps a DELETE row: an erased memory's history is the erasure (no text), for
+        // those who could read the memory.
+        Err(EngineError::NotFound(_)) => match engine.erasure_of(actor, &id)? {
+            Some(r) => Ok(HistoryOut {
+                versions: Vec::new(),
+                erased: Some(ErasureNoteOut { erasure_id: r.erasure_id.to_string(), root: r.root.to_string(), erased_by: r.requested_by.to_string(), at_ms: r.at_ms }),
+            }),
+            None => Err(EngineError::NotFound(id).into()),
+        },
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Report a task outcome for the memories it used (lifecycle layer).
