@@ -28,6 +28,9 @@ pub struct Problem {
     /// `write_refused`, `conflict`, `search_unavailable`, `embedder_failed`, `unavailable`,
     /// `internal`.
     pub code: String,
+    /// For a 500 `internal`: the id under which the server logged the cause (16 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_id: Option<String>,
 }
 
 /// What the server knows about a key (never its secret).

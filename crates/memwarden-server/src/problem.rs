@@ -17,12 +17,15 @@ pub struct ApiError {
     pub detail: String,
     /// Seconds the client should wait (429).
     pub retry_after: Option<u64>,
+    /// For a 500: the id (16 random hex digits) under which the server logged the cause; the
+    /// body carries it as `error_id`, so a report can be matched with the log line.
+    pub error_id: Option<String>,
 }
 
 impl ApiError {
     /// A new error.
     pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        Self { status, code, detail: detail.into(), retry_after: None }
+        Self { status, code, detail: detail.into(), retry_after: None, error_id: None }
     }
     /// 400 `invalid_input`.
     pub fn invalid(detail: impl Into<String>) -> Self {
@@ -40,12 +43,30 @@ impl ApiError {
     pub fn not_found(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", detail)
     }
-    /// 500 `internal` (the detail stays generic; the cause is logged).
+    /// 500 `internal`: the detail stays generic; the cause is logged to stderr under a fresh
+    /// error id, which the problem carries (`error_id`, and named in the detail).
     pub fn internal(cause: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %cause, "internal error");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error; see the server log")
+        let (e, line) = Self::internal_logged(&cause);
+        if tracing::dispatcher::has_been_set() {
+            tracing::error!("{line}");
+        } else {
+            eprintln!("memwarden-server: {line}");
+        }
+        e
     }
-    /// The problem-details body.
+    /// The 500 for `cause` and the line to log for it (both name the same error id).
+    fn internal_logged(cause: &dyn std::fmt::Display) -> (Self, String) {
+        let id = error_id();
+        let line = internal_log_line(&id, cause);
+        let mut e = Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("internal error {id}; see the server log"));
+        e.error_id = Some(id);
+        (e, line)
+    }
+    /// The response body: the problem details, plus `error_id` for a 500.
+    pub fn problem_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.problem()).unwrap_or_default()
+    }
+    /// The problem-details body (`error_id` for a 500).
     pub fn problem(&self) -> Problem {
         Problem {
             kind: format!("urn:memwarden:problem:{}", self.code),
@@ -53,6 +74,7 @@ impl ApiError {
             status: self.status.as_u16(),
             detail: self.detail.clone(),
             code: self.code.to_owned(),
+            error_id: self.error_id.clone(),
         }
     }
 }
@@ -65,7 +87,7 @@ impl std::fmt::Display for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::to_vec(&self.problem()).unwrap_or_default();
+        let body = serde_json::to_vec(&self.problem_json()).unwrap_or_default();
         let mut resp = (self.status, body).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         if self.status == StatusCode::UNAUTHORIZED {
@@ -107,6 +129,8 @@ impl From<EngineError> for ApiError {
             // The caller named a session it was never issued (never echoed: it is caller text).
             EngineError::UnknownSession => Self::new(StatusCode::BAD_REQUEST, "unknown_session", e.to_string()),
             // The database server is down or unreachable: retry later, not a fault of ours.
+            // Another process (or store) has the data directory open: say which, not a 500.
+            EngineError::Store(memwarden_store::StoreError::Locked(_)) => Self::new(StatusCode::CONFLICT, "conflict", e.to_string()),
             EngineError::Store(memwarden_store::StoreError::Database(_)) => Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the database is unavailable; retry later"),
             EngineError::Commit(_) | EngineError::Store(_) | EngineError::Lineage(_) => Self::internal(&e),
         }
@@ -126,5 +150,59 @@ impl From<crate::keys::KeyError> for ApiError {
 impl From<memwarden_core::prelude::IdError> for ApiError {
     fn from(e: memwarden_core::prelude::IdError) -> Self {
         Self::invalid(e.to_string())
+    }
+}
+
+/// A fresh error id: 16 random hex digits (a counter-and-time fallback if the system has no
+/// randomness, so a 500 always carries one).
+fn error_id() -> String {
+    let mut r = [0u8; 8];
+    if getrandom::fill(&mut r).is_err() {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        r = (t ^ N.fetch_add(1, std::sync::atomic::Ordering::Relaxed).rotate_left(48)).to_be_bytes();
+    }
+    hex::encode(r)
+}
+
+/// The log line of a 500: its error id and the real cause (never sent to the client).
+fn internal_log_line(error_id: &str, cause: &dyn std::fmt::Display) -> String {
+    format!("internal error {error_id}: {cause}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn a_500_carries_an_error_id_that_the_log_line_names() {
+        let (e, line) = ApiError::internal_logged(&"disk on fire at /var/lib/secret");
+        let id = e.error_id.clone().unwrap();
+        assert_eq!(id.len(), 16);
+        assert!(id.chars().all(|c| c.is_ascii_hexdigit()));
+        assert!(line.contains(&id) && line.contains("disk on fire at /var/lib/secret"), "{line}");
+        assert!(!e.detail.contains("disk on fire"), "the detail stays generic: {}", e.detail);
+        let resp = e.into_response();
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body: serde_json::Value = serde_json::from_slice(&resp.into_body().collect().await.unwrap().to_bytes()).unwrap();
+        assert_eq!(body["error_id"], id.as_str());
+        assert_eq!(body["code"], "internal");
+        assert!(!body.to_string().contains("disk on fire"), "{body}");
+        assert_ne!(ApiError::internal("x").error_id, ApiError::internal("x").error_id, "a fresh id per error");
+    }
+
+    #[test]
+    fn only_a_500_carries_an_error_id() {
+        assert!(ApiError::not_found("no").problem_json().get("error_id").is_none());
+        assert!(ApiError::internal("boom").problem_json().get("error_id").is_some());
+    }
+
+    #[test]
+    fn a_data_directory_in_use_is_a_409_that_names_the_pid() {
+        let e = ApiError::from(EngineError::Store(memwarden_store::StoreError::locked(std::path::Path::new("/srv/mw"), Some(4242))));
+        assert_eq!((e.status, e.code), (StatusCode::CONFLICT, "conflict"));
+        assert_eq!(e.detail, "data directory /srv/mw in use by pid 4242");
+        assert!(e.error_id.is_none());
     }
 }

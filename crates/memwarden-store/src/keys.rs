@@ -1,6 +1,7 @@
 //! The store's key directory: the checkpoint-signing key, the store it belongs to, and the
-//! **witness** — the latest signed tree head, rewritten after every group commit — kept
-//! *outside* the data directory (see the threat model in the crate docs).
+//! **witness** — the latest signed tree head, rewritten after every group commit. By default it
+//! is `<data dir>/keys`, so the data directory is the whole state; [`KeyLocation::Dir`] and
+//! [`KeyLocation::StateDir`] keep it elsewhere (see the threat model in the crate docs).
 
 use std::path::{Path, PathBuf};
 
@@ -13,28 +14,43 @@ use crate::StoreError;
 /// The signing key's file in a key directory.
 pub(crate) const LOG_KEY_FILE: &str = "log.ed25519";
 /// Which store a key directory belongs to.
-const STORE_FILE: &str = "store.json";
+pub(crate) const STORE_FILE: &str = "store.json";
 /// The witness: the latest signed checkpoint of each tenant's log.
 pub(crate) const WITNESS_DIR: &str = "witness";
 /// Longest directory-name prefix taken from the data directory's name.
 const NAME_BYTES_MAX: usize = 32;
+/// The key directory inside a data directory ([`KeyLocation::InDataDir`]).
+pub(crate) const IN_DATA_DIR: &str = "keys";
 
 /// Where a store keeps its checkpoint-signing key and its witness (the latest signed tree
 /// head, against which opening and `verify_log` detect a rolled-back or replaced database).
+///
+/// The trade-off: with the key directory inside the data directory (the default), a copy or
+/// backup of the data directory is complete and opens anywhere, but whoever can write the data
+/// directory can also re-sign its log and rewrite its witness, so a rollback (or a replaced
+/// directory) by such a writer is no longer detected; edits of rows and log entries by someone
+/// who cannot read the key still are. To detect rollbacks by someone who can write the data
+/// directory, keep the key directory out of that writer's reach with [`KeyLocation::Dir`] or
+/// [`KeyLocation::StateDir`] (and back it up with the data directory).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum KeyLocation {
-    /// A directory of its own per data directory (by canonical path), outside it:
-    /// `$XDG_STATE_HOME/memwarden/keys/<name>-<hash>`, else
-    /// `$HOME/.local/state/memwarden/keys/<name>-<hash>`. Opening fails with a clear error when
-    /// neither variable is set (configure [`KeyLocation::Dir`]).
+    /// `<data dir>/keys` (0700, files 0600): the data directory is the whole state, so
+    /// `cp -a` of a stopped store's directory is a complete backup that opens at any path.
+    /// Whoever can write the data directory can re-sign its log and witness, so neither detects
+    /// a rollback by such a writer (use [`KeyLocation::Dir`] or [`KeyLocation::StateDir`] for
+    /// that). A store whose key is still in the [`KeyLocation::StateDir`] location of an
+    /// earlier version's default has it copied here (key, `store.json`, witness) at open.
     #[default]
-    Default,
+    InDataDir,
     /// This directory (created 0700 when missing). One key directory serves one store.
     Dir(PathBuf),
-    /// `<data dir>/keys`, the layout of earlier versions: whoever can write the data directory
-    /// can then re-sign its log and witness, so neither detects a rollback. For tests and
-    /// throwaway stores only.
-    InDataDir,
+    /// A directory of its own per data directory (by canonical path), outside it (the default
+    /// of earlier versions): `$XDG_STATE_HOME/memwarden/keys/<name>-<hash>`, else
+    /// `$HOME/.local/state/memwarden/keys/<name>-<hash>`. Opening fails with a clear error when
+    /// neither variable is set (configure [`KeyLocation::Dir`]). Detects a rollback by whoever
+    /// can write only the data directory; a copy of the data directory opened at another path
+    /// has no key there.
+    StateDir,
 }
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -90,8 +106,8 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), StoreError>
 pub(crate) fn resolve(data_dir: &Path, loc: &KeyLocation) -> Result<PathBuf, StoreError> {
     match loc {
         KeyLocation::Dir(d) => Ok(d.clone()),
-        KeyLocation::InDataDir => Ok(data_dir.join("keys")),
-        KeyLocation::Default => {
+        KeyLocation::InDataDir => Ok(data_dir.join(IN_DATA_DIR)),
+        KeyLocation::StateDir => {
             let base = std::env::var_os("XDG_STATE_HOME")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
@@ -147,23 +163,28 @@ pub(crate) fn save_key(dir: &Path, key: &SigningKey) -> Result<(), StoreError> {
     write_private(&dir.join(LOG_KEY_FILE), hex::encode(key.to_bytes()).as_bytes())
 }
 
+/// What a key directory's `store.json` records.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct StoreFile {
-    store_id: String,
-    data_dir: String,
+pub(crate) struct StoreFile {
+    /// The store the key directory belongs to.
+    pub(crate) store_id: String,
+    /// The data directory it was last opened at (informational).
+    pub(crate) data_dir: String,
+}
+
+/// The key directory's `store.json`, if it was bound to a store.
+pub(crate) fn store_file(dir: &Path) -> Result<Option<StoreFile>, StoreError> {
+    let path = dir.join(STORE_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&path)(e)),
+    }
 }
 
 /// The id of the store the key directory belongs to, if it was bound to one.
 pub(crate) fn bound_store(dir: &Path) -> Result<Option<String>, StoreError> {
-    let path = dir.join(STORE_FILE);
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            let f: StoreFile = serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display())))?;
-            Ok(Some(f.store_id))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_err(&path)(e)),
-    }
+    Ok(store_file(dir)?.map(|f| f.store_id))
 }
 
 /// Bind the key directory to `store_id`.
@@ -173,18 +194,69 @@ pub(crate) fn bind_store(dir: &Path, store_id: &str, data_dir: &Path) -> Result<
     write_private(&dir.join(STORE_FILE), &bytes)
 }
 
-/// A sibling of the default key directory `default_dir` bound to `store_id` (how a copy of a
-/// data directory finds the key directory of the store it was copied from, for verification).
+/// Whether `dir` holds a log key and is bound to `store_id`.
+fn holds_key_of(dir: &Path, store_id: &str) -> bool {
+    dir.is_dir() && bound_store(dir).ok().flatten().as_deref() == Some(store_id) && load_key(dir).ok().flatten().is_some()
+}
+
+/// A sibling of the default key directory `default_dir` that holds a key and is bound to
+/// `store_id` (how a copy of a data directory finds the key directory of the store it was
+/// copied from, for verification).
 pub(crate) fn find_by_store(default_dir: &Path, store_id: &str) -> Result<Option<PathBuf>, StoreError> {
     let Some(parent) = default_dir.parent() else { return Ok(None) };
     let Ok(entries) = std::fs::read_dir(parent) else { return Ok(None) };
     for e in entries.flatten() {
         let dir = e.path();
-        if dir.is_dir() && bound_store(&dir).ok().flatten().as_deref() == Some(store_id) {
+        if holds_key_of(&dir, store_id) {
             return Ok(Some(dir));
         }
     }
     Ok(None)
+}
+
+/// The key directory that the default of earlier versions ([`KeyLocation::StateDir`]) kept for
+/// the store `store_id` in `data_dir`: the one of this path if it holds a key bound to that
+/// store, else (a copy of the data directory made at another path) a sibling that does. `None`
+/// when there is none, or when neither `XDG_STATE_HOME` nor `HOME` is set.
+pub(crate) fn state_dir_of(data_dir: &Path, store_id: &str) -> Option<PathBuf> {
+    let dir = resolve(data_dir, &KeyLocation::StateDir).ok()?;
+    if holds_key_of(&dir, store_id) {
+        return Some(dir);
+    }
+    find_by_store(&dir, store_id).ok().flatten()
+}
+
+/// Copy the key directory `from` into `to` (0700; files 0600), leaving `from` as it is: the
+/// witness files, then `store.json`, then the key last, so a copy cut short by a crash leaves
+/// `to` without a key and is simply made again at the next open.
+pub(crate) fn copy_key_dir(from: &Path, to: &Path) -> Result<(), StoreError> {
+    private_dir(to)?;
+    let wfrom = from.join(WITNESS_DIR);
+    match std::fs::read_dir(&wfrom) {
+        Ok(entries) => {
+            let wto = to.join(WITNESS_DIR);
+            private_dir(&wto)?;
+            for e in entries {
+                let e = e.map_err(io_err(&wfrom))?;
+                if !e.file_type().map_err(io_err(&wfrom))?.is_file() {
+                    continue;
+                }
+                let bytes = std::fs::read(e.path()).map_err(io_err(&e.path()))?;
+                write_private(&wto.join(e.file_name()), &bytes)?;
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(&wfrom)(e)),
+    }
+    for name in [STORE_FILE, LOG_KEY_FILE] {
+        let path = from.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => write_private(&to.join(name), &bytes)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&path)(e)),
+        }
+    }
+    Ok(())
 }
 
 /// One tenant's witnessed head.

@@ -37,8 +37,11 @@
 //! the database must extend it (same root at the witnessed size), so a database restored from
 //! an older copy, a cut log, deleted checkpoints, or an emptied or replaced data directory (the
 //! key directory is bound to one store id) are refused at open and reported by `verify_log`.
-//! The checkpoint-signing key lives in the key directory too ([`KeyLocation`]; by default
-//! `$XDG_STATE_HOME/memwarden/keys/<name>-<hash>`, outside the data directory).
+//! The checkpoint-signing key lives in the key directory too ([`KeyLocation`]). By default
+//! that is `<data dir>/keys`, so the data directory is the whole state (a copy of it is a
+//! complete backup that opens at any path); but then whoever can write the data directory can
+//! write the key directory too (the table's second row). The first row needs the key directory
+//! elsewhere, out of that writer's reach ([`KeyLocation::Dir`], [`KeyLocation::StateDir`]).
 //!
 //! Who can do what, and what is then detected:
 //!
@@ -51,9 +54,10 @@
 //! So the key directory must be writable only by the store's user and, against an attacker with
 //! that user's rights, kept out of reach (another user, a read-only or remote mount) or the
 //! signed heads exported to an outside witness. With [`StoreConfig::witness_every_commit`] off,
-//! a rollback by fewer entries than the checkpoint interval goes unnoticed. The old layout
-//! ([`KeyLocation::InDataDir`]) detects edits of rows and entries but no consistent rollback
-//! or re-signing.
+//! a rollback by fewer entries than the checkpoint interval goes unnoticed. With the default
+//! layout ([`KeyLocation::InDataDir`]) the checks still catch corruption and edits made without
+//! the key (say, through the database file alone), but no consistent rollback or re-signing by
+//! someone who can write the whole data directory.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 mod audit;
@@ -332,8 +336,11 @@ pub enum StoreError {
     /// The writer thread is gone.
     #[error("the store's writer has stopped")]
     WriterGone,
-    /// Another process has this data directory open (a server, or another command).
-    #[error("data directory {0} is in use by another memwarden process (talk to that process, e.g. over HTTP, or stop it)")]
+    /// Another open store has this data directory (a server, another command, or another
+    /// store in this process). The text is `<dir> in use by pid <N>` (the pid the holder wrote
+    /// into the lock file), or `<dir> in use by another process` when it cannot be read; see
+    /// [`StoreError::locked`].
+    #[error("data directory {0}")]
     Locked(String),
     /// A search query is malformed (wrong dimension, not finite, `k` out of range).
     #[error("bad query: {0}")]
@@ -351,6 +358,18 @@ pub enum StoreError {
     /// reached.
     #[error("database error: {0}")]
     Database(String),
+}
+
+impl StoreError {
+    /// [`StoreError::Locked`] for the data directory `dir`, held by process `pid` if known:
+    /// displays as `data directory <dir> in use by pid <N>` (or `... in use by another
+    /// process`).
+    pub fn locked(dir: &std::path::Path, pid: Option<u32>) -> Self {
+        Self::Locked(match pid {
+            Some(pid) => format!("{} in use by pid {pid}", dir.display()),
+            None => format!("{} in use by another process", dir.display()),
+        })
+    }
 }
 
 /// A session row as stored: raw material for [`Observed::restore`], never an `Observed` itself.

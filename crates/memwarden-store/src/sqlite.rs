@@ -1,8 +1,8 @@
 //! The embedded backend: SQLite in WAL mode with `synchronous=FULL`, one writer thread doing
 //! group commit, one reader connection. Every row a decision reads is bound to the verdict log
 //! ([`crate::binding`]) and checked on every read against the state the verified log commits
-//! to; the checkpoint-signing key and the witness live in a key directory outside the data
-//! directory ([`crate::keys`]).
+//! to; the checkpoint-signing key and the witness live in a key directory, by default
+//! `<data dir>/keys` ([`crate::keys`]).
 
 use crate::binding::{
     AttestationRow, BoundRow, Check, ElevationRow, ErasedRow, ItemRow, LineageRow, OrderKind, PrincipalRow, ReputationRow, RowKey, SessionRow,
@@ -25,7 +25,8 @@ use std::thread::JoinHandle;
 
 pub(crate) const SCHEMA_VERSION: i64 = 6;
 pub(crate) const DB_FILE: &str = "memwarden.db";
-/// Lock file: held (flock) by the one process that has the store open for writing.
+/// Lock file: held (flock) by the one process that has the store open for writing, which
+/// writes its pid into it (named by [`StoreError::Locked`] to the next one that tries).
 pub(crate) const LOCK_FILE: &str = "memwarden.lock";
 
 /// Tuning for the embedded store.
@@ -40,8 +41,8 @@ pub struct StoreConfig {
     /// [`memwarden_index::CLASS_GRAPH_MIN_COUNT`]. Tests set 0 to force the graph path on
     /// small stores.
     pub vector_exact_below: Option<usize>,
-    /// Where the checkpoint-signing key and the witness live (default: outside the data
-    /// directory, see [`KeyLocation::Default`]).
+    /// Where the checkpoint-signing key and the witness live (default: `<data dir>/keys`, so
+    /// the data directory is the whole state; see [`KeyLocation`] for the trade-off).
     pub keys: KeyLocation,
     /// Rewrite the witness (the latest signed tree head, in the key directory) after every
     /// group commit, before any caller hears of it (default). Off: only with each checkpoint,
@@ -52,19 +53,20 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self { checkpoint_every: 1024, group_commit_max: 1024, vector_exact_below: None, keys: KeyLocation::Default, witness_every_commit: true }
+        Self { checkpoint_every: 1024, group_commit_max: 1024, vector_exact_below: None, keys: KeyLocation::InDataDir, witness_every_commit: true }
     }
 }
 
 impl StoreConfig {
-    /// This config with the key and witness in `dir`.
+    /// This config with the key and witness in `dir`, outside the data directory: a rollback by
+    /// someone who can write the data directory but not `dir` is detected (back `dir` up too).
     #[must_use]
     pub fn with_key_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.keys = KeyLocation::Dir(dir.into());
         self
     }
 
-    /// This config with the key and witness inside the data directory (the old layout; see
+    /// This config with the key and witness inside the data directory (the default; see
     /// [`KeyLocation::InDataDir`] for what that gives up).
     #[must_use]
     pub fn with_keys_in_data_dir(mut self) -> Self {
@@ -289,22 +291,7 @@ impl SqliteStore {
 
     fn open_inner(dir: &Path, config: StoreConfig, progress: Progress<'_>, durability: Durability) -> Result<Self, StoreError> {
         keys::private_dir(dir)?;
-        let lock_path = dir.join(LOCK_FILE);
-        let lock = {
-            let mut o = std::fs::OpenOptions::new();
-            o.create(true).truncate(false).write(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                o.mode(0o600);
-            }
-            o.open(&lock_path).map_err(io_err(&lock_path))?
-        };
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.display().to_string())),
-            Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
-        }
+        let lock = lock_dir(dir)?;
         let db = dir.join(DB_FILE);
         let fresh_file = !db.exists();
         if fresh_file {
@@ -316,6 +303,21 @@ impl SqliteStore {
         let legacy = crate::migrate::prepare(&writer)?;
         let key_dir = keys::resolve(dir, &config.keys)?;
         keys::private_dir(&key_dir)?;
+        // A store created by an earlier version's default has its key directory outside, in
+        // the `StateDir` location: copy it in (the old one is left in place).
+        if config.keys == KeyLocation::InDataDir
+            && durability == Durability::Durable
+            && keys::load_key(&key_dir)?.is_none()
+            && let Some(id) = meta_text(&writer, "store_id")?
+            && let Some(from) = keys::state_dir_of(dir, &id)
+        {
+            keys::copy_key_dir(&from, &key_dir)?;
+            eprintln!(
+                "memwarden-store: copied the key directory {} into {} (keys now live in the data directory; the old directory is left in place)",
+                from.display(),
+                key_dir.display()
+            );
+        }
         let log_entries: i64 = writer.query_row("SELECT count(*) FROM log", [], |r| r.get(0))?;
         let (key, move_from) = Self::key(dir, &key_dir, log_entries > 0)?;
         // The store's identity: the key directory serves this store only, so a data directory
@@ -330,7 +332,11 @@ impl SqliteStore {
                 id
             }
         };
-        let bound = keys::bound_store(&key_dir)?;
+        let bound_file = keys::store_file(&key_dir)?;
+        let bound = bound_file.as_ref().map(|f| f.store_id.clone());
+        // A copy of the data directory opened at another path carries its key directory: the
+        // store id binds it; the recorded path follows the directory (rewritten below).
+        let moved = config.keys == KeyLocation::InDataDir && bound_file.as_ref().is_some_and(|f| f.data_dir != dir.display().to_string());
         if let Some(b) = &bound
             && *b != store_id
         {
@@ -421,7 +427,7 @@ impl SqliteStore {
                 keys::remove_legacy_witness(&key_dir);
             }
         }
-        if bound.is_none() && durability == Durability::Durable {
+        if (bound.is_none() || moved) && durability == Durability::Durable {
             keys::bind_store(&key_dir, &store_id, dir)?;
         }
         // The old layout kept the key in the data directory: now that the store verified (and
@@ -444,7 +450,7 @@ impl SqliteStore {
     /// no log yet (a store with a log and no key is refused: its checkpoints could not be
     /// checked).
     fn key(dir: &Path, key_dir: &Path, has_log: bool) -> Result<(SigningKey, Option<PathBuf>), StoreError> {
-        let old_dir = dir.join("keys");
+        let old_dir = dir.join(keys::IN_DATA_DIR);
         let old = if old_dir != key_dir { keys::load_key(&old_dir)? } else { None };
         match (keys::load_key(key_dir)?, old) {
             (Some(k), None) => Ok((k, None)),
@@ -504,17 +510,19 @@ impl SqliteStore {
         let store_id = meta_text(&conn, "store_id")?;
         let schema: Option<i64> = conn.query_row("SELECT value FROM meta WHERE key='schema'", [], |r| r.get(0)).optional()?;
         let mut key_dir = keys::resolve(dir, &config.keys)?;
-        if config.keys == KeyLocation::Default
+        // A store of an earlier version's default, not yet opened by this one (or a copy of it):
+        // its key directory is the `StateDir` one of its path, or the one bound to its store id.
+        if matches!(config.keys, KeyLocation::InDataDir | KeyLocation::StateDir)
             && keys::load_key(&key_dir)?.is_none()
             && let Some(id) = &store_id
-            && let Some(found) = keys::find_by_store(&key_dir, id)?
+            && let Some(found) = keys::state_dir_of(dir, id)
         {
             key_dir = found;
         }
         let key = match keys::load_key(&key_dir)? {
             Some(k) => k,
             // A store of the old layout, not yet migrated.
-            None => keys::load_key(&dir.join("keys"))?.ok_or_else(|| StoreError::KeyDir(format!("no log key in {}", key_dir.display())))?,
+            None => keys::load_key(&dir.join(keys::IN_DATA_DIR))?.ok_or_else(|| StoreError::KeyDir(format!("no log key in {}", key_dir.display())))?,
         };
         if !stored::per_tenant(&conn)? || schema.is_some_and(|s| s < SCHEMA_VERSION) {
             // A store of an earlier schema, not yet migrated: its one global log.
@@ -694,6 +702,37 @@ impl Drop for SqliteStore {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Take the data directory's lock (held while the returned file stays open) and write this
+/// process's id into it; [`StoreError::Locked`], naming the pid the holder wrote, when another
+/// open store (in this process or another) holds it.
+pub(crate) fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
+    use std::io::{Seek, Write};
+    let lock_path = dir.join(LOCK_FILE);
+    let mut lock = {
+        let mut o = std::fs::OpenOptions::new();
+        o.create(true).truncate(false).write(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            o.mode(0o600);
+        }
+        o.open(&lock_path).map_err(io_err(&lock_path))?
+    };
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(&lock_path).ok().and_then(|t| t.trim().parse::<u32>().ok());
+            return Err(StoreError::locked(dir, pid));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
+    }
+    lock.set_len(0).map_err(io_err(&lock_path))?;
+    lock.rewind().map_err(io_err(&lock_path))?;
+    writeln!(lock, "{}", std::process::id()).map_err(io_err(&lock_path))?;
+    lock.flush().map_err(io_err(&lock_path))?;
+    Ok(lock)
 }
 
 fn remove_old_key(old_dir: &Path) {

@@ -924,13 +924,7 @@ impl crate::SqliteStore {
             (store.key_dir().to_path_buf(), store.store_id().to_owned())
         };
         let key = crate::keys::load_key(&key_dir)?.ok_or_else(|| StoreError::KeyDir(format!("no log key in {}", key_dir.display())))?;
-        let lock_path = dir.join(crate::sqlite::LOCK_FILE);
-        let lock = std::fs::OpenOptions::new().write(true).open(&lock_path).map_err(|e| StoreError::Io { path: lock_path.display().to_string(), error: e })?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.display().to_string()).into()),
-            Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::Io { path: lock_path.display().to_string(), error: e }.into()),
-        }
+        let lock = crate::sqlite::lock_dir(dir)?;
         let conn = crate::sqlite::open_conn(&dir.join(crate::sqlite::DB_FILE), false, crate::sqlite::Durability::Durable)?;
         conn.execute_batch("BEGIN IMMEDIATE").map_err(StoreError::from)?;
         let out = (|| {

@@ -22,6 +22,12 @@ struct Cli {
     /// Data directory of the embedded store.
     #[arg(long, global = true, env = "MEMWARDEN_DATA", default_value = "memwarden-data")]
     data: PathBuf,
+    /// Keep the log's signing key and witness in this directory instead of `<data>/keys` (the
+    /// default, so a copy of the data directory is the whole state). Elsewhere, someone who can
+    /// write the data directory cannot re-sign its log, so a rollback by them is detected; a
+    /// backup must then carry this directory too.
+    #[arg(long, global = true, env = "MEMWARDEN_KEY_DIR")]
+    key_dir: Option<PathBuf>,
     /// Tenant.
     #[arg(long, global = true, env = "MEMWARDEN_TENANT", default_value = "default")]
     tenant: String,
@@ -818,7 +824,11 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Cmd::Audit(AuditCmd::Verify) = &cli.cmd {
-        let report = SqliteStore::verify_dir(&cli.data)?;
+        let store_config = match &cli.key_dir {
+            Some(d) => memwarden_store::StoreConfig::default().with_key_dir(d),
+            None => memwarden_store::StoreConfig::default(),
+        };
+        let report = SqliteStore::verify_dir_with(&cli.data, &store_config)?;
         return Ok(match &report.problem {
             None => {
                 println!("ok: {} entries, root {}, {} checkpoint(s) verified", report.entries, hex::encode(report.root), report.checkpoints_checked);
@@ -843,6 +853,10 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     // Opening a large store loads (or, after damage, rebuilds) its vector indexes: show it.
     let bar = ProgressBar::new(10_000);
     let config = EngineConfig::for_preset(Preset::parse(&cli.preset)?)?;
+    let config = match &cli.key_dir {
+        Some(d) => EngineConfig { store: config.store.with_key_dir(d), ..config },
+        None => config,
+    };
     let serve_config = match &cli.cmd {
         Cmd::Serve(args) => {
             let mut c = args.clone().into_config().map_err(|e| fail(e.to_string()))?;
