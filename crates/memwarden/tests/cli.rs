@@ -169,7 +169,7 @@ fn serve_holds_the_directory_and_shuts_down_without_losing_acknowledged_writes()
         }
     };
     // While it serves, the directory is locked against a second writer.
-    check_error(data, &["add", "--as", "agent", "x"], "in use by another memwarden process");
+    check_error(data, &["add", "--as", "agent", "x"], &format!("in use by pid {}", child.id()));
     assert_eq!(http(&addr, "GET", "/healthz", None, None).0, 200);
     let (status, body) = http(&addr, "POST", "/v1/memories", Some(&token), Some(r#"{"namespace":"notes","content":"acknowledged over http"}"#));
     assert_eq!(status, 201, "{body}");
@@ -231,4 +231,26 @@ fn a_tool_output_reported_by_a_source_or_a_tainted_agent_is_not_trusted() {
 
     let by_tool = ok(data, &["tool-call", "--as", "ocr", "--tool", "ocr", "Invoice total: $150"]);
     assert_eq!(by_tool["item"]["label"], "trusted", "{by_tool}");
+}
+
+/// Issue 33.5: a data directory is the whole state. `cp -a` of a stopped store opens and
+/// verifies at another path, keeps every memory, and goes on independently of the original.
+#[test]
+fn a_copied_data_directory_opens_verifies_and_keeps_every_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d1");
+    let kept = setup(&data);
+    let copy = dir.path().join("d3");
+    assert!(Command::new("cp").arg("-a").arg(&data).arg(&copy).status().unwrap().success());
+    assert_eq!(mw(&copy, &["audit", "verify"]).status.code(), Some(0), "{}", String::from_utf8_lossy(&mw(&copy, &["audit", "verify"]).stderr));
+    let got = ok(&copy, &["get", "--as", "agent", &kept]);
+    assert_eq!(got["content"], "keep this", "{got}");
+    let added = ok(&copy, &["add", "--as", "agent", "--ns", "notes", "only in the copy"]);
+    let new_id = added["item"]["id"].as_str().unwrap().to_owned();
+    check_error(&data, &["get", "--as", "agent", &new_id], "not found");
+    assert_eq!(mw(&data, &["audit", "verify"]).status.code(), Some(0));
+    // The keys travel inside the directory, private.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(copy.join("keys")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
 }

@@ -880,6 +880,11 @@ impl Authority {
         }
         let caller_label = self.bind(caller.origin()).at_most(self.floor(caller_observed));
         let mut label = self.bind(tool.origin());
+        if vouch == Vouch::Writer {
+            // The tool reports its own output from its own session: no side door around that
+            // session's taint (issue 34.3) — at most its floor, as its plain writes are.
+            label = label.at_most(self.floor(caller_observed));
+        }
         if vouch == Vouch::CallerReported {
             // The tool did not vouch: the output is only as good as whoever reported it.
             label = label.meet(caller_label);
@@ -923,8 +928,11 @@ impl Authority {
         let base = label;
         let mut tool_as_writer = tool.clone();
         tool_as_writer.tenant = tenant.clone();
-        // The tool's own write is not tainted by the caller's session beyond what the arguments carry.
-        let mut admitted = self.admit(&tool_as_writer, tool.origin(), base, tenant, req, &resolved, &Observed::clean(), id, now_ms)?;
+        // Another caller's session taints the output only through what the arguments carry; the
+        // tool's own session (it is the caller) taints it as any write of that session, with
+        // `seen_in_session` edges to what the session was handed.
+        let own_session = if vouch == Vouch::Writer { caller_observed.clone() } else { Observed::clean() };
+        let mut admitted = self.admit(&tool_as_writer, tool.origin(), base, tenant, req, &resolved, &own_session, id, now_ms)?;
         // Readers of a tool output: the caller's view, not the tool's, and never wider than what
         // the caller's session could read (its arguments may carry it).
         if let Readers::Only(s) = &mut admitted.item.scope.readers {
@@ -943,6 +951,7 @@ impl Authority {
             admitted.item.reported_by = Some(caller.id.clone());
         }
         debug_assert!(admitted.item.label <= base);
+        debug_assert!(vouch != Vouch::Writer || admitted.item.label.integrity() <= self.floor(caller_observed), "a tool's own report is never above its session's floor");
         debug_assert!(vouch != Vouch::CallerReported || admitted.item.label.integrity() <= caller_label.integrity(), "a caller-reported output is never above its caller");
         Ok(admitted)
     }
