@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::rng::Rng;
 use memwarden_core::prelude::*;
 use memwarden_engine::{Actor, Engine, EngineConfig, EngineError, Preset};
 use memwarden_store::{SqliteStore, StoreConfig};
@@ -56,22 +57,6 @@ impl AckedReport {
     /// Whether the property held in every sequence.
     pub fn holds(&self) -> bool {
         self.violations.is_empty()
-    }
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        usize::try_from(x % (n.max(1) as u64)).unwrap_or(0)
     }
 }
 

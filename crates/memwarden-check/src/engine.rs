@@ -20,6 +20,7 @@
 //! and **conformance** (the engine never labels a slot above the core gate's label for it; it
 //! may be lower: the engine's session taint and lifecycle gates only restrict).
 
+use crate::rng::Rng;
 use crate::model::{AuthorityModel, ModelState, Presented, REPORTED_TOOL, SlotOp, Stats, Step, pay_action, tool_text};
 use crate::world::{KEY, Who, now_ms};
 use crate::{CheckConfig, GateKind};
@@ -84,18 +85,6 @@ impl EngineReplayReport {
     }
 }
 
-/// A small deterministic generator (xorshift64*), enough to pick steps.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let x = self.0.wrapping_mul(0x2545_F491_4F6C_DD1D);
-        usize::try_from(x % (n.max(1) as u64)).unwrap_or(0)
-    }
-}
 
 /// One walk's engine and what it holds for each model slot.
 struct Walk {

@@ -76,6 +76,7 @@
 
 mod acked;
 mod engine;
+mod rng;
 mod model;
 mod world;
 
