@@ -67,6 +67,7 @@ fn mcp_over_stdio_with_the_python_sdk() {
     assert_eq!(report["seen"]["decision"], "ask_user");
     assert_eq!(report["seen"]["added_origin"], "agent");
     assert_eq!(report["seen"]["tainted_echo_label"], "untrusted");
+    assert_eq!(report["seen"]["erasure_kept_session_writes"], true, "issue 33 through MCP: {report}");
     // The server wrote through the same verified log.
     let engine = Engine::open(dir.path(), common::engine_config()).unwrap();
     assert!(engine.verify_log().unwrap().is_ok());

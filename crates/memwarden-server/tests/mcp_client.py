@@ -157,6 +157,27 @@ async def exercise(session, checks):
     res = await session.call_tool("prepare_grant", {"tool": "pay", "key": "payee", "value": "ACCT-EVIL-9931", "kind": "account"})
     checks.check(is_error(res) and structured(res)["code"] == "forbidden", f"an agent prepared a grant: {res}")
 
+    # Issue 33: erasing a memory the session was handed takes only that memory; what the
+    # session wrote afterwards (a seen_in_session edge to it) stays readable, and so does
+    # everything it writes next.
+    res = await session.call_tool("add_memory", {"namespace": "notes", "content": "Vendor list draft for March."})
+    x = structured(res)["item"]
+    await session.call_tool("get_memory", {"memory_id": x["id"]})
+    res = await session.call_tool("add_memory", {"namespace": "notes", "content": "Follow up on the March vendor list."})
+    y = structured(res)["item"]
+    seen = [p["id"] for p in y["parents"] if p["kind"] == "seen_in_session"]
+    checks.check(x["id"] in seen, f"the follow-up carries no seen_in_session edge to the draft: {y['parents']}")
+    res = await session.call_tool("delete_memory", {"memory_id": x["id"]})
+    erased = [] if is_error(res) else structured(res)
+    checks.check(not is_error(res) and erased["erased"] == [x["id"]] and y["id"] in erased["seen_marked"], f"delete_memory took more than the draft: {res}")
+    res = await session.call_tool("get_memory", {"memory_id": y["id"]})
+    checks.check(not is_error(res) and structured(res)["id"] == y["id"], f"the follow-up was lost with the draft: {res}")
+    res = await session.call_tool("add_memory", {"namespace": "notes", "content": "Book the March vendor meeting."})
+    z = structured(res)["item"]
+    res = await session.call_tool("get_memory", {"memory_id": z["id"]})
+    checks.check(not is_error(res) and z["status"] == "active", f"an acknowledged write does not read back: {res}")
+    checks.seen["erasure_kept_session_writes"] = not is_error(res)
+
     res = await session.call_tool("get_memory", {"memory_id": "0" * 32})
     checks.check(is_error(res) and structured(res)["code"] == "not_found", "unknown id is not a not_found error")
 
