@@ -18,9 +18,11 @@ fn part(n: u64) {
     let r = check_acknowledged(usize::try_from(sequences).unwrap(), 12, 1 + n * sequences);
     println!("part {n}:\n{}", render_acked_markdown(&r));
     assert!(r.holds(), "{:#?}", r.violations);
-    // Not vacuous: the sequences wrote, tainted sessions, and removed what sessions had seen.
+    // Not vacuous: the sequences wrote, tainted sessions, and removed what sessions had seen
+    // (about one sequence in 40 does the last, so a small run may not).
     assert!(r.acknowledged > r.sequences as u64, "{r:?}");
-    assert!(r.seen_edges > 0 && r.erasures > 0 && r.revocations > 0 && r.seen_survivors > 0, "{r:?}");
+    assert!(r.seen_edges > 0 && r.erasures > 0 && r.revocations > 0, "{r:?}");
+    assert!(r.sequences < 500 || r.seen_survivors > 0, "{r:?}");
 }
 
 #[test]

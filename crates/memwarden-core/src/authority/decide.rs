@@ -546,6 +546,16 @@ impl Authority {
         if g.expires_ms < g.issued_ms || g.expires_ms - g.issued_ms > GRANT_TTL_MS_MAX {
             return Err(GrantRefusal::BadLifetime { nonce });
         }
+        // The value binds what the user saw: its canonical form must be the one its exact text
+        // normalises to (issue 34.6), or the signed bytes could show one value and release another.
+        match NormValue::new(g.value.kind, &g.value.exact) {
+            Ok(n) if !g.value.exact.is_empty() && n.canonical == g.value.canonical => {}
+            Ok(n) => {
+                let why = format!("its value's canonical form {:?} is not the normal form {:?} of its exact text {:?}", g.value.canonical, n.canonical, g.value.exact);
+                return Err(GrantRefusal::Malformed { nonce, why });
+            }
+            Err(e) => return Err(GrantRefusal::Malformed { nonce, why: format!("its value's exact text does not normalise: {e}") }),
+        }
         if ctx.now_ms > g.expires_ms {
             return Err(GrantRefusal::Expired { nonce, expires_ms: g.expires_ms, now_ms: ctx.now_ms });
         }

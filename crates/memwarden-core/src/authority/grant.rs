@@ -175,6 +175,15 @@ pub enum GrantRefusal {
         /// Nonce.
         nonce: String,
     },
+    /// Its value's `canonical` form is not the normal form of its `exact` text (what a user is
+    /// shown may then differ from what the grant releases), or the exact text is missing.
+    #[error("grant {nonce} is malformed: {why}")]
+    Malformed {
+        /// Nonce.
+        nonce: String,
+        /// What is wrong.
+        why: String,
+    },
 }
 
 impl GrantRefusal {
@@ -191,6 +200,7 @@ impl GrantRefusal {
             Self::ValueMismatch { .. } => "value_mismatch",
             Self::AmountMismatch { .. } => "amount_mismatch",
             Self::Duplicate { .. } => "duplicate",
+            Self::Malformed { .. } => "malformed",
         }
     }
 }
