@@ -325,8 +325,9 @@ class Client:
         return cast(Dict[str, Any], self._t.call("revoke", {"id": id, "reason": reason}))
 
     def erase(self, id: str) -> ErasedOut:
-        """Erase a memory and every memory whose every supporting path runs through it (text,
-        metadata and embedding are deleted; tombstones keep ids and lineage)."""
+        """Erase a memory, its versions and every memory declared derived from it (text,
+        metadata and embedding are deleted; tombstones keep ids and lineage). Memories merely
+        written in a session that was handed it stay, listed in `seen_marked`."""
         return cast(ErasedOut, self._t.call("erase", {"id": id}))
 
     def promote(self, id: str, readers: Optional[Sequence[str]] = None) -> WriteOut:

@@ -28,7 +28,7 @@ Other differences, each deliberate:
   one) and supersedes the old; `get`, `update`, `delete` and `history` accept any version's id
   and act on the current one; `update` returns the new `id` next to Mem0's message.
 - `update(metadata=...)` is refused: a stored memory's metadata is part of its record.
-- `delete` erases the memory and what was derived from it alone; `delete_all` and `reset` erase
+- `delete` erases the memory and what was declared derived from it; `delete_all` and `reset` erase
   the memories this principal wrote in the namespace (the verdict log is never reset).
 - `top_k` is at most 100 (the engine's limit); the `threshold` gates the cosine similarity, as
   Mem0's gates its semantic score.
@@ -458,7 +458,8 @@ class Memory:
         return {"message": "Memory updated successfully!", "id": out["memory"]["id"], "previous_id": cur["id"]}
 
     def delete(self, memory_id: str) -> Dict[str, Any]:
-        """Erase the memory (and what was derived from it alone)."""
+        """Erase the memory, its versions and every memory declared derived from it; memories
+        merely written in a session that saw it stay."""
         cur = self._current(memory_id)
         self.client.erase(cur["id"])
         return {"message": "Memory deleted successfully!"}

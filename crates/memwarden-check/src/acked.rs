@@ -5,8 +5,8 @@
 //!
 //! The model's rule: a memory acknowledged as `active` stays readable by its writer (get and
 //! list) until someone with the right (its owner or a user of the tenant) revokes or erases it
-//! (an erasure takes the memory's versions and what was *declared* derived from it, nothing
-//! else), or a memory it was declared derived from is revoked. What a session was merely
+//! (an erasure takes the memory's versions and everything *declared* derived from them,
+//! nothing else), or a memory it was declared derived from is revoked. What a session was merely
 //! handed (`seen_in_session`) never takes a memory away. Revocation and erasure cover every
 //! version of a memory. The checks run both ways: an erasure may remove only the memory's
 //! versions and its declared descendants, and a revoked or erased memory is read by nobody.
@@ -296,6 +296,10 @@ impl World {
                 }
                 if let Some(x) = record.erased.iter().find(|x| !allowed.contains(x)) {
                     return Err(format!("erasing {id} also erased {x}, which was not declared derived from it"));
+                }
+                // ... and every memory declared derived from it (its text is a copy) goes with it.
+                if let Some(x) = allowed.iter().find(|x| !record.erased.contains(x) && !self.model.nodes.get(x).is_some_and(|n| n.erased)) {
+                    return Err(format!("erasing {id} left {x}, which was declared derived from it"));
                 }
                 for x in &record.erased {
                     if let Some(n) = self.model.nodes.get_mut(x) {

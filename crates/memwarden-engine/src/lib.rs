@@ -366,7 +366,7 @@ impl EngineConfig {
         let d = Self::base();
         let authority = if preset.authority() { d.authority } else { AuthorityConfig { enforce: false, ..d.authority } };
         let lifecycle = if preset.lifecycle() { Some(product_scorer()?) } else { None };
-        Ok(Self { authority, lineage: preset.lineage().then(LineageConfig::default), lifecycle, ..d })
+        Ok(Self { authority, lineage: preset.lineage().then(LineageConfig::product), lifecycle, ..d })
     }
 
     /// The layers' defaults without the lifecycle layer (what the presets start from).
@@ -376,7 +376,7 @@ impl EngineConfig {
             store: StoreConfig::default(),
             embedder: None,
             clock: Arc::new(system_ms),
-            lineage: Some(LineageConfig::default()),
+            lineage: Some(LineageConfig::product()),
             lifecycle: None,
             query_cache_entries: DEFAULT_QUERY_CACHE_ENTRIES,
             hybrid: HYBRID_DEFAULT,
@@ -1634,10 +1634,12 @@ impl Engine {
     }
 
     /// Erase a memory — every version of it, whichever version `id` names — and every memory
-    /// whose every supporting path runs through it (one with
-    /// another live supporting source survives, keeping its marks). The text, metadata and
+    /// declared derived from it (`derived_from`, `summarized_from`, `observed_from`; its text is a
+    /// copy), even one with another live source ([`LineageConfig::product`]). A memory merely
+    /// written in a session that was handed it (`seen_in_session`) stays, marked
+    /// (`ErasureRecord::seen_marked`). The text, metadata and
     /// embeddings of the erased memories are deleted from the store and the index; tombstones
-    /// keep ids and lineage so survivors' ancestry stands; the erasure is in the verdict log
+    /// keep ids and lineage so what was marked keeps its ancestry; the erasure is in the verdict log
     /// (ids only). Allowed to users of the tenant and to the memory's owner. Needs the lineage
     /// layer (it finds the dependents).
     pub fn erase(&self, actor: &Actor, id: &ItemId) -> Result<(memwarden_lineage::ErasureRecord, Receipt), EngineError> {

@@ -272,10 +272,10 @@ fn export_is_for_users_and_is_prov_json() {
 }
 
 #[test]
-fn erasure_deletes_what_depends_on_the_source_alone() {
+fn erasure_deletes_every_memory_declared_derived_from_the_source() {
     let dir = tempfile::tempdir().unwrap();
     let secret = "Leaked payroll export for QWERTY-ZEBRA-771";
-    let (s_id, a_id, b_id, c_id, trail) = {
+    let (s_id, a_id, b_id, c_id, t_id, trail) = {
         let e = engine(dir.path());
         setup(&e);
         let (ana, ben, ursula, web) = (actor(&e, "ana"), actor(&e, "ben"), actor(&e, "ursula"), actor(&e, "web"));
@@ -289,24 +289,25 @@ fn erasure_deletes_what_depends_on_the_source_alone() {
         let (record, receipt) = e.erase(&ursula, &s.id()).unwrap();
         let mut erased = record.erased.clone();
         erased.sort();
-        let mut want = vec![s.id(), a.id(), c.id()];
+        // Issue 33: b has another live source (t) and still goes: its text is a copy of s.
+        let mut want = vec![s.id(), a.id(), b.id(), c.id()];
         want.sort();
         assert_eq!(erased, want);
-        assert_eq!(record.survivors, vec![b.id()]);
-        // Gone from every door, for everyone; the survivor stays readable.
-        for id in [s.id(), a.id(), c.id()] {
+        assert!(record.survivors.is_empty());
+        // Gone from every door, for everyone; the other source stays readable.
+        for id in [s.id(), a.id(), b.id(), c.id()] {
             for who in [&ana, &ben, &ursula] {
                 assert!(matches!(e.get(who, &id), Err(EngineError::NotFound(_))), "{id}");
             }
             assert!(e.store().item(&tenant(), &id).unwrap().is_none());
         }
-        assert!(e.search(&ben, &ns(), "payroll export QWERTY-ZEBRA-771", 10).unwrap().iter().all(|h| h.item.id() == b.id() || h.item.id() == t.id()));
-        assert_eq!(e.get(&ana, &b.id()).unwrap().id(), b.id());
+        assert!(e.search(&ben, &ns(), "payroll export QWERTY-ZEBRA-771", 10).unwrap().iter().all(|h| h.item.id() == t.id()));
+        assert_eq!(e.get(&ana, &t.id()).unwrap().id(), t.id());
         // The erasure is logged by id, without the text.
         let entry = Entry::decode(&e.store().log_entries(receipt.log_index, receipt.log_index + 1).unwrap()[0]).unwrap();
         assert_eq!(entry.kind, EntryKind::Erasure);
         assert!(!String::from_utf8_lossy(&entry.body).contains("QWERTY"));
-        (s.id(), a.id(), b.id(), c.id(), e.audit_trail(&ursula).unwrap())
+        (s.id(), a.id(), b.id(), c.id(), t.id(), e.audit_trail(&ursula).unwrap())
     };
     // No file of the store keeps the text.
     for f in std::fs::read_dir(dir.path()).unwrap() {
@@ -322,10 +323,10 @@ fn erasure_deletes_what_depends_on_the_source_alone() {
     let after = e.audit_trail(&ursula).unwrap();
     assert_eq!(trail.records, after.records);
     assert_eq!(trail.erasures, after.erasures);
-    for id in [s_id, a_id, c_id] {
+    for id in [s_id, a_id, b_id, c_id] {
         assert!(matches!(e.get(&ursula, &id), Err(EngineError::NotFound(_))));
     }
-    assert!(e.get(&actor(&e, "ana"), &b_id).is_ok());
+    assert!(e.get(&actor(&e, "ana"), &t_id).is_ok());
     assert!(e.verify_log().unwrap().is_ok());
 }
 

@@ -112,6 +112,11 @@ pub struct LineageConfig {
     pub propagation_step_records_max: usize,
     /// Most records one erasure may visit (the erased item and its descendants), in records.
     pub erasure_records_max: usize,
+    /// Erasure takes every record declared derived from an erased one, even one with another
+    /// live source (its text is a copy of what was erased). Off (the paper's rule), such a
+    /// record survives and is listed as a survivor. The product ([`LineageConfig::product`])
+    /// turns it on.
+    pub erase_declared_descendants: bool,
     /// Most supporting records (retrieved plus context) one gate decision evaluates, in records.
     pub gate_supports_max: usize,
     /// Longest tool name an action may carry, in bytes.
@@ -162,6 +167,7 @@ impl Default for LineageConfig {
             affected_ids_max: 16,
             propagation_step_records_max: 1024,
             erasure_records_max: 100_000,
+            erase_declared_descendants: false,
             gate_supports_max: ACTION_CONTEXT_MAX,
             tool_name_bytes_max: 128,
             permission_filter: true,
@@ -178,6 +184,14 @@ const AFFECTED_IDS_CAP: usize = 1024;
 const STEP_CAP: usize = 1_000_000;
 const ERASURE_CAP: usize = 10_000_000;
 const TOOL_NAME_CAP: usize = 1024;
+
+impl LineageConfig {
+    /// The paper's settings with the product's erasure rule: an erasure takes every record
+    /// declared derived from what it erases ([`LineageConfig::erase_declared_descendants`]).
+    pub fn product() -> Self {
+        Self { erase_declared_descendants: true, ..Self::default() }
+    }
+}
 
 impl LineageConfig {
     /// Check the orderings the rules rely on and that every limit is in range.

@@ -1502,11 +1502,13 @@ impl LineageGraph {
                 continue;
             }
             // Every supporting path runs through the erased set: no parent is live (each is being
-            // erased now or was erased before).
-            let all_through = n
-                .parent_edges
-                .iter()
-                .all(|(_, p)| doomed.contains(p) || self.records.get(p).is_none_or(|x| x.state.erased));
+            // erased now or was erased before). Under the product rule one erased parent is
+            // enough: the record's text is a copy of it.
+            let all_through = if self.config.erase_declared_descendants {
+                n.parent_edges.iter().any(|(_, p)| doomed.contains(p))
+            } else {
+                n.parent_edges.iter().all(|(_, p)| doomed.contains(p) || self.records.get(p).is_none_or(|x| x.state.erased))
+            };
             if all_through {
                 doomed.insert(c);
                 order.push(c);

@@ -230,7 +230,7 @@ fn lineage_routes_are_in_the_openapi_document() {
 }
 
 #[test]
-fn erasure_over_http_deletes_the_dependents_and_keeps_survivors() {
+fn erasure_over_http_deletes_every_declared_dependent_and_nothing_else() {
     let s = TestServer::start();
     let agent = s.principal_key("acme", "agent", "agent");
     let other = s.principal_key("acme", "other", "agent");
@@ -250,18 +250,20 @@ fn erasure_over_http_deletes_the_dependents_and_keeps_survivors() {
     let v = r.json();
     let mut erased = ids(&v["erased"]);
     erased.sort_unstable();
-    let mut want = vec![page.as_str(), only.as_str()];
+    // Issue 33: every memory declared derived from the page goes (its text is a copy), the one
+    // with another live source too; the other source stays.
+    let mut want = vec![page.as_str(), only.as_str(), both.as_str()];
     want.sort_unstable();
     assert_eq!(erased, want, "{v}");
-    assert_eq!(ids(&v["survivors"]), vec![both.as_str()], "{v}");
-    for id in [&page, &only] {
+    assert!(ids(&v["survivors"]).is_empty(), "{v}");
+    for id in [&page, &only, &both] {
         assert_eq!(s.get(&format!("/v1/memories/{id}"), Some(&agent)).status, 404);
         assert_eq!(s.get(&format!("/memories/{id}"), Some(&user)).status, 404);
     }
-    assert_eq!(s.get(&format!("/v1/memories/{both}"), Some(&agent)).status, 200);
+    assert_eq!(s.get(&format!("/v1/memories/{fact}"), Some(&agent)).status, 200);
     // The Mem0-style path erases too; a second erase finds nothing.
-    assert_eq!(s.delete(&format!("/memories/{both}"), Some(&agent)).status, 200);
-    assert_eq!(s.delete(&format!("/memories/{both}"), Some(&agent)).status, 404);
+    assert_eq!(s.delete(&format!("/memories/{fact}"), Some(&user)).status, 200);
+    assert_eq!(s.delete(&format!("/memories/{fact}"), Some(&user)).status, 404);
     let audit = s.get("/v1/audit/verify", Some(&user));
     assert_eq!(audit.status, 200, "{}", audit.text);
 }
