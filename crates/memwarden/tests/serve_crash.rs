@@ -272,9 +272,17 @@ fn crash_cycles(postgres: bool) {
         let stop = Arc::new(AtomicBool::new(false));
         let prefix = format!("c{cycle}");
         let w = writers(&s.base, &keys.agent, &prefix, &stop, &tally, true);
-        std::thread::sleep(Duration::from_millis(100 + rng.next() % 500));
         let theirs = format!("ledger {prefix}-");
-        let during = tally.lock().unwrap().acked.values().filter(|t| t.starts_with(&theirs)).count();
+        let acked_now = || tally.lock().unwrap().acked.values().filter(|t| t.starts_with(&theirs)).count();
+        // Kill at a random moment once this server acknowledges writes (a slow start on a
+        // loaded machine — the server catching up on the bystander's log — made a fixed delay
+        // kill it before its first answer too often; waiting at most 5 s for that).
+        let waited = Instant::now();
+        while acked_now() == 0 && waited.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(rng.next() % 500));
+        let during = acked_now();
         s.kill();
         stop.store(true, Ordering::SeqCst);
         for h in w {
