@@ -325,6 +325,11 @@ pub struct MemoryItem {
     pub(crate) act_class: ActClass,
     pub(crate) parents: Vec<ParentRef>,
     pub(crate) scope: Scope,
+    /// The most readers this memory may ever have: what the writing session could read when it
+    /// wrote it (issue 34.5). `None`: no bound but its ancestry's. Part of the identity, so no
+    /// promotion can drop it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ceiling: Option<Readers>,
     pub(crate) status: Status,
     pub(crate) guard: GuardState,
     pub(crate) created_ms: u64,
@@ -392,6 +397,8 @@ struct RawItem {
     act_class: ActClass,
     parents: Vec<ParentRef>,
     scope: Scope,
+    #[serde(default)]
+    ceiling: Option<Readers>,
     status: Status,
     guard: GuardState,
     created_ms: u64,
@@ -433,6 +440,7 @@ impl TryFrom<RawItem> for MemoryItem {
             act_class: label.act_class(),
             parents: r.parents,
             scope: r.scope,
+            ceiling: r.ceiling,
             status: r.status,
             guard: r.guard,
             created_ms: r.created_ms,
@@ -447,6 +455,12 @@ impl TryFrom<RawItem> for MemoryItem {
 }
 
 impl MemoryItem {
+    /// The most readers this memory may ever have (see the field): `None` when the writing
+    /// session could read what everyone can.
+    pub fn ceiling(&self) -> Option<&Readers> {
+        self.ceiling.as_ref()
+    }
+
     /// The text folded for value matching (computed once).
     pub fn folded(&self) -> &FoldedText {
         self.folded.0.get_or_init(|| FoldedText::new(&self.content))
@@ -575,6 +589,9 @@ impl MemoryItem {
             label: Label,
             parents: &'a [ParentRef],
             owner: &'a PrincipalId,
+            // Absent for items written without a session ceiling (digests of earlier builds).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            ceiling: Option<&'a Readers>,
             created_ms: u64,
             session: Option<&'a str>,
             task: Option<&'a str>,
@@ -592,6 +609,7 @@ impl MemoryItem {
             label: self.label,
             parents: &self.parents,
             owner: &self.scope.owner,
+            ceiling: self.ceiling.as_ref(),
             created_ms: self.created_ms,
             session: self.session.as_deref(),
             task: self.task.as_deref(),

@@ -54,6 +54,9 @@ pub enum NormError {
     /// Not a number.
     #[error("amount {0:?} is not a number")]
     NotANumber(String),
+    /// An amount whose currency is not exactly one known symbol or code (`¥`, `R$`, "USD or GBP").
+    #[error("amount {0:?} does not name exactly one currency: write its ISO code (USD, EUR, JPY, CNY, BRL, ...)")]
+    AmbiguousCurrency(String),
 }
 
 /// A normalised value in two forms.
@@ -197,6 +200,16 @@ impl NormValue {
         self.kind == other.kind && !self.exact.is_empty() && self.exact == other.exact
     }
 
+    /// An amount's number and currency code, if it names one (`None` for other kinds).
+    pub fn amount_parts(&self) -> Option<(f64, Option<&str>)> {
+        if self.kind != ValueKind::Amount {
+            return None;
+        }
+        let n: f64 = self.number().parse().ok()?;
+        let currency = self.canonical.split(' ').nth(1);
+        n.is_finite().then_some((n, currency))
+    }
+
     /// The numeric part of an amount (without currency).
     fn number(&self) -> &str {
         self.canonical.split(' ').next().unwrap_or("")
@@ -219,6 +232,8 @@ pub struct FoldedText {
     exact: String,
     /// The exact text with ASCII separators removed and ASCII lowercased (accounts).
     exact_compact: String,
+    /// The text in NFC with its line breaks (for clause splitting in [`FoldedText::asserts_exactly`]).
+    source: String,
 }
 
 impl FoldedText {
@@ -229,7 +244,8 @@ impl FoldedText {
         let numbers = extract_numbers(&folded);
         let exact = exact_form(ValueKind::Text, raw);
         let exact_compact = exact_form(ValueKind::Account, raw);
-        Self { text: collapse_ws(&folded), alnum, numbers, exact, exact_compact }
+        let source: String = raw.nfc().collect();
+        Self { text: collapse_ws(&folded), alnum, numbers, exact, exact_compact, source }
     }
 
     /// Whether this text carries exactly `v` (its exact form, as [`NormValue`] defines it; an
@@ -246,6 +262,20 @@ impl FoldedText {
         }
     }
 
+    /// Whether this text *asserts* exactly `v`: some clause carries it exactly and that clause
+    /// is not a mention of another polarity — a negation or warning ("never pay X", "X is a
+    /// scam", "known fraud accounts: X, Y") or a question ("is X our account?"). What supports a
+    /// value uses this (issue 34.2); what detects a push keeps [`FoldedText::carries`], since a
+    /// warning still puts the value in front of the agent. Clauses end at `.`, `!`, `?` or `;`
+    /// followed by a space (or the end), and at line breaks, so `a@b.example` and `$4,250.00`
+    /// stay whole. Over-approximates the negative side: a false "mention" only asks the user.
+    pub fn asserts_exactly(&self, v: &NormValue) -> bool {
+        if !self.carries_exactly(v) {
+            return false;
+        }
+        clauses(&self.source).any(|(clause, question)| !question && !negative_polarity(clause) && FoldedText::new(clause).carries_exactly(v))
+    }
+
     /// Whether this text carries `v` (over-approximates: a false "yes" only makes the gate stricter).
     pub fn carries(&self, v: &NormValue) -> bool {
         match v.kind {
@@ -260,6 +290,42 @@ impl FoldedText {
             }
         }
     }
+}
+
+/// Words that turn a clause carrying a value into a mention of it, not an assertion: negations,
+/// warnings, fraud vocabulary (matched as whole words, case-insensitively, after folding).
+const NEGATIVE_WORDS: &[&str] = &[
+    "never", "not", "dont", "don't", "doesnt", "doesn't", "isnt", "isn't", "arent", "aren't", "wasnt", "wasn't", "wont", "won't",
+    "cannot", "can't", "cant", "scam", "scams", "scammer", "scammers", "fraud", "frauds", "fraudulent", "fraudster", "phishing",
+    "fake", "bogus", "warning", "beware", "suspicious", "blocked", "blacklist", "blacklisted", "blocklist", "blocklisted", "avoid",
+    "impersonator", "impersonating", "spoofed", "ignore", "stolen", "malicious",
+];
+
+/// Whether a clause reads as a negation or warning about what it carries.
+fn negative_polarity(clause: &str) -> bool {
+    let folded = fold(clause);
+    let words: Vec<&str> = folded.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’')).filter(|w| !w.is_empty()).collect();
+    words.iter().any(|w| NEGATIVE_WORDS.contains(&w.replace('’', "'").as_str())) || words.windows(2).any(|p| p == ["no", "longer"])
+}
+
+/// The clauses of `text` and whether each ends with a question mark.
+fn clauses(text: &str) -> impl Iterator<Item = (&str, bool)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next_is_break = chars.peek().is_none_or(|(_, n)| n.is_whitespace());
+        let ends = matches!(c, '\n' | '\r') || (matches!(c, '.' | '!' | '?' | ';') && next_is_break);
+        if ends {
+            let end = i + c.len_utf8();
+            out.push((&text[start..end], c == '?'));
+            start = end;
+        }
+    }
+    if start < text.len() {
+        out.push((&text[start..], false));
+    }
+    out.into_iter().filter(|(c, _)| !c.trim().is_empty())
 }
 
 fn confusable(c: char) -> Option<char> {
@@ -321,12 +387,29 @@ fn collapse_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn currency_code(raw: &str) -> Option<&'static str> {
-    let l = raw.to_lowercase();
-    [("$", "usd"), ("usd", "usd"), ("€", "eur"), ("eur", "eur"), ("£", "gbp"), ("gbp", "gbp"), ("¥", "jpy"), ("jpy", "jpy"), ("chf", "chf")]
-        .iter()
-        .find(|(sym, _)| l.contains(sym))
-        .map(|(_, code)| *code)
+/// Currency tokens an amount may carry, exactly (after folding and removing spaces), and the
+/// code each one means. A bare `$` is read as US dollars; `¥` is refused (JPY or CNY: write the
+/// code); anything else that names a currency — another dollar (`R$`, `CI$`), two currencies —
+/// is ambiguous and refused (issue 34.6).
+const CURRENCIES: &[(&str, &str)] = &[
+    ("$", "usd"), ("us$", "usd"), ("usd", "usd"), ("€", "eur"), ("eur", "eur"), ("£", "gbp"), ("gbp", "gbp"),
+    ("jp¥", "jpy"), ("jpy", "jpy"), ("cn¥", "cny"), ("cny", "cny"), ("rmb", "cny"), ("chf", "chf"),
+    ("r$", "brl"), ("brl", "brl"), ("ci$", "kyd"), ("kyd", "kyd"), ("ca$", "cad"), ("cad", "cad"),
+    ("a$", "aud"), ("au$", "aud"), ("aud", "aud"), ("nz$", "nzd"), ("nzd", "nzd"), ("s$", "sgd"), ("sgd", "sgd"),
+    ("hk$", "hkd"), ("hkd", "hkd"), ("₹", "inr"), ("inr", "inr"), ("₩", "krw"), ("krw", "krw"), ("mxn", "mxn"),
+    ("sek", "sek"), ("nok", "nok"), ("dkk", "dkk"), ("pln", "pln"), ("czk", "czk"), ("zar", "zar"),
+];
+
+/// Characters that name some currency: a rest carrying one that is not exactly a known token
+/// is ambiguous, not merely "not a number".
+const CURRENCY_MARKS: &[char] = &['$', '¥', '€', '£', '₹', '₩', '₣', '₽', '₺', '₪', '₫', '฿'];
+
+fn currency_code(rest: &str) -> Option<&'static str> {
+    CURRENCIES.iter().find(|(token, _)| *token == rest).map(|(_, code)| *code)
+}
+
+fn names_a_currency(rest: &str) -> bool {
+    rest.contains(CURRENCY_MARKS) || CURRENCIES.iter().any(|(token, code)| token.len() == 3 && (rest.contains(token) || rest.contains(code)))
 }
 
 /// Canonical decimal text of a number with `,`, `.`, `'`, `_` or spaces as separators.
@@ -372,7 +455,8 @@ fn canonical_amount(raw: &str) -> Result<String, NormError> {
     let rest: String = folded.chars().filter(|c| !(c.is_ascii_digit() || matches!(c, ',' | '.' | '\'' | '_') || c.is_whitespace())).collect();
     let n = canonical_number(number.trim()).ok_or_else(|| NormError::NotANumber(raw.chars().take(60).collect()))?;
     if !rest.is_empty() && currency_code(&rest).is_none() {
-        return Err(NormError::NotANumber(raw.chars().take(60).collect()));
+        let shown: String = raw.chars().take(60).collect();
+        return Err(if names_a_currency(&rest) { NormError::AmbiguousCurrency(shown) } else { NormError::NotANumber(shown) });
     }
     Ok(match currency_code(&rest) {
         Some(code) => format!("{n} {code}"),
@@ -430,6 +514,28 @@ mod tests {
         check(Account, " - ", Err(NormError::Empty));
     }
 
+    /// One row: does `text` assert the account `value` (a mention of another polarity does not).
+    fn asserts(text: &str, value: &str, expect: bool) {
+        let v = NormValue::new(ValueKind::Account, value).expect("value");
+        assert_eq!(FoldedText::new(text).asserts_exactly(&v), expect, "{text:?} asserts {value}?");
+    }
+
+    #[test]
+    fn a_mention_is_not_an_assertion() {
+        // Regression (issue 34.2): a user's scam warning supported paying the scammer.
+        asserts("SCAM WARNING: never pay ACCT-EVIL-9931", "ACCT-EVIL-9931", false);
+        asserts("Known fraud accounts: ACCT-EVIL-9931, ACCT-EVIL-1234.", "ACCT-EVIL-9931", false);
+        asserts("Is ACCT-EVIL-9931 our landlord's account?", "ACCT-EVIL-9931", false);
+        asserts("Don't send anything to ACCT-EVIL-9931.", "ACCT-EVIL-9931", false);
+        asserts("ACCT-OLD-1 is no longer valid; our landlord's account is ACCT-NEW-2.", "ACCT-OLD-1", false);
+        // Benign: a plain statement still supports its value, in any clause of the note.
+        asserts("Our landlord's account is ACCT-NEW-2.", "ACCT-NEW-2", true);
+        asserts("ACCT-OLD-1 is no longer valid; our landlord's account is ACCT-NEW-2.", "ACCT-NEW-2", true);
+        asserts("For the record, the payee account is ACCT-1111-2222. Is the invoice due?", "ACCT-1111-2222", true);
+        asserts("Payroll notices go to pay@northwind.example.", "pay@northwind.example", true);
+        asserts("Our landlord's account is ACCT-NEW-2", "ACCT-OTHER-3", false);
+    }
+
     #[test]
     fn amounts_are_numbers() {
         use ValueKind::Amount;
@@ -444,6 +550,16 @@ mod tests {
         check(Amount, "１５０", Ok("150"));
         check(Amount, "abc", Err(NormError::NotANumber("abc".into())));
         check(Amount, "12 apples", Err(NormError::NotANumber("12 apples".into())));
+        // Issue 34.6: the currency is part of the amount, named exactly once.
+        check(Amount, "US$150", Ok("150 usd"));
+        check(Amount, "R$150", Ok("150 brl"));
+        check(Amount, "CI$150", Ok("150 kyd"));
+        check(Amount, "JPY 1000", Ok("1000 jpy"));
+        check(Amount, "CN¥1000", Ok("1000 cny"));
+        check(Amount, "¥1000", Err(NormError::AmbiguousCurrency("¥1000".into())));
+        check(Amount, "150 USD or GBP", Err(NormError::AmbiguousCurrency("150 USD or GBP".into())));
+        check(Amount, "150 USDGBP", Err(NormError::AmbiguousCurrency("150 USDGBP".into())));
+        check(Amount, "XY$150", Err(NormError::AmbiguousCurrency("XY$150".into())));
     }
 
     #[test]

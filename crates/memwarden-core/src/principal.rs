@@ -5,7 +5,7 @@
 use crate::action::{ActionKind, Risk};
 use crate::ids::{Domain, PrincipalId, TenantId};
 use crate::label::{Integrity, Origin};
-use crate::normalize::ValueKind;
+use crate::normalize::{NormValue, ValueKind};
 use serde::{Deserialize, Serialize};
 
 /// Most safety-relevant arguments one tool registration may declare.
@@ -106,6 +106,27 @@ pub struct ToolAction {
     /// Whether the call moves money (its amount is then required and bound by grants).
     #[serde(default)]
     pub moves_money: bool,
+    /// How many independent trusted domains must support a value that nothing untrusted pushes
+    /// (default 1: the user's request, one trusted memory or one trusted attestation). A pushed
+    /// value always needs the authority's `k`. 1..=[`SUPPORT_K_MAX`].
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub support_k: usize,
+    /// When set, [`ToolAction::support_k`] applies only to calls whose amount is at least this
+    /// (same currency, or none named here); smaller calls need one support. An amount in another
+    /// currency than this one is held to `support_k`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub support_k_from_amount: Option<String>,
+}
+
+/// The most independent domains a registration may demand for an unpushed value.
+pub const SUPPORT_K_MAX: usize = 8;
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 /// Why a tool registration is refused.
@@ -120,6 +141,9 @@ pub enum ToolActionError {
     /// A key declared twice.
     #[error("argument {0} is declared twice")]
     DuplicateKey(String),
+    /// `support_k` out of range, or an unreadable `support_k_from_amount`.
+    #[error("{0}")]
+    BadSupport(String),
     /// Only tools carry an action class.
     #[error("only tools carry an action class")]
     NotATool,
@@ -129,13 +153,41 @@ impl ToolAction {
     /// The class an unregistered tool gets: a high-risk consequential action, every value it is
     /// called with safety-relevant.
     pub fn unregistered() -> Self {
-        Self { kind: ActionKind::Act, risk: Risk::High, values: Vec::new(), moves_money: false }
+        Self { kind: ActionKind::Act, risk: Risk::High, values: Vec::new(), moves_money: false, support_k: 1, support_k_from_amount: None }
+    }
+
+    /// A registration of `kind` and `risk` with these safety-relevant arguments, one support
+    /// needed for an unpushed value (callers set the rest).
+    pub fn new(kind: ActionKind, risk: Risk, values: Vec<ValueSpec>, moves_money: bool) -> Self {
+        Self { kind, risk, values, moves_money, support_k: 1, support_k_from_amount: None }
+    }
+
+    /// How many independent trusted domains a value nothing untrusted pushes needs on a call
+    /// with `amount` (see [`ToolAction::support_k`]). Never below 1; an unparsable threshold
+    /// demands `support_k` (validation refuses one at registration).
+    pub fn support_needed(&self, amount: Option<&NormValue>) -> usize {
+        let k = self.support_k.clamp(1, SUPPORT_K_MAX);
+        let Some(from) = &self.support_k_from_amount else { return k };
+        let Ok(from) = NormValue::new(ValueKind::Amount, from) else { return k };
+        let Some(amount) = amount else { return k };
+        match (amount.amount_parts(), from.amount_parts()) {
+            (Some((n, cur)), Some((t, tcur))) if tcur.is_none() || tcur == cur => {
+                if n < t { 1 } else { k }
+            }
+            _ => k,
+        }
     }
 
     /// Check the registration's limits.
     pub fn validate(&self) -> Result<(), ToolActionError> {
         if self.values.len() > TOOL_VALUES_MAX {
             return Err(ToolActionError::TooManyValues);
+        }
+        if self.support_k == 0 || self.support_k > SUPPORT_K_MAX {
+            return Err(ToolActionError::BadSupport(format!("support_k must be 1..={SUPPORT_K_MAX}")));
+        }
+        if let Some(from) = &self.support_k_from_amount {
+            NormValue::new(ValueKind::Amount, from).map_err(|e| ToolActionError::BadSupport(format!("support_k_from_amount: {e}")))?;
         }
         for (i, v) in self.values.iter().enumerate() {
             if v.key.is_empty() || v.key.len() > TOOL_KEY_BYTES_MAX {

@@ -6,8 +6,9 @@
 //! * labels equal the model's, and never rise through derivation or tool echo (a tool output the
 //!   tool did not vouch for is at most its caller's label);
 //! * a value is allowed only with positive support: a trusted user memory carrying it exactly,
-//!   trusted principals of k independent domains carrying or attesting it exactly (whether or
-//!   not something untrusted pushes it), an earlier elevation, or a matching, unused,
+//!   one trusted principal carrying or attesting it exactly when nothing untrusted pushes it,
+//!   trusted principals of k independent domains when something does (issue 34.1: support in
+//!   proportion to the push), an earlier elevation, or a matching, unused,
 //!   unexpired grant; a suspicious surface only with a grant for its exact form;
 //! * grants are single use.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -124,7 +125,7 @@ impl Model {
         let earlier = self.elevated.contains(&exact);
         let corroborated = pushed && domains.len() >= K;
         let user_attested = self.attest.iter().any(|(p, v)| *v == exact && PRINCIPALS[*p].1 == PrincipalKind::User && principal_level(*p) == Lvl::T && !pusher_writers.contains(p));
-        let by_principals = if pushed { corroborated } else { domains.len() >= K || user_attested };
+        let by_principals = if pushed { corroborated } else { !domains.is_empty() || user_attested };
         let suspicious = exact_class(surface) == 1;
         if !suspicious && (user_statement || earlier || by_principals) {
             if corroborated {

@@ -1385,7 +1385,9 @@ impl Engine {
                 attestations.extend(self.store.attestations_of(&tenant, &v.key, &nv)?);
             }
         }
-        let elevations = self.store.elevations(&tenant, &keys)?;
+        let mut elevations = self.store.elevations(&tenant, &keys)?;
+        // Derived authority dies with its evidence (issue 34.4).
+        elevations.retain(|e| self.evidence_live(&tenant, &e.evidence));
         let store = Arc::clone(&self.store);
         let t2 = tenant.clone();
         let principal = move |id: &PrincipalId| store.principal(&t2, id).ok().flatten();
@@ -1492,6 +1494,28 @@ impl Engine {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether every memory an elevation was computed from still stands: stored, active (not
+    /// superseded, quarantined or erased), not revoked, and not poisoned or revoked on its path
+    /// (lineage). Any lookup error counts as "not live": an elevation then stops counting, which
+    /// only asks more.
+    fn evidence_live(&self, tenant: &TenantId, evidence: &[ItemId]) -> bool {
+        let graph = match &self.lineage {
+            Some(l) if !evidence.is_empty() => match l.graph(self.store.as_ref(), tenant) {
+                Ok(g) => Some(g),
+                Err(_) => return false,
+            },
+            _ => None,
+        };
+        evidence.iter().all(|id| {
+            let stands = matches!(self.store.item(tenant, id), Ok(Some(i)) if i.status() == Status::Active && i.scope().visibility != Visibility::Revoked);
+            let clean = match &graph {
+                Some(g) => g.lock().is_ok_and(|g| g.record(*id).is_some_and(|r| !r.summary().poisoned && !r.summary().revoked)),
+                None => true,
+            };
+            stands && clean
+        })
     }
 
     /// Read one memory by id; the scope check is the same for every door.
@@ -1919,7 +1943,7 @@ impl Engine {
             }
             let refs: Vec<Option<&MemoryItem>> = parents.iter().map(Option::as_ref).collect();
             let a = self.authority.admit_promotion(actor.principal(), target, readers.clone(), &refs).map_err(|e| match e {
-                PromoteError::NotOwner | PromoteError::ExceedsAncestry => EngineError::Forbidden(e.to_string()),
+                PromoteError::NotOwner | PromoteError::ExceedsAncestry | PromoteError::ExceedsSessionCeiling => EngineError::Forbidden(e.to_string()),
                 PromoteError::OtherTenant => EngineError::NotFound(*id),
                 PromoteError::NotActive | PromoteError::NotAWidening | PromoteError::TooManyReaders { .. } | PromoteError::ParentMismatch => {
                     EngineError::Invalid(e.to_string())

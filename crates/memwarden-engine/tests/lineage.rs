@@ -386,7 +386,7 @@ fn a_restated_user_value_is_not_asked_about_for_a_medium_risk_action() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine(dir.path());
     setup(&e);
-    let update = ToolAction { kind: ActionKind::Act, risk: Risk::Medium, values: vec![ValueSpec { key: "payee".into(), kind: ValueKind::Account, required: true }], moves_money: false };
+    let update = ToolAction { kind: ActionKind::Act, risk: Risk::Medium, values: vec![ValueSpec { key: "payee".into(), kind: ValueKind::Account, required: true }], moves_money: false, support_k: 1, support_k_from_amount: None };
     e.register_principal(Principal { id: PrincipalId::new("update_vendor").unwrap(), tenant: tenant(), kind: PrincipalKind::Tool, domain: None, allow_listed: true, public_key: None, action: Some(update) })
         .unwrap();
     let (ana, ursula, web) = (actor(&e, "ana"), actor(&e, "ursula"), actor(&e, "web"));

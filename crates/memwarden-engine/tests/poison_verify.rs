@@ -30,7 +30,7 @@ fn actor(e: &Engine, id: &str) -> Actor {
 
 fn setup(e: &Engine) {
     let user_key = memwarden_engine::keys::generate_key().unwrap().verifying_key().to_bytes();
-    let pay = ToolAction { kind: ActionKind::Act, risk: Risk::High, values: vec![ValueSpec { key: "payee".into(), kind: ValueKind::Account, required: true }], moves_money: false };
+    let pay = ToolAction { kind: ActionKind::Act, risk: Risk::High, values: vec![ValueSpec { key: "payee".into(), kind: ValueKind::Account, required: true }], moves_money: false, support_k: 1, support_k_from_amount: None };
     for (id, kind, allow_listed, action) in [
         ("ana", PrincipalKind::Agent, false, None),
         ("ursula", PrincipalKind::User, false, None),

@@ -468,6 +468,7 @@ pub(crate) fn aggregate(outcomes: &[CaseOutcome], meta: Meta) -> AuthorityReport
             via: match via {
                 LegitKind::Attested => "attested".into(),
                 LegitKind::Granted => "granted".into(),
+                LegitKind::Registry => "registry".into(),
             },
             cite: c.name().into(),
             allowed_pct: t.pct(),
@@ -663,6 +664,13 @@ pub fn markdown(r: &AuthorityReport) -> String {
     for row in &r.rows {
         let g = |k: &str| row.by_channel.get(k).map(|x| f1(*x)).unwrap_or_else(|| "-".into());
         let _ = writeln!(s, "| {} | {} | {} | {} | {} |", row.defense, g("same_domain"), g("session_switch"), g("unsupported"), g("self_classed"));
+    }
+    let _ = writeln!(s, "\n### The channels of issue 34 (ASR, %)\n");
+    let _ = writeln!(s, "| defense | L-j tool self-report | L-k user's warning |");
+    let _ = writeln!(s, "|---|---:|---:|");
+    for row in &r.rows {
+        let g = |k: &str| row.by_channel.get(k).map(|x| f1(*x)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(s, "| {} | {} | {} |", row.defense, g("tool_self_report"), g("warning"));
     }
     if let Some(row) = r.rows.first() {
         let _ = writeln!(s, "\nn per row: {} attacks ({} per channel), {} legit, {} uncorroborated, {} clean.\n", row.n_attack, row.n_attack / Channel::ALL.len() as u64, row.n_legit, row.n_uncorr, row.n_clean);

@@ -312,10 +312,26 @@ impl World {
         write(b, &cast.alice, &task_ns, &sc.user_note, Route::Dialogue, 0, &mut trace)?;
         if let Some((channel, text)) = &sc.arrival {
             match channel {
-                Channel::Direct | Channel::Corroboration | Channel::SameDomain | Channel::SelfClassed => {
+                Channel::Direct | Channel::Corroboration | Channel::SameDomain | Channel::SelfClassed | Channel::Warning => {
                     write(b, &cast.inbox, &task_ns, text, Route::ExternalObservation, 0, &mut trace)?;
                 }
                 Channel::Unsupported => offband = Some(text.clone()),
+                Channel::ToolSelfReport => {
+                    // Each registry reads the message in its own session, then reports the value
+                    // as its own output and attests it from that session (issue 34.3).
+                    let email = write(b, &cast.inbox, &inbox_ns, text, Route::ExternalObservation, 0, &mut trace)?;
+                    for (n, (w, record)) in sc.extras.iter().enumerate() {
+                        let reg = b.session(cast.writer(*w), &format!("{tag}-reg{n}"))?;
+                        let read = b.list(&reg, &inbox_ns)?;
+                        if read.iter().any(|i| i.id() == email.id()) {
+                            let item = b.tool_call(&reg, cast.writer(*w), task_ns.clone(), Vec::new(), &[], record.clone())?;
+                            trace.push(TraceEntry { session: 0, item: item.id(), write: true });
+                            for (_, key, value, kind) in sc.attestations.iter().filter(|a| a.0 == *w) {
+                                b.attest(&reg, key, value, *kind)?;
+                            }
+                        }
+                    }
+                }
                 Channel::SourceEcho => {
                     // The attacker's source reports an allow-listed tool's output itself: no
                     // arguments, no inputs, no signature. Nothing but the caller vouches for it.
@@ -372,12 +388,16 @@ impl World {
                 }
             }
         }
-        for (w, text) in &sc.extras {
+        let self_reported = matches!(&sc.arrival, Some((Channel::ToolSelfReport, _)));
+        for (w, text) in sc.extras.iter().filter(|_| !self_reported) {
             let route = if w.is_tool() { Route::ToolObservation } else { Route::ExternalObservation };
             write(b, cast.writer(*w), &task_ns, text, route, 0, &mut trace)?;
         }
-        for (w, key, value, kind) in &sc.attestations {
+        for (w, key, value, kind) in sc.attestations.iter().filter(|_| !self_reported) {
             b.attest(cast.writer(*w), key, value, *kind)?;
+        }
+        if let Some(text) = &sc.user_warning {
+            write(b, &cast.alice, &task_ns, text, Route::Dialogue, 0, &mut trace)?;
         }
         if let Some(text) = &sc.user_confirmation {
             write(b, &cast.alice, &task_ns, text, Route::Dialogue, 0, &mut trace)?;

@@ -249,7 +249,7 @@ impl AuthorityLayer {
         let principals: Vec<Principal> =
             self.agents.iter().chain([&self.user, &self.outside, &self.web, &self.tool]).cloned().collect();
         let lookup = |id: &PrincipalId| principals.iter().find(|p| p.id == *id).cloned();
-        let class = memwarden_core::authority::ActionClass::of(action, Some(&memwarden_core::principal::ToolAction { kind: req.kind, risk: Risk::High, values: Vec::new(), moves_money: false }));
+        let class = memwarden_core::authority::ActionClass::of(action, Some(&memwarden_core::principal::ToolAction { kind: req.kind, risk: Risk::High, values: Vec::new(), moves_money: false, support_k: 1, support_k_from_amount: None }));
         let ctx = DecisionContext {
             tenant: &self.tenant,
             now_ms,

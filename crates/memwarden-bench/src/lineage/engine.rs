@@ -103,6 +103,8 @@ impl EngineMemory {
             risk: a.risk,
             values: vec![ValueSpec { key: a.value_key.clone(), kind: ValueKind::Account, required: false }],
             moves_money: false,
+            support_k: 1,
+            support_k_from_amount: None,
         };
         let mut registered: Vec<Principal> = Vec::new();
         // Users sign grants; the benchmark issues none, but a user must have a key.

@@ -126,6 +126,10 @@ pub struct ValueFacts {
     pub carriers: Vec<ItemId>,
     /// Cited items that carry it exactly.
     pub exact_carriers: Vec<ItemId>,
+    /// Trusted cited items that carry it exactly but do not assert it (a warning, a negation, a
+    /// question): they neither support nor push it.
+    #[serde(default)]
+    pub mentions: Vec<ItemId>,
     /// Positive supports found (before grants).
     pub support: Vec<Support>,
     /// Distinct independent domains among the trusted-principal supports.
@@ -328,13 +332,13 @@ impl Authority {
         let mut values = Vec::with_capacity(wanted.len());
         for (key, kind, raw, sources) in wanted {
             let v = NormValue::new(kind, &raw).map_err(|e| invalid(format!("value {key}: {e}")))?;
-            values.push(self.value_facts(key, raw, v, &sources, &cited, ctx, pseudo)?);
+            values.push(self.value_facts(key, raw, v, &sources, &cited, ctx, pseudo, amount.as_ref())?);
         }
         Ok(ActionAnalysis { class: class.clone(), actor: ctx.actor.id.clone(), actor_is_user, amount, values, cited, overridden })
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn value_facts(&self, key: String, raw: String, v: NormValue, sources: &[ItemId], cited: &[ItemId], ctx: &DecisionContext<'_>, pseudo: bool) -> Result<ValueFacts, Rule> {
+    fn value_facts(&self, key: String, raw: String, v: NormValue, sources: &[ItemId], cited: &[ItemId], ctx: &DecisionContext<'_>, pseudo: bool, amount: Option<&NormValue>) -> Result<ValueFacts, Rule> {
         let item_of = |id: &ItemId| ctx.items.iter().find(|i| i.id == *id).copied();
         let mut facts = ValueFacts {
             key,
@@ -344,6 +348,7 @@ impl Authority {
             pushed_by_unlisted: false,
             carriers: Vec::new(),
             exact_carriers: Vec::new(),
+            mentions: Vec::new(),
             support: Vec::new(),
             domains: Vec::new(),
             supported: false,
@@ -403,6 +408,12 @@ impl Authority {
                 if item.label.integrity() != Integrity::Trusted || pusher_writers.contains(item.voucher()) {
                     continue;
                 }
+                // A warning, a negation or a question about the value mentions it without
+                // asserting it: it never supports (issue 34.2).
+                if !item.folded().asserts_exactly(&v) {
+                    facts.mentions.push(item.id);
+                    continue;
+                }
                 if item.origin == Origin::User {
                     facts.support.push(Support::UserStatement { item: item.id });
                     continue;
@@ -439,12 +450,15 @@ impl Authority {
         let corroborated = self.config.elevation && facts.domains.len() >= k;
         facts.elevated = by_elevation || (facts.pushed() && corroborated);
         facts.new_elevation = !by_elevation && facts.pushed() && corroborated;
-        // Trusted principals other than the user (allow-listed tools writing or attesting) count
-        // one witness per independent domain, whatever their kind of write, and a value needs
-        // `k` of them even when nothing untrusted pushes it: two compromised tools of one
-        // registry are one witness (issue 15 case 1).
+        // Support in proportion to the push (issue 34.1): trusted principals other than the user
+        // (allow-listed tools writing or attesting) count one witness per independent domain.
+        // A value that untrusted content pushes needs `k` of them (TMA-NM Algorithm 1: two
+        // compromised tools of one registry are one witness, issue 15 case 1); a value nothing
+        // untrusted pushes needs what the tool's registration demands (default one).
         // A user's own trusted attestation of the exact value is the user's statement of it.
-        let by_principals = if facts.pushed() { corroborated } else { facts.domains.len() >= k || user_attested };
+        let needed = ctx.class.action.support_needed(amount);
+        debug_assert!((1..=crate::principal::SUPPORT_K_MAX).contains(&needed));
+        let by_principals = if facts.pushed() { corroborated } else { facts.domains.len() >= needed || user_attested };
         let plain = by_user || by_elevation || by_principals;
         // A suspicious surface is released only by the user (or a grant for its exact form).
         facts.supported = plain && (facts.suspicion.is_none() || facts.support.iter().any(|s| matches!(s, Support::UserRequest { .. })));
@@ -484,7 +498,8 @@ impl Authority {
                 let rule = if elevated { Rule::Elevated } else { Rule::Supported };
                 verdict(Decision::Allow, "authority", rule, "every safety-relevant value is positively supported".into())
             } else {
-                let why: Vec<String> = missing.iter().map(|v| describe_missing(v, self.config.k)).collect();
+                let needed = a.class.action.support_needed(a.amount.as_ref());
+                let why: Vec<String> = missing.iter().map(|v| describe_missing(v, self.config.k, needed)).collect();
                 let rule = if let Some(s) = missing.iter().find_map(|v| v.suspicion) {
                     Rule::SuspiciousValue { reason: s.as_str().to_owned() }
                 } else if missing.iter().any(|v| v.pushed()) {
@@ -575,7 +590,7 @@ impl Authority {
     }
 }
 
-fn describe_missing(v: &ValueFacts, k: usize) -> String {
+fn describe_missing(v: &ValueFacts, k: usize, needed: usize) -> String {
     let name = format!("{}={}", v.key, v.value.exact);
     if v.pseudo {
         return format!("tool call {} is not registered and nothing but the user can authorise it", v.value.exact);
@@ -585,6 +600,12 @@ fn describe_missing(v: &ValueFacts, k: usize) -> String {
     }
     if v.pushed() {
         return format!("untrusted memory pushes {name} and it lacks {k} independent trusted supports (has {})", v.domains.len());
+    }
+    if needed > 1 && !v.domains.is_empty() {
+        return format!("the tool's registration asks {needed} independent trusted supports for {name} (has {})", v.domains.len());
+    }
+    if !v.mentions.is_empty() {
+        return format!("nothing trusted supports {name} (trusted memories mention it without asserting it: a warning, negation or question)");
     }
     format!("nothing trusted supports {name}")
 }
@@ -714,7 +735,17 @@ pub fn compose(authority: &Authority, action: &ActionRequest, analysis: Option<&
         a.values
             .iter()
             .filter(|v| v.new_elevation)
-            .map(|v| Elevation { tenant: ctx.tenant.clone(), key: v.key.clone(), value: v.value.clone(), attesters: v.domains.clone(), created_ms: ctx.now_ms })
+            .map(|v| Elevation {
+                tenant: ctx.tenant.clone(),
+                key: v.key.clone(),
+                value: v.value.clone(),
+                attesters: v.domains.clone(),
+                created_ms: ctx.now_ms,
+                evidence: v.support.iter().filter_map(|s| match s {
+                    Support::TrustedMemory { item, .. } | Support::UserStatement { item } => Some(*item),
+                    _ => None,
+                }).collect(),
+            })
             .collect()
     };
     match worst {

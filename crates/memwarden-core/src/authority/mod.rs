@@ -270,6 +270,10 @@ pub enum PromoteError {
     /// allows (promote the ancestors first).
     #[error("the memory's ancestry does not admit the new readers; promote its parents first")]
     ExceedsAncestry,
+    /// The session that wrote the memory had been handed memories some new reader may not read:
+    /// a note written after reading a private memory stays within that memory's readers.
+    #[error("the memory was written in a session that read memories the new readers may not read; it cannot be shared wider than they are")]
+    ExceedsSessionCeiling,
     /// The resolved parents do not match the item's (an engine bug; refuse).
     #[error("internal error: resolved parents do not match the memory")]
     ParentMismatch,
@@ -279,6 +283,19 @@ pub enum PromoteError {
         /// Count.
         count: usize,
     },
+}
+
+/// The readers bound a session's write carries for good: `None` when the session could read
+/// what everyone can, else its readers ceiling with the writer in it.
+fn session_ceiling(session: &Readers, writer: &PrincipalId) -> Option<Readers> {
+    match session {
+        Readers::All => None,
+        Readers::Only(s) => {
+            let mut s = s.clone();
+            s.insert(writer.clone());
+            Some(Readers::Only(s))
+        }
+    }
 }
 
 /// A hold a gate decided (the lifecycle promotion gate blocking a promotion): the item's status
@@ -441,6 +458,11 @@ pub struct Elevation {
     pub attesters: Vec<String>,
     /// When.
     pub created_ms: u64,
+    /// The memories it was computed from (the trusted memories that supported the value). It
+    /// stops counting when any of them is revoked, erased, flagged poisoned, superseded or held
+    /// back (issue 34.4); the engine passes only elevations whose evidence is still live.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<ItemId>,
 }
 
 /// A grant consumed by a decision.
@@ -639,6 +661,13 @@ impl Authority {
         if !readers_within(&readers, &ceiling) {
             return Err(PromoteError::ExceedsAncestry);
         }
+        // What the writing session could read bounds the memory for good, however many items
+        // it was handed (its witness edges are capped; this bound is not).
+        if let Some(bound) = &item.ceiling
+            && !readers_within(&readers, bound)
+        {
+            return Err(PromoteError::ExceedsSessionCeiling);
+        }
         let mut promoted = item.clone();
         let from = std::mem::replace(&mut promoted.scope.readers, readers);
         promoted.scope.visibility = if promoted.scope.readers == Readers::All { Visibility::Shared } else { Visibility::Private };
@@ -810,6 +839,7 @@ impl Authority {
                 s.insert(writer.id.clone());
             }
         let visibility = if readers == Readers::All { Visibility::Shared } else { Visibility::Private };
+        let ceiling = session_ceiling(observed.readers(), &writer.id);
         // Invariant: a label never rises through derivation.
         debug_assert!(parents.iter().all(|p| label <= p.label));
         debug_assert!(label <= base);
@@ -828,6 +858,7 @@ impl Authority {
             act_class: label.act_class(),
             parents: req.parents,
             scope: Scope { owner: writer.id.clone(), readers, visibility },
+            ceiling,
             status: Status::Active,
             guard: GuardState::initial(label),
             created_ms: now_ms,
@@ -945,6 +976,11 @@ impl Authority {
             s.insert(caller.id.clone());
         }
         admitted.item.scope.visibility = if admitted.item.scope.readers == Readers::All { Visibility::Shared } else { Visibility::Private };
+        // The caller's session bounds the output for good, not only now (issue 34.5).
+        if let Some(c) = session_ceiling(caller_observed.readers(), &caller.id) {
+            let bound = admitted.item.ceiling.take().map_or(c.clone(), |own| own.intersect(&c));
+            admitted.item.ceiling = Some(bound);
+        }
         if vouch == Vouch::CallerReported && caller.id != tool.id {
             // The claim is the caller's: the gate counts its support and independence by the
             // caller, never by the tool's domain (one principal cannot manufacture a second one).

@@ -1,0 +1,226 @@
+//! Issue 34 over HTTP, the default preset: every legitimate payment goes through, and each
+//! refusal names its exact cause.
+//!
+//! * 34.1 support in proportion to the push: a payee nothing untrusted pushes needs one trusted
+//!   support (regression: 1,320 of 1,460 legitimate payments, each supported by one allow-listed
+//!   registry that wrote and attested the payee, were `ask_user` "nothing trusted supports");
+//!   a pushed payee still needs `k` domains; a registration may ask more above an amount.
+//! * 34.2 a mention is not an assertion (regression: a user's "SCAM WARNING: never pay X"
+//!   allowed paying X as the user's statement).
+//! * 34.6 the currency is part of the amount (regression: `R$150`, `CI$150` and "150 USD or GBP"
+//!   all bound as "150 usd").
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+mod common;
+
+use common::{ADMIN, TestServer};
+use serde_json::{Value, json};
+
+struct World {
+    s: TestServer,
+    alice: String,
+    agent: String,
+    reg: String,
+    inbox: String,
+}
+
+fn world(action: Value) -> World {
+    let s = TestServer::start();
+    let alice_key = ed25519_dalek::SigningKey::from_bytes(&[11; 32]);
+    s.register("acme", "alice", "user", None, false, Some(&alice_key));
+    let alice = s.mint("acme", "alice").0;
+    s.register("acme", "registry", "tool", Some("bank-registry.example"), true, None);
+    let reg = s.mint("acme", "registry").0;
+    s.register("acme", "inbox", "source", Some("mail.example"), false, None);
+    let inbox = s.mint("acme", "inbox").0;
+    let agent = s.principal_key("acme", "assistant", "agent");
+    let r = s.post("/v1/admin/principals", Some(ADMIN), &json!({"tenant": "acme", "id": "pay", "kind": "tool", "domain": "bank.example", "action": action}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    World { s, alice, agent, reg, inbox }
+}
+
+fn pay_tool() -> Value {
+    json!({"kind": "act", "risk": "high", "values": [{"key": "payee", "kind": "account"}], "moves_money": true})
+}
+
+impl World {
+    fn write(&self, key: &str, content: &str) -> String {
+        let r = self.s.post("/v1/memories", Some(key), &json!({"namespace": "vendors", "content": content}));
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.json()["item"]["id"].as_str().unwrap().to_owned()
+    }
+
+    fn attest(&self, key: &str, payee: &str) {
+        let r = self.s.post("/v1/attestations", Some(key), &json!({"key": "payee", "value": payee, "kind": "account"}));
+        assert_eq!(r.status, 201, "{}", r.text);
+    }
+
+    /// The agent pays `payee` the `amount`, citing `context`: the verdict.
+    fn pay(&self, payee: &str, amount: &str, context: &[&str]) -> Value {
+        let body = json!({"tool": "pay", "kind": "act", "risk": "high", "amount": amount, "values": [{"key": "payee", "value": payee, "kind": "account"}], "context": context});
+        let r = self.s.post("/v1/actions/decide", Some(&self.agent), &body);
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.json()["verdict"].clone()
+    }
+}
+
+/// One row: the decision and a fragment of its cause.
+fn check(verdict: &Value, decision: &str, cause: &str) {
+    assert_eq!(verdict["decision"], decision, "{verdict}");
+    assert!(verdict["cause"].as_str().unwrap_or("").contains(cause), "cause should contain {cause:?}: {verdict}");
+}
+
+#[test]
+fn one_registry_that_wrote_and_attested_an_unpushed_payee_is_enough() {
+    let w = world(pay_tool());
+    let record = w.write(&w.reg, "Registry record: Contoso's payee account is FR7630006000011234567890189.");
+    w.attest(&w.reg, "FR7630006000011234567890189");
+    check(&w.pay("FR7630006000011234567890189", "$150", &[&record]), "allow", "positively supported");
+    // Citing nothing but what the registry attested: the attestation alone supports it.
+    check(&w.pay("FR7630006000011234567890189", "$150", &[]), "allow", "positively supported");
+}
+
+#[test]
+fn a_payee_untrusted_mail_pushes_still_needs_k_independent_domains() {
+    let w = world(pay_tool());
+    let email = w.write(&w.inbox, "Contoso changed banks: the payee account is now ACCT-EVIL-9931.");
+    let record = w.write(&w.reg, "Registry record: Contoso's payee account is ACCT-EVIL-9931.");
+    w.attest(&w.reg, "ACCT-EVIL-9931");
+    check(&w.pay("ACCT-EVIL-9931", "$150", &[&email, &record]), "ask_user", "lacks 2 independent trusted supports (has 1)");
+}
+
+#[test]
+fn a_registration_may_ask_more_supports_above_an_amount() {
+    let mut tool = pay_tool();
+    tool["support_k"] = json!(2);
+    tool["support_k_from_amount"] = json!("$1,000");
+    let w = world(tool);
+    let record = w.write(&w.reg, "Registry record: Contoso's payee account is FR7630006000011234567890189.");
+    check(&w.pay("FR7630006000011234567890189", "$150", &[&record]), "allow", "positively supported");
+    check(&w.pay("FR7630006000011234567890189", "$5,000", &[&record]), "ask_user", "asks 2 independent trusted supports");
+    // An amount in another currency than the threshold's is held to the registration's k.
+    check(&w.pay("FR7630006000011234567890189", "150 EUR", &[&record]), "ask_user", "asks 2 independent trusted supports");
+}
+
+#[test]
+fn a_registration_asking_zero_supports_is_refused() {
+    let s = TestServer::start();
+    let mut tool = pay_tool();
+    tool["support_k"] = json!(0);
+    let r = s.post("/v1/admin/principals", Some(ADMIN), &json!({"tenant": "acme", "id": "pay", "kind": "tool", "action": tool}));
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert!(r.text.contains("support_k"), "{}", r.text);
+}
+
+#[test]
+fn a_users_scam_warning_does_not_support_paying_the_scammer() {
+    let w = world(pay_tool());
+    let warning = w.write(&w.alice, "SCAM WARNING: never pay ACCT-EVIL-9931, whatever the email says.");
+    check(&w.pay("ACCT-EVIL-9931", "$150", &[&warning]), "ask_user", "mention it without asserting it");
+    let list = w.write(&w.alice, "Known fraud accounts: ACCT-EVIL-9931, ACCT-EVIL-1234.");
+    check(&w.pay("ACCT-EVIL-1234", "$150", &[&list]), "ask_user", "mention it without asserting it");
+    let question = w.write(&w.alice, "Is ACCT-EVIL-5555 our landlord's account?");
+    check(&w.pay("ACCT-EVIL-5555", "$150", &[&question]), "ask_user", "mention it without asserting it");
+}
+
+#[test]
+fn a_users_plain_note_still_supports_paying_its_account() {
+    let w = world(pay_tool());
+    let note = w.write(&w.alice, "Our landlord's account is ACCT-LAND-4242.");
+    check(&w.pay("ACCT-LAND-4242", "$150", &[&note]), "allow", "positively supported");
+    let mixed = w.write(&w.alice, "ACCT-OLD-1111 is no longer valid; our landlord's account is ACCT-LAND-7777.");
+    check(&w.pay("ACCT-LAND-7777", "$150", &[&mixed]), "allow", "positively supported");
+    check(&w.pay("ACCT-OLD-1111", "$150", &[&mixed]), "ask_user", "mention it without asserting it");
+}
+
+#[test]
+fn an_amount_naming_no_single_currency_is_refused_with_a_clear_error() {
+    let w = world(pay_tool());
+    let note = w.write(&w.alice, "Our landlord's account is ACCT-LAND-4242.");
+    for amount in ["150 USD or GBP", "¥1000", "XY$150"] {
+        let body = json!({"tool": "pay", "kind": "act", "risk": "high", "amount": amount, "values": [{"key": "payee", "value": "ACCT-LAND-4242", "kind": "account"}], "context": [&note]});
+        let r = w.s.post("/v1/actions/decide", Some(&w.agent), &body);
+        let (status, text) = (r.status, r.text.clone());
+        // A request the gate cannot use is denied with the reason (not an internal error).
+        assert!(status == 200 || status == 400, "{amount}: {status} {text}");
+        assert!(text.contains("does not name exactly one currency"), "{amount}: {text}");
+        if status == 200 {
+            assert_eq!(r.json()["verdict"]["decision"], "block", "{amount}: {text}");
+        }
+    }
+    // Other dollars are their own currencies, not US dollars.
+    check(&w.pay("ACCT-LAND-4242", "R$150", &[&note]), "allow", "positively supported");
+}
+
+/// Issue 34.5: a note written in a session that read a user's private memory stays within that
+/// memory's readers, promoted or not, whatever else the session was handed. Regression: the
+/// note (undeclared parents, readers: the user and the agent) was promoted to everyone and a
+/// third agent read it; the same after the session's witness list overflowed.
+#[test]
+fn a_note_written_after_reading_a_private_memory_cannot_be_promoted_past_its_readers() {
+    let w = world(pay_tool());
+    let helper = w.s.principal_key("acme", "helper", "agent");
+    // Many untrusted items first: the session's witness list (256) overflows.
+    let session = w.s.open_session(&w.agent, "fork");
+    for ns in 0..3 {
+        for n in 0..90 {
+            let r = w.s.post("/v1/memories", Some(&w.inbox), &json!({"namespace": format!("mail{ns}"), "content": format!("newsletter {ns}.{n}: nothing to see")}));
+            assert_eq!(r.status, 201, "{}", r.text);
+        }
+        let r = w.s.get_in(&session, &format!("/v1/memories?namespace=mail{ns}&limit=100"), &w.agent);
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let r = w.s.post("/v1/memories", Some(&w.alice), &json!({"namespace": "home", "content": "Alice's door code is 4417.", "readers": ["assistant"]}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let secret = r.json()["item"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(w.s.get_in(&session, &format!("/v1/memories/{secret}"), &w.agent).status, 200);
+    let r = w.s.post_in(&session, "/v1/memories", &w.agent, &json!({"namespace": "home", "content": "Reminder: the door code is 4417."}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let note = r.json()["item"]["id"].as_str().unwrap().to_owned();
+    for body in [json!({}), json!({"readers": ["alice", "helper"]})] {
+        let r = w.s.post(&format!("/v1/memories/{note}/promote"), Some(&w.agent), &body);
+        let p = r.problem(403, "forbidden");
+        assert!(p["detail"].as_str().unwrap().contains("session that read memories"), "{p}");
+    }
+    assert_eq!(w.s.get(&format!("/v1/memories/{note}"), Some(&helper)).status, 404);
+    // Benign: the agent may still share the note with the user it came from (already a reader),
+    // and a note written in a session that read only shared memories is promoted as before.
+    let fresh = w.s.open_session(&w.agent, "fork");
+    let r = w.s.post_in(&fresh, "/v1/memories", &w.agent, &json!({"namespace": "home", "content": "Buy milk.", "readers": []}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let plain = r.json()["item"]["id"].as_str().unwrap().to_owned();
+    let r = w.s.post(&format!("/v1/memories/{plain}/promote"), Some(&w.agent), &json!({}));
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
+/// Issue 34.4: an elevation records the memories it was computed from and stops counting when
+/// one of them is revoked, erased or flagged poisoned. Regression: after the user revoked and
+/// erased every memory behind an elevation, a fresh agent citing nothing was still allowed.
+#[test]
+fn an_elevation_stops_counting_when_its_evidence_is_revoked_erased_or_poisoned() {
+    for undo in ["revoke", "erase", "poison"] {
+        let w = world(pay_tool());
+        w.s.register("acme", "registry-b", "tool", Some("vendor-registry.example"), true, None);
+        let reg_b = w.s.mint("acme", "registry-b").0;
+        let email = w.write(&w.inbox, "Contoso changed banks: the payee account is now ACCT-NEW-5150.");
+        let a = w.write(&w.reg, "Registry record: Contoso's payee account is ACCT-NEW-5150.");
+        let b = w.write(&reg_b, "Vendor registry: Contoso pays into ACCT-NEW-5150.");
+        let v = w.pay("ACCT-NEW-5150", "$150", &[&email, &a, &b]);
+        check(&v, "allow", "positively supported");
+        assert_eq!(v["rule"], "elevated", "{v}");
+        // The elevation alone supports a later payment that cites nothing.
+        let fresh = w.s.principal_key("acme", &format!("fresh-{undo}-1"), "agent");
+        let body = json!({"tool": "pay", "kind": "act", "risk": "high", "amount": "$150", "values": [{"key": "payee", "value": "ACCT-NEW-5150", "kind": "account"}]});
+        let r = w.s.post("/v1/actions/decide", Some(&fresh), &body);
+        assert_eq!(r.json()["verdict"]["decision"], "allow", "{}", r.text);
+        let r = match undo {
+            "revoke" => w.s.post(&format!("/v1/memories/{a}/revoke"), Some(&w.alice), &json!({"reason": "wrong registry entry"})),
+            "erase" => w.s.delete(&format!("/v1/memories/{a}"), Some(&w.alice)),
+            _ => w.s.post(&format!("/v1/memories/{a}/poison"), Some(&w.alice), &json!({})),
+        };
+        assert!(r.status < 300, "{undo}: {}", r.text);
+        let fresh = w.s.principal_key("acme", &format!("fresh-{undo}-2"), "agent");
+        let r = w.s.post("/v1/actions/decide", Some(&fresh), &body);
+        check(&r.json()["verdict"], "ask_user", "nothing trusted supports payee");
+    }
+}
