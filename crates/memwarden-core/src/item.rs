@@ -240,9 +240,35 @@ pub struct GuardState {
     pub failures: u32,
     /// Cached write-time risk `r`.
     pub risk: f64,
+    /// Who reported an outcome for this memory, and which (issue 34.7: a principal's repeated
+    /// reports on one memory count once). At most [`REPORTS_MAX`]; not part of the identity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reports: Vec<OutcomeReport>,
+}
+
+/// The most outcome reporters a memory remembers; a report past them is not counted.
+pub const REPORTS_MAX: usize = 32;
+
+/// One principal's outcome report on a memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeReport {
+    /// The reporter.
+    pub by: PrincipalId,
+    /// Whether it reported success.
+    pub success: bool,
 }
 
 impl GuardState {
+    /// Whether `who` already reported an outcome for this memory.
+    pub fn reported_by(&self, who: &PrincipalId) -> bool {
+        self.reports.iter().any(|r| r.by == *who)
+    }
+
+    /// How many distinct principals other than `who` reported a failure.
+    pub fn other_failure_reporters(&self, who: &PrincipalId) -> usize {
+        self.reports.iter().filter(|r| !r.success && r.by != *who).count()
+    }
+
     /// The neutral initial state (correctness feedback off: q 0, tau .5, h .15), tainted by label.
     pub fn initial(label: Label) -> Self {
         Self {
@@ -256,6 +282,7 @@ impl GuardState {
             successes: 0,
             failures: 0,
             risk: 0.0,
+            reports: Vec::new(),
         }
     }
 }

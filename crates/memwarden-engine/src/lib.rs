@@ -1978,6 +1978,12 @@ impl Engine {
     /// h +.05`; counts) and its writer's reputation moves (`+.015 / −.020`), all committed and
     /// logged together. Every used memory must be readable by the reporter. Needs the lifecycle
     /// layer.
+    ///
+    /// **Standing** (issue 34.7): a principal's reports on one memory count once (later ones are
+    /// logged as `repeated` and move nothing); each report moves the memory by the reporter's
+    /// weight (a user 1; another principal its reputation over the default, at most 1); and a
+    /// failure moves the writer's reputation only once another principal has also reported a
+    /// failure of that memory, so no single reader can drag down everything a writer stores.
     pub fn feedback(&self, actor: &Actor, used: &[ItemId], success: bool) -> Result<(Vec<memwarden_lifecycle::FeedbackRecord>, Receipt), EngineError> {
         use memwarden_lifecycle::{FeedbackState, Outcome, feedback};
         let scorer = self.lifecycle.as_ref().ok_or(EngineError::LayerOff("lifecycle"))?;
@@ -1989,23 +1995,42 @@ impl Engine {
         ids.dedup();
         let items = self.resolve(actor, &ids)?;
         let outcome = if success { Outcome::Success } else { Outcome::Failure };
+        let weight = self.reporter_weight(actor, scorer.config().signals.agent_trust_default)?;
+        debug_assert!((0.0..=1.0).contains(&weight));
         let mut reputations: HashMap<PrincipalId, Option<f64>> = HashMap::new();
         let mut records = Vec::with_capacity(items.len());
         let mut guards = Vec::with_capacity(items.len());
         // A principal's feedback about its own memories moves neither their trust nor its
         // reputation: a writer cannot vouch for itself (issue 19 item 7).
         let own: Vec<ItemId> = items.iter().filter(|i| i.writer() == actor.id()).map(|i| i.id()).collect();
+        let mut repeated: Vec<ItemId> = Vec::new();
         for item in items.iter().filter(|i| i.writer() != actor.id()) {
+            let before = item.guard();
+            if before.reported_by(actor.id()) || before.reports.len() >= memwarden_core::item::REPORTS_MAX {
+                repeated.push(item.id());
+                continue;
+            }
             let rep = match reputations.get(item.writer()) {
                 Some(r) => *r,
                 None => self.store.reputation(actor.tenant(), item.writer())?,
             };
-            let rec = feedback(scorer.config(), &FeedbackState { guard: item.guard().clone(), source_agent_trust: rep }, outcome);
-            reputations.insert(item.writer().clone(), rec.after.source_agent_trust);
+            let mut rec = feedback(scorer.config(), &FeedbackState { guard: before.clone(), source_agent_trust: rep }, outcome);
+            weigh_guard(&mut rec.after.guard, before, weight);
+            rec.after.guard.reports.push(memwarden_core::item::OutcomeReport { by: actor.id().clone(), success });
+            let moves_writer = success || before.other_failure_reporters(actor.id()) >= 1;
+            if moves_writer {
+                let from = rep.unwrap_or(scorer.config().signals.agent_trust_default);
+                let moved = rec.after.source_agent_trust.map(|to| from + weight * (to - from));
+                rec.after.source_agent_trust = moved;
+                reputations.insert(item.writer().clone(), moved);
+            } else {
+                rec.after.source_agent_trust = rep;
+            }
             guards.push((item.id(), item.version(), rec.after.guard.clone()));
             records.push(rec);
         }
-        let record = json!({"outcome": if success { "success" } else { "failure" }, "items": ids, "updates": records, "ignored_own": own});
+        debug_assert!(guards.len() + repeated.len() + own.len() == items.len());
+        let record = json!({"outcome": if success { "success" } else { "failure" }, "items": ids, "updates": records, "ignored_own": own, "repeated": repeated, "weight": weight});
         let m = Mutation::Feedback {
             tenant: actor.tenant().clone(),
             actor: actor.id().clone(),
@@ -2019,6 +2044,21 @@ impl Engine {
         Ok((records, receipt))
     }
 
+    /// How much one report by `actor` weighs: a user's 1; another principal's its stored
+    /// reputation over the default (no reputation yet: 1), at most 1.
+    fn reporter_weight(&self, actor: &Actor, default: f64) -> Result<f64, EngineError> {
+        if actor.principal().kind == PrincipalKind::User {
+            return Ok(1.0);
+        }
+        let rep = self.store.reputation(actor.tenant(), actor.id())?;
+        let w = match rep {
+            Some(r) if r.is_finite() && default > 0.0 => (r / default).clamp(0.0, 1.0),
+            Some(_) => 0.0,
+            None => 1.0,
+        };
+        Ok(w)
+    }
+
     /// Verify the whole verdict log.
     pub fn verify_log(&self) -> Result<VerifyReport, EngineError> {
         Ok(self.store.verify_log()?)
@@ -2028,6 +2068,17 @@ impl Engine {
     pub fn checkpoint(&self) -> Result<SignedCheckpoint, EngineError> {
         Ok(self.store.checkpoint(self.now_ms())?)
     }
+}
+
+/// Scale a feedback update of a guard state by the reporter's `weight` (0..=1): the numbers move
+/// that fraction of the way from `before` to the unweighted update; counts move as reported.
+fn weigh_guard(after: &mut memwarden_core::item::GuardState, before: &memwarden_core::item::GuardState, weight: f64) {
+    debug_assert!((0.0..=1.0).contains(&weight));
+    let lerp = |from: f64, to: f64| from + weight * (to - from);
+    after.q = lerp(before.q, after.q);
+    after.tau = lerp(before.tau, after.tau);
+    after.h = lerp(before.h, after.h);
+    debug_assert!(after.tau.is_finite() && after.h.is_finite());
 }
 
 #[cfg(test)]
@@ -2068,3 +2119,4 @@ mod config_tests {
         }
     }
 }
+

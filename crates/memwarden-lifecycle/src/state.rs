@@ -38,6 +38,7 @@ pub fn sanitize_guard(g: &GuardState) -> GuardState {
         successes: g.successes,
         failures: g.failures,
         risk: clip_hazard(g.risk),
+        reports: g.reports.clone(),
     }
 }
 
@@ -71,6 +72,7 @@ pub fn initial_guard(config: &LifecycleConfig, condition: InitialCondition) -> G
         successes: 0,
         failures: 0,
         risk: 0.0,
+        reports: Vec::new(),
     }
 }
 
@@ -290,7 +292,7 @@ pub fn feedback(config: &LifecycleConfig, state: &FeedbackState, outcome: Outcom
         Outcome::Failure => (g.tau - f.failure_tau, g.h + f.failure_h, g.successes, g.failures.saturating_add(1)),
     };
     let after_guard =
-        GuardState { q, tau: clip_trust(tau), h: clip_hazard(h), taint: g.taint, successes, failures, risk: g.risk };
+        GuardState { q, tau: clip_trust(tau), h: clip_hazard(h), taint: g.taint, successes, failures, risk: g.risk, reports: g.reports.clone() };
     let rep = reputation_feedback(config, state.source_agent_trust, outcome);
     FeedbackRecord {
         outcome,

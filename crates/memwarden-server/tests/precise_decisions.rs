@@ -224,3 +224,30 @@ fn an_elevation_stops_counting_when_its_evidence_is_revoked_erased_or_poisoned()
         check(&r.json()["verdict"], "ask_user", "nothing trusted supports payee");
     }
 }
+
+/// Issue 34.7: feedback needs standing. Regression: twenty failure reports from one agent on a
+/// user's memory hid every memory of that user, later ones included, from every agent's search.
+#[test]
+fn one_readers_repeated_failure_reports_count_once_and_hide_nothing() {
+    let w = world(pay_tool());
+    let critic = w.s.principal_key("acme", "critic", "agent");
+    let reader = w.s.principal_key("acme", "reader", "agent");
+    let first = w.write(&w.alice, "Team standup moved to 9:30 on Mondays.");
+    let mut counted = 0;
+    for _ in 0..20 {
+        let r = w.s.post("/v1/feedback", Some(&critic), &json!({"used": [&first], "success": false}));
+        assert_eq!(r.status, 200, "{}", r.text);
+        counted += r.json()["updated"].as_array().map_or(0, Vec::len);
+    }
+    assert_eq!(counted, 1, "a principal's repeated reports on one memory count once");
+    let later = w.write(&w.alice, "Team standup notes are in the wiki under standup.");
+    let r = w.s.post("/v1/search", Some(&reader), &json!({"namespace": "vendors", "query": "team standup", "k": 10}));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let found: Vec<String> = r.json()["results"].as_array().unwrap().iter().map(|h| h["id"].as_str().or(h["item"]["id"].as_str()).unwrap_or("").to_owned()).collect();
+    for id in [&first, &later] {
+        assert!(found.contains(id), "{id} hidden by one reader's reports: {}", r.text);
+    }
+    // Benign: a second principal's failure report on the same memory counts too.
+    let r = w.s.post("/v1/feedback", Some(&reader), &json!({"used": [&first], "success": false}));
+    assert_eq!(r.json()["updated"].as_array().map_or(0, Vec::len), 1, "{}", r.text);
+}

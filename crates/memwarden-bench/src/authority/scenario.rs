@@ -578,9 +578,9 @@ pub struct Scenario {
     pub extras: Vec<ExtraItem>,
     /// Attestations: (attester, key, value, kind).
     pub attestations: Vec<AttestationSpec>,
-    /// The user's confirmation in the dialogue (granted cases).
     /// A warning the user writes about a value (L-k): it mentions the value, never asserts it.
     pub user_warning: Option<String>,
+    /// The user's confirmation in the dialogue (granted cases).
     pub user_confirmation: Option<String>,
     /// The grant the user signs (granted cases): (key, value, kind).
     pub grant: Option<(String, String, ValueKind)>,

@@ -347,7 +347,7 @@ impl World<'_> {
                 compose_text("User history", &f.text),
                 Route::Dialogue,
                 // The user-history channel: core's neutral initial state for a trusted origin.
-                GuardState { q: 0.0, tau: 0.5, h: 0.15, taint: Taint::Clean, successes: 0, failures: 0, risk: 0.0 },
+                GuardState { q: 0.0, tau: 0.5, h: 0.15, taint: Taint::Clean, successes: 0, failures: 0, risk: 0.0, reports: Vec::new() },
             );
             mem.scope = LifecycleScope::Team;
             mem.readers = Readers::All;
@@ -783,7 +783,7 @@ impl World<'_> {
             // memwarden's doors do not have). The memory type is the memory manager's, and an
             // explicit write has none.
             text.memory_type = "";
-            let guard = GuardState { q: 0.0, tau: 0.5, h: 0.15, taint: Taint::Clean, successes: 0, failures: 0, risk: 0.0 };
+            let guard = GuardState { q: 0.0, tau: 0.5, h: 0.15, taint: Taint::Clean, successes: 0, failures: 0, risk: 0.0, reports: Vec::new() };
             let mut author = AuthorWrite::new(Writer::Agent(a)).readers(vec![a]);
             author.route = Some(Route::Direct);
             let mut item = self.item(a, Some(a), text, direct_write_route(), guard, author, true, Vec::new(), Restrictions::default());

@@ -186,6 +186,7 @@ fn attacker_texts_trip_the_scorer_and_benign_texts_mostly_do_not() {
                 successes: 0,
                 failures: 0,
                 risk: 0.0,
+                reports: Vec::new(),
             });
             m.source_tags = t.tags.clone();
             if derive_and_write_gate(&s, &m).outcome == WriteOutcome::Allow {

@@ -28,7 +28,7 @@ pub(crate) fn scorer() -> &'static RiskScorer {
 }
 
 pub(crate) fn guard(q: f64, tau: f64, h: f64, taint: Taint) -> GuardState {
-    GuardState { q, tau, h, taint, successes: 0, failures: 0, risk: 0.0 }
+    GuardState { q, tau, h, taint, successes: 0, failures: 0, risk: 0.0, reports: Vec::new() }
 }
 
 /// A private, active dialogue memory of `alice`: clean, q .5, tau .8, h .1.
