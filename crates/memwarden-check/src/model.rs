@@ -737,6 +737,7 @@ impl AuthorityModel {
             grant_used: &used,
             session: &observed,
             session_witnesses: &refs,
+            neighbours: &[],
         };
         let out = self.authority.decide(&action, &dctx);
         let v = out.verdict();

@@ -404,6 +404,7 @@ fn run(ops: Vec<Op>) {
                     grant_used: &is_used,
                     session: &Observed::clean(),
                     session_witnesses: &[],
+                    neighbours: &[],
                 };
                 let out = real.gate.decide(&action, &ctx);
                 let expected = model.decide(real.now, value, surface, AMOUNT_CLASS[amount], &context, &sources, grant);

@@ -41,7 +41,7 @@ use memwarden_log::{SignedCheckpoint, VerifyReport};
 use memwarden_store::{CommitError, Hit, Mutation, Receipt, SqliteStore, Store, StoreConfig, StoreError};
 use pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, MemoryView, ParentView, Read, Stage, Withheld};
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -1396,6 +1396,8 @@ impl Engine {
         // A lookup error counts as "used": errors deny.
         let grant_used = move |n: &[u8; 16]| store.grant_used(&t3, n).unwrap_or(true);
         let refs: Vec<&MemoryItem> = items.iter().collect();
+        let neighbour_items = self.untrusted_neighbours(actor, &items, action)?;
+        let neighbour_refs: Vec<&MemoryItem> = neighbour_items.iter().collect();
         let observed = self.observed(actor)?;
         let witness_items: Vec<MemoryItem> = self.items_of(&tenant, observed.witnesses())?.into_iter().flatten().collect();
         let witness_refs: Vec<&MemoryItem> = witness_items.iter().collect();
@@ -1417,6 +1419,7 @@ impl Engine {
             grant_used: &grant_used,
             session: &observed,
             session_witnesses: &witness_refs,
+            neighbours: &neighbour_refs,
         };
         // An invalid request has no analysis: `Authority::decide` blocks it below.
         let analysis = self.authority.analyse(action, &ctx).ok();
@@ -1516,6 +1519,73 @@ impl Engine {
             };
             stands && clean
         })
+    }
+
+    /// The untrusted memories in the namespaces of `items` (an action's cited memories and their
+    /// ancestors) that `actor`'s scope admits and that carry one of the action's values, whatever
+    /// their status: a planted email the lifecycle gate quarantined still pushes the value it
+    /// carries (issue 34.1: "pushed" is a fact of the store, not only of what the session was
+    /// handed). At most [`NEIGHBOURS_SCAN_MAX`] memories of each namespace are scanned, oldest
+    /// first (known limit).
+    pub fn untrusted_neighbours(&self, actor: &Actor, items: &[MemoryItem], action: &ActionRequest) -> Result<Vec<MemoryItem>, EngineError> {
+        let values: Vec<NormValue> = action.values.iter().filter_map(|v| NormValue::new(v.kind, &v.value).ok()).collect();
+        let namespaces: BTreeSet<&Namespace> = items.iter().map(MemoryItem::namespace).collect();
+        let mut out: Vec<MemoryItem> = Vec::new();
+        if values.is_empty() {
+            return Ok(out);
+        }
+        for ns in namespaces {
+            for i in self.store.list(actor.tenant(), ns, NEIGHBOURS_SCAN_MAX)? {
+                let near = i.label().integrity() == Integrity::Untrusted && i.scope().admits(actor.id()) && values.iter().any(|v| i.folded().carries(v));
+                if near && !items.iter().any(|c| c.id() == i.id()) {
+                    out.push(i);
+                }
+            }
+        }
+        debug_assert!(out.iter().all(|i| i.tenant() == actor.tenant()));
+        Ok(out)
+    }
+
+    /// The tenant's elevations, each with whether it still counts (every memory it was computed
+    /// from still stands; see [`Engine::decide`]). Users of the tenant only: an elevation names
+    /// values and the memories behind them.
+    pub fn elevations(&self, actor: &Actor) -> Result<Vec<(Elevation, bool)>, EngineError> {
+        if actor.principal().kind != PrincipalKind::User {
+            return Err(EngineError::Forbidden("only users of the tenant may list its elevations".into()));
+        }
+        let all = self.store.elevations_all(actor.tenant())?;
+        debug_assert!(all.iter().all(|e| e.tenant == *actor.tenant()));
+        Ok(all.into_iter().map(|e| {
+            let live = self.evidence_live(actor.tenant(), &e.evidence);
+            (e, live)
+        }).collect())
+    }
+
+    /// Withdraw the elevation of `key` = `value` (issue 34.4): it stops counting at once, and the
+    /// withdrawal is in the verdict log with who asked and why. Users of the tenant only. The
+    /// value may be elevated again later, only from fresh support.
+    pub fn withdraw_elevation(&self, actor: &Actor, key: &str, kind: ValueKind, value: &str, reason: &str) -> Result<(Elevation, Receipt), EngineError> {
+        if actor.principal().kind != PrincipalKind::User {
+            return Err(EngineError::Forbidden("only users of the tenant may withdraw its elevations".into()));
+        }
+        if reason.len() > memwarden_core::authority::REASON_BYTES_MAX {
+            return Err(EngineError::Invalid(format!("the reason exceeds {} bytes", memwarden_core::authority::REASON_BYTES_MAX)));
+        }
+        let v = NormValue::new(kind, value).map_err(|e| EngineError::Invalid(format!("value: {e}")))?;
+        let found = self.store.elevations(actor.tenant(), &[key.to_owned()])?.into_iter().find(|e| e.value.canonical == v.canonical);
+        let Some(elevation) = found else {
+            return Err(EngineError::Invalid(format!("no elevation of {key}={} to withdraw", v.canonical)));
+        };
+        let mut fx = Effects::default();
+        fx.primary(Mutation::ElevationWithdrawal {
+            tenant: actor.tenant().clone(),
+            by: actor.id().clone(),
+            key: elevation.key.clone(),
+            value: elevation.value.canonical.clone(),
+            reason: reason.to_owned(),
+        });
+        let receipt = self.finish_one(actor.tenant(), self.now_ms(), fx)?;
+        Ok((elevation, receipt))
     }
 
     /// Read one memory by id; the scope check is the same for every door.
@@ -2069,6 +2139,9 @@ impl Engine {
         Ok(self.store.checkpoint(self.now_ms())?)
     }
 }
+
+/// The most memories of one namespace [`Engine::untrusted_neighbours`] scans per decision.
+pub const NEIGHBOURS_SCAN_MAX: usize = 20_000;
 
 /// Scale a feedback update of a guard state by the reporter's `weight` (0..=1): the numbers move
 /// that fraction of the way from `before` to the unweighted update; counts move as reported.

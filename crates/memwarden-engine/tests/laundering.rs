@@ -446,7 +446,7 @@ fn tool_argument_typed_after_reading_is_tainted() {
     let (echo, _) = w.engine.tool_call(&s, &pid("ocr"), ns(), args, &[], "Payee on file: ACCT-EVIL-9931".into()).unwrap();
     assert_eq!(echo.label().integrity(), Integrity::Untrusted);
     let fresh = in_session(&w, "agent", "later");
-    check_as(&w, &fresh, &pay("ACCT-EVIL-9931", "150", &[&echo], vec![]), "ask_user uncorroborated pushed_by=1");
+    check_as(&w, &fresh, &pay("ACCT-EVIL-9931", "150", &[&echo], vec![]), "ask_user uncorroborated pushed_by=2"); // the echo, and the email beside it in the namespace (issue 34.1)
 }
 
 #[test]

@@ -29,8 +29,12 @@ fn agent(e: &Engine) -> Actor {
 
 /// Another agent (feedback on someone else's memories counts; on one's own it does not).
 fn peer(e: &Engine) -> Actor {
+    named_peer(e, "bo")
+}
+
+fn named_peer(e: &Engine, name: &str) -> Actor {
     let t = TenantId::new("acme").unwrap();
-    let id = PrincipalId::new("bo").unwrap();
+    let id = PrincipalId::new(name).unwrap();
     if e.authenticate(&t, &id).is_err() {
         e.register_principal(Principal { id: id.clone(), tenant: t.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None })
             .unwrap();
@@ -175,9 +179,18 @@ fn feedback_moves_guard_state_and_reputation_durably() {
         assert!(after.tau > before.tau && after.h <= before.h, "{before:?} -> {after:?}");
         let rep = e.store().reputation(&TenantId::new("acme").unwrap(), &PrincipalId::new("ana").unwrap()).unwrap().unwrap();
         assert!((rep - 0.515).abs() < 1e-9, "{rep}");
-        // Two failures: trust falls below where it started, reputation too.
-        e.feedback(&b, &[item.id()], false).unwrap();
-        e.feedback(&b, &[item.id()], false).unwrap();
+        // Issue 34.7: the same reporter's second report on the memory counts nothing.
+        let (recs, _) = e.feedback(&b, &[item.id()], false).unwrap();
+        assert!(recs.is_empty(), "a repeated report counts once");
+        // Two failures by two other principals: trust falls below where it started; the
+        // writer's reputation moves only with the second failure reporter.
+        let (c, d) = (named_peer(&e, "cy"), named_peer(&e, "di"));
+        e.feedback(&c, &[item.id()], false).unwrap();
+        let rep_one = e.store().reputation(&TenantId::new("acme").unwrap(), &PrincipalId::new("ana").unwrap()).unwrap().unwrap();
+        assert!((rep_one - 0.515).abs() < 1e-9, "one failure reporter alone moves no reputation: {rep_one}");
+        e.feedback(&d, &[item.id()], false).unwrap();
+        let rep_two = e.store().reputation(&TenantId::new("acme").unwrap(), &PrincipalId::new("ana").unwrap()).unwrap().unwrap();
+        assert!(rep_two < rep_one, "{rep_two}");
         let g = e.get(&a, &item.id()).unwrap().guard().clone();
         assert_eq!(g.failures, 2);
         assert!(g.tau < before.tau, "{g:?}");
@@ -185,7 +198,7 @@ fn feedback_moves_guard_state_and_reputation_durably() {
         assert!(matches!(e.feedback(&a, &[ItemId::from_bytes([7; 16])], true), Err(EngineError::NotFound(_))));
         assert!(matches!(e.feedback(&a, &[], true), Err(EngineError::Invalid(_))));
         let log = e.store().log_entries(0, e.store().log_len()).unwrap();
-        assert_eq!(log.iter().filter(|b| Entry::decode(b).unwrap().kind == EntryKind::Feedback).count(), 4);
+        assert_eq!(log.iter().filter(|b| Entry::decode(b).unwrap().kind == EntryKind::Feedback).count(), 5);
         item.id()
     };
     // After a restart the state is still there and the log verifies.

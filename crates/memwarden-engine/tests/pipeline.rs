@@ -65,6 +65,9 @@ impl Store for Counting {
     fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError> {
         self.inner.elevations(tenant, keys)
     }
+    fn elevations_all(&self, tenant: &TenantId) -> Result<Vec<Elevation>, StoreError> {
+        self.inner.elevations_all(tenant)
+    }
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
         self.inner.grant_used(tenant, nonce)
     }

@@ -1026,6 +1026,21 @@ impl Store for PostgresStore {
         })
     }
 
+    fn elevations_all(&self, tenant: &TenantId) -> Result<Vec<Elevation>, StoreError> {
+        self.read_tenant(tenant.as_str(), |conn, view| {
+            let rs: Vec<ElevationRow> = rows(conn, view, "tenant = ?1", &[Arg::Text(tenant.as_str())])?;
+            let mut out = Vec::with_capacity(rs.len());
+            for r in rs {
+                let e: Elevation = serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
+                if e.tenant.as_str() != r.tenant || e.key != r.key || e.value.canonical != r.value {
+                    return Err(StoreError::RowTampered { table: "elevations", key: r.parts().join("/"), reason: "the record names another key or value".into() });
+                }
+                out.push(e);
+            }
+            Ok(out)
+        })
+    }
+
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
         // The log says whether a grant was used (caught up with every process's commits first).
         {

@@ -219,6 +219,7 @@ fn grant_decision(store: &dyn Store, email: u64, nonce: [u8; 16]) -> Mutation {
         grant_used: &used,
         session: &session,
         session_witnesses: &[],
+        neighbours: &[],
     };
     let outcome = Authority::default().decide(&action, &ctx);
     assert_eq!(outcome.grant_uses().len(), 1, "the decision consumes the grant: {:?}", outcome.verdict());

@@ -221,6 +221,20 @@ pub enum Mutation {
         /// The loggable update record.
         record: serde_json::Value,
     },
+    /// Withdraw an elevation (a user's decision, issue 34.4): its row is deleted and the
+    /// withdrawal logged; a later decision may elevate the value again only from fresh support.
+    ElevationWithdrawal {
+        /// The tenant.
+        tenant: TenantId,
+        /// The withdrawing principal.
+        by: PrincipalId,
+        /// The elevation's key.
+        key: String,
+        /// Its value's canonical form.
+        value: String,
+        /// Why (bounded by the engine).
+        reason: String,
+    },
     /// Record a decision with its elevations and grant consumptions.
     Decision {
         /// The deciding principal.
@@ -466,6 +480,8 @@ pub trait Store: Send + Sync {
     fn attestations_of(&self, tenant: &TenantId, key: &str, value: &NormValue) -> Result<Vec<Attestation>, StoreError>;
     /// Elevations of a tenant for these keys.
     fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError>;
+    /// Every elevation of a tenant (what a user lists and may withdraw).
+    fn elevations_all(&self, tenant: &TenantId) -> Result<Vec<Elevation>, StoreError>;
     /// Whether a grant nonce was consumed.
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError>;
     /// A session's stored floor and witnesses (`None`: the session was never handed anything

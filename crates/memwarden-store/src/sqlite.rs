@@ -920,6 +920,12 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    fn elevations_all(&self, tenant: &TenantId) -> Result<Vec<Elevation>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let rows: Vec<ElevationRow> = self.rows(&conn, "tenant = ?1", &[&tenant.as_str()])?;
+        rows.into_iter().map(|r| elevation_of(&r)).collect()
+    }
+
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
         // The log says whether a grant was used: a `grants_used` row deleted on disk does not
         // make a grant usable again (and a forged one is reported by `verify_log`).
@@ -1180,4 +1186,13 @@ pub fn attestation_of(row: &AttestationRow) -> Result<Attestation, StoreError> {
         return Err(StoreError::RowTampered { table: "attestations", key: row.log_index.to_string(), reason: "the record names another tenant or key".into() });
     }
     Ok(a)
+}
+
+/// An `elevations` row's record, checked against the row's key columns.
+pub(crate) fn elevation_of(r: &ElevationRow) -> Result<Elevation, StoreError> {
+    let e: Elevation = serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
+    if e.tenant.as_str() != r.tenant || e.key != r.key || e.value.canonical != r.value {
+        return Err(StoreError::RowTampered { table: "elevations", key: r.parts().join("/"), reason: "the record names another key or value".into() });
+    }
+    Ok(e)
 }

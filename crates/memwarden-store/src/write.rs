@@ -421,6 +421,7 @@ pub fn tenant_of(m: &Mutation) -> &TenantId {
         | Mutation::Feedback { tenant, .. }
         | Mutation::GateDecision { tenant, .. }
         | Mutation::Lineage { tenant, .. }
+        | Mutation::ElevationWithdrawal { tenant, .. }
         | Mutation::Decision { tenant, .. } => tenant,
     }
 }
@@ -618,6 +619,18 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
             db.execute("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)", crate::args![row.tenant, row.event, row.log_index])
                 .map_err(sql)?;
             p.push(db, t, now_ms, EntryKind::Lineage, &json!({"tenant": tenant, "event": event}), vec![row.binding()])?
+        }
+        Mutation::ElevationWithdrawal { tenant, by, key, value, reason } => {
+            let row_key_of = row_key(Table::Elevations, tenant.as_str(), &[key, value]);
+            if !p.exists(state, &row_key_of) {
+                return Err(CommitError::Storage(format!("no elevation of {key}={value} to withdraw")));
+            }
+            let n = db.execute("DELETE FROM elevations WHERE tenant = ?1 AND key = ?2 AND value = ?3", crate::args![tenant.as_str(), key.as_str(), value.as_str()]).map_err(sql)?;
+            if n != 1 {
+                return Err(CommitError::Storage(format!("the elevation row of {key}={value} is missing")));
+            }
+            let rows = vec![Binding::deleted(Table::Elevations, tenant.as_str(), vec![key.clone(), value.clone()])];
+            p.push(db, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": by, "elevation_withdrawn": {"key": key, "value": value, "reason": reason}}), rows)?
         }
         Mutation::Decision { actor, tenant, action, outcome } => {
             for u in outcome.grant_uses() {

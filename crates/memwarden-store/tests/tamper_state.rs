@@ -105,6 +105,7 @@ fn grant_decision(store: &SqliteStore) -> Mutation {
         grant_used: &used,
         session: &session,
         session_witnesses: &[],
+        neighbours: &[],
     };
     let outcome = Authority::default().decide(&action, &ctx);
     assert_eq!(outcome.grant_uses().len(), 1, "the world needs a consumed grant: {:?}", outcome.verdict());

@@ -463,6 +463,8 @@ impl World {
             }
         }
         let witness_refs: Vec<&MemoryItem> = witnesses.iter().collect();
+        let neighbours = self.eng.untrusted_neighbours(actor, memories, action)?;
+        let neighbour_refs: Vec<&MemoryItem> = neighbours.iter().collect();
         let keys: Vec<String> = action.values.iter().map(|v| v.key.clone()).collect();
         let attestations = store.attestations(&cast.tenant, &keys)?;
         let elevations = store.elevations(&cast.tenant, &keys)?;
@@ -483,6 +485,7 @@ impl World {
             grant_used: &used,
             session: &observed,
             session_witnesses: &witness_refs,
+            neighbours: &neighbour_refs,
         };
         let mut times = Vec::with_capacity(repeats);
         let mut decision = Decision::Block;
@@ -775,6 +778,7 @@ impl MemBackend {
             grant_used: &used,
             session: &clean,
             session_witnesses: &[],
+            neighbours: &[],
         };
         let outcome = self.gate.decide(action, &ctx);
         self.elevations.extend(outcome.new_elevations().iter().cloned());

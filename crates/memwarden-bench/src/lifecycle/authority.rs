@@ -262,6 +262,7 @@ impl AuthorityLayer {
             grant_used: &|_: &[u8; 16]| false,
             session: &session,
             session_witnesses: &witnesses,
+            neighbours: &[],
         };
         let outcome = self.gate.decide(&req, &ctx);
         let v: &Verdict = outcome.verdict();

@@ -229,6 +229,10 @@ pub struct DecisionContext<'a> {
     pub session: &'a Observed,
     /// The session's witness items that could be resolved.
     pub session_witnesses: &'a [&'a MemoryItem],
+    /// Untrusted memories near the cited ones (the engine: in their namespaces, in the actor's
+    /// scope, whatever their status — a quarantined email still carries what it planted): one
+    /// carrying a value pushes it, whether or not the session was handed it.
+    pub neighbours: &'a [&'a MemoryItem],
 }
 
 fn invalid(reason: String) -> Rule {
@@ -383,6 +387,13 @@ impl Authority {
             // may have carried the value.
             facts.pushed_by_unlisted = ctx.session.overflowed() || ctx.session_witnesses.len() < ctx.session.witnesses().len();
         }
+        if !pseudo {
+            for n in ctx.neighbours {
+                if n.tenant == *ctx.tenant && n.label.integrity() == Integrity::Untrusted && n.folded().carries(&v) && !facts.pushed_by.contains(&n.id) {
+                    facts.pushed_by.push(n.id);
+                }
+            }
+        }
         facts.pushed_by.sort();
         facts.pushed_by.dedup();
         if !enforce {
@@ -390,7 +401,11 @@ impl Authority {
             facts.supported = true;
             return Ok(facts);
         }
-        let pushers: Vec<&MemoryItem> = facts.pushed_by.iter().filter_map(|id| item_of(id).or_else(|| ctx.session_witnesses.iter().find(|w| w.id == *id).copied())).collect();
+        let pushers: Vec<&MemoryItem> = facts
+            .pushed_by
+            .iter()
+            .filter_map(|id| item_of(id).or_else(|| ctx.session_witnesses.iter().chain(ctx.neighbours).find(|w| w.id == *id).copied()))
+            .collect();
         let pusher_writers: BTreeSet<&PrincipalId> = pushers.iter().map(|p| p.voucher()).collect();
         if ctx.actor.kind == PrincipalKind::User && ctx.actor.tenant == *ctx.tenant {
             facts.support.push(Support::UserRequest { user: ctx.actor.id.clone() });
@@ -838,6 +853,7 @@ mod tests {
             grant_used: &unused,
             session: &observed,
             session_witnesses: &[],
+            neighbours: &[],
         };
         let names: Vec<String> = verdicts.iter().map(|v| format!("{}:{:?}", v.layer, v.decision)).collect();
         let out = compose(&Authority::default(), &action, None, verdicts, &ctx);
