@@ -514,6 +514,7 @@ impl AuthorityModel {
                         w.principal(Who::Agent)?,
                         &observed,
                         w.principal(tool)?,
+                        &Observed::clean(),
                         Vouch::CallerReported,
                         &args,
                         &[],
@@ -545,7 +546,7 @@ impl AuthorityModel {
         let w = &self.world;
         let p = w.principal(tool)?;
         self.authority
-            .admit_tool_output(p, &Observed::clean(), p, Vouch::Writer, &[], &[], &[], &w.tenant, w.namespace.clone(), tool_text(tool, value), slot_id(i), EPOCH_MS)
+            .admit_tool_output(p, &Observed::clean(), p, &Observed::clean(), Vouch::Writer, &[], &[], &[], &w.tenant, w.namespace.clone(), tool_text(tool, value), slot_id(i), EPOCH_MS)
             .map_err(|e| format!("admission of slot {i} refused: {e}"))
     }
 
@@ -562,6 +563,7 @@ impl AuthorityModel {
                 w.principal(caller)?,
                 observed,
                 w.principal(REPORTED_TOOL)?,
+                &Observed::clean(),
                 Vouch::CallerReported,
                 args,
                 &[],

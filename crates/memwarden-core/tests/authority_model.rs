@@ -308,6 +308,7 @@ fn run(ops: Vec<Op>) {
                         &real.principals[caller],
                         &Observed::clean(),
                         &real.principals[tool],
+                        &Observed::clean(),
                         if vouched { Vouch::Signature } else { Vouch::CallerReported },
                         &args,
                         &src_refs,

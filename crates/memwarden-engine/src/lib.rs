@@ -1277,10 +1277,12 @@ impl Engine {
         } else {
             Vouch::CallerReported
         };
+        let tool_seen = self.principal_observed(caller.tenant(), tool.principal())?;
         let mut write = self.authority.admit_tool_output(
             caller.principal(),
             &observed,
             tool.principal(),
+            &tool_seen,
             vouch,
             &args,
             &source_refs,
@@ -1314,7 +1316,8 @@ impl Engine {
         let src = self.resolve(actor, sources)?;
         let refs: Vec<&MemoryItem> = src.iter().collect();
         let now = self.now_ms();
-        let observed = self.observed(actor)?;
+        // A tool attests from whatever it was handed in any session (issue 34.3).
+        let observed = self.observed(actor)?.meet(&self.principal_observed(actor.tenant(), actor.principal())?);
         let a = self.authority.admit_attestation(actor.principal(), &observed, key, value, kind, &refs, now)?;
         let att = a.attestation().clone();
         let mut fx = Effects::default();
@@ -1544,6 +1547,33 @@ impl Engine {
         }
         debug_assert!(out.iter().all(|i| i.tenant() == actor.tenant()));
         Ok(out)
+    }
+
+    /// What a tool principal was handed in any of its sessions (their meet; the sessions cached
+    /// here included): the floor of everything it vouches for — its own reports, its signed
+    /// outputs relayed by others, its attestations — whatever session id it uses (issue 34.3).
+    /// Clean for every other kind of principal (their writes are bound by their session). More
+    /// sessions than the store lists, or a session row that does not decode, count as untrusted.
+    pub fn principal_observed(&self, tenant: &TenantId, principal: &Principal) -> Result<Observed, EngineError> {
+        if principal.kind != PrincipalKind::Tool {
+            return Ok(Observed::clean());
+        }
+        let (rows, more) = self.store.sessions_of(tenant, &principal.id)?;
+        let mut seen = if more { Observed::restore(Integrity::Untrusted, &[], &[], true, Readers::All) } else { Observed::clean() };
+        for row in &rows {
+            seen = seen.meet(&Observed::restore(row.floor, &row.witnesses, &[], row.overflow, row.readers.clone()));
+        }
+        let cached: Vec<Observed> = self
+            .lock_sessions()
+            .iter()
+            .filter(|(k, _)| k.0 == *tenant && k.1 == principal.id)
+            .map(|(_, (o, _))| o.clone())
+            .collect();
+        for o in &cached {
+            seen = seen.meet(o);
+        }
+        debug_assert!(seen.floor() <= Integrity::Trusted);
+        Ok(seen)
     }
 
     /// The tenant's elevations, each with whether it still counts (every memory it was computed

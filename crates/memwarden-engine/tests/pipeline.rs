@@ -68,6 +68,9 @@ impl Store for Counting {
     fn elevations_all(&self, tenant: &TenantId) -> Result<Vec<Elevation>, StoreError> {
         self.inner.elevations_all(tenant)
     }
+    fn sessions_of(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<(Vec<StoredSession>, bool), StoreError> {
+        self.inner.sessions_of(tenant, principal)
+    }
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
         self.inner.grant_used(tenant, nonce)
     }

@@ -1061,6 +1061,19 @@ impl Store for PostgresStore {
         })
     }
 
+    fn sessions_of(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<(Vec<StoredSession>, bool), StoreError> {
+        self.read_tenant(tenant.as_str(), |conn, view| {
+            let limit = i64::try_from(memwarden_store::SESSIONS_OF_MAX + 1).unwrap_or(i64::MAX);
+            let rs: Vec<SessionRow> = rows(conn, view, "tenant = ?1 AND principal = ?2 LIMIT ?3", &[Arg::Text(tenant.as_str()), Arg::Text(principal.as_str()), Arg::Int(limit)])?;
+            let more = rs.len() > memwarden_store::SESSIONS_OF_MAX;
+            let mut out = Vec::with_capacity(rs.len().min(memwarden_store::SESSIONS_OF_MAX));
+            for r in rs.iter().take(memwarden_store::SESSIONS_OF_MAX) {
+                out.push(serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("session: {e}")))?);
+            }
+            Ok((out, more))
+        })
+    }
+
     fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
         check_k(k)?;
         // The vector index is this process's: caught up first, so it holds every item another

@@ -386,6 +386,9 @@ impl StoreError {
     }
 }
 
+/// The most sessions [`Store::sessions_of`] returns.
+pub const SESSIONS_OF_MAX: usize = 10_000;
+
 /// A session row as stored: raw material for [`Observed::restore`], never an `Observed` itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StoredSession {
@@ -487,6 +490,9 @@ pub trait Store: Send + Sync {
     /// A session's stored floor and witnesses (`None`: the session was never handed anything
     /// below trusted). The caller rebuilds it with [`Observed::restore`].
     fn session(&self, tenant: &TenantId, principal: &PrincipalId, session: &SessionId) -> Result<Option<StoredSession>, StoreError>;
+    /// Every stored session of a principal (at most [`SESSIONS_OF_MAX`]; `true` when there were
+    /// more): what it was handed anywhere, for the routes where it vouches (issue 34.3).
+    fn sessions_of(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<(Vec<StoredSession>, bool), StoreError>;
     /// Semantic search over a namespace for `reader`. The permission filter (the item's status
     /// and scope admit `reader`: [`MemoryItem::readable_by`]) decides eligibility *before*
     /// ranking, never as a score penalty. Returns `min(k, eligible)` items, most similar first,

@@ -943,6 +943,15 @@ impl Store for SqliteStore {
         serde_json::from_str(&row.record).map(Some).map_err(|e| StoreError::Corrupt(format!("session: {e}")))
     }
 
+    fn sessions_of(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<(Vec<StoredSession>, bool), StoreError> {
+        let conn = lock(&self.shared.reader);
+        let limit = i64::try_from(crate::SESSIONS_OF_MAX + 1).unwrap_or(i64::MAX);
+        let rows: Vec<SessionRow> = self.rows(&conn, "tenant = ?1 AND principal = ?2 LIMIT ?3", &[&tenant.as_str(), &principal.as_str(), &limit])?;
+        let more = rows.len() > crate::SESSIONS_OF_MAX;
+        let out = rows.iter().take(crate::SESSIONS_OF_MAX).map(|r| serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("session: {e}")))).collect::<Result<Vec<StoredSession>, _>>()?;
+        Ok((out, more))
+    }
+
     fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
         if k == 0 || k > SEARCH_K_MAX {
             return Err(StoreError::BadQuery(format!("k must be 1..={SEARCH_K_MAX}")));

@@ -215,6 +215,31 @@ enum Cmd {
         /// The id.
         id: String,
     },
+    /// List the tenant's elevations (a user): each value lifted by corroboration, the memories
+    /// it rests on and whether it still counts. Prints JSON.
+    Elevations {
+        /// Listing user.
+        #[arg(long = "as")]
+        actor: Option<String>,
+    },
+    /// Withdraw an elevation (a user): it stops counting now; the withdrawal is logged.
+    WithdrawElevation {
+        /// Withdrawing user.
+        #[arg(long = "as")]
+        actor: Option<String>,
+        /// The value's key (`payee`, ...).
+        #[arg(long)]
+        key: String,
+        /// The value.
+        #[arg(long)]
+        value: String,
+        /// Its kind: account, amount or text.
+        #[arg(long, default_value = "account")]
+        kind: String,
+        /// Why (recorded in the verdict log).
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
     /// Promote a memory (its owner): widen who may read it, to everyone in the namespace or to
     /// named readers, within what its ancestry admits. The lifecycle promotion gate may refuse
     /// and quarantine it. Prints JSON.
@@ -1094,6 +1119,16 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Revoke { actor: a, reason, id } => {
             let receipt = engine.revoke(&actor(&a)?, &parse("id", &id)?, &reason)?;
             print_json(&json!({"revoked": id, "log_index": receipt.log_index}));
+        }
+        Cmd::Elevations { actor: a } => {
+            let listed = engine.elevations(&actor(&a)?)?;
+            let out: Vec<_> = listed.iter().map(|(e, counts)| json!({"elevation": e, "counts": counts})).collect();
+            print_json(&json!({"elevations": out}));
+        }
+        Cmd::WithdrawElevation { actor: a, key, value, kind, reason } => {
+            let kind = parse::<ValueKind>("kind", &kind)?;
+            let (e, receipt) = engine.withdraw_elevation(&actor(&a)?, &key, kind, &value, &reason)?;
+            print_json(&json!({"withdrawn": e, "log_index": receipt.log_index}));
         }
         Cmd::Promote { actor: a, readers, id } => {
             let readers = if readers.is_empty() {

@@ -220,6 +220,8 @@ fn local_only(cmd: &Cmd) -> Option<&'static str> {
         | Cmd::Get { .. }
         | Cmd::OpenSession { .. }
         | Cmd::Revoke { .. }
+        | Cmd::Elevations { .. }
+        | Cmd::WithdrawElevation { .. }
         | Cmd::Poison { .. }
         | Cmd::Verify { .. }
         | Cmd::Promote { .. }
@@ -247,6 +249,8 @@ fn claimed_actor(cmd: &Cmd) -> Option<&str> {
         | Cmd::Get { actor, .. }
         | Cmd::OpenSession { actor, .. }
         | Cmd::Revoke { actor, .. }
+        | Cmd::Elevations { actor }
+        | Cmd::WithdrawElevation { actor, .. }
         | Cmd::Poison { actor, .. }
         | Cmd::Verify { actor, .. }
         | Cmd::Promote { actor, .. }
@@ -375,6 +379,8 @@ fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
         Cmd::Decide(d) => r.post("/v1/actions/decide", &decide_body(d)?)?,
         Cmd::Get { id, .. } => r.get(&memory(id, ""))?,
         Cmd::Revoke { reason, id, .. } => r.post(&memory(id, "/revoke"), &json!({"reason": reason}))?,
+        Cmd::Elevations { .. } => r.get("/v1/elevations")?,
+        Cmd::WithdrawElevation { key, value, kind, reason, .. } => r.post("/v1/elevations/withdraw", &json!({"key": key, "value": value, "kind": kind, "reason": reason}))?,
         Cmd::Poison { id, .. } => r.post_empty(&memory(id, "/poison"))?,
         Cmd::Verify { id, .. } => r.post_empty(&memory(id, "/verify"))?,
         Cmd::Promote { readers, id, .. } => {

@@ -812,7 +812,7 @@ impl Backend for MemBackend {
         let id = self.new_id();
         let item = self
             .gate
-            .admit_tool_output(caller.principal(), &Observed::clean(), tool.principal(), Vouch::CallerReported, &args, &source_refs, &input_refs, &self.tenant, namespace, output, id, now)
+            .admit_tool_output(caller.principal(), &Observed::clean(), tool.principal(), &Observed::clean(), Vouch::CallerReported, &args, &source_refs, &input_refs, &self.tenant, namespace, output, id, now)
             .map_err(gate_err)?
             .item()
             .clone();

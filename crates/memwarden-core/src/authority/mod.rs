@@ -884,12 +884,15 @@ impl Authority {
     ///
     /// An argument's label is the caller's unless every declared source carries the value, in
     /// which case it is the meet of those sources'; any input carrying the value also taints it.
+    /// `tool_observed` is what the tool principal was handed in any of its sessions (the engine
+    /// meets them): an output the tool vouches for is at most its floor.
     #[allow(clippy::too_many_arguments)]
     pub fn admit_tool_output(
         &self,
         caller: &Principal,
         caller_observed: &Observed,
         tool: &Principal,
+        tool_observed: &Observed,
         vouch: Vouch,
         args: &[ToolArg],
         arg_sources: &[&MemoryItem],
@@ -915,6 +918,12 @@ impl Authority {
             // The tool reports its own output from its own session: no side door around that
             // session's taint (issue 34.3) — at most its floor, as its plain writes are.
             label = label.at_most(self.floor(caller_observed));
+        }
+        if matches!(vouch, Vouch::Writer | Vouch::Signature) {
+            // Whatever the route, a tool that was handed untrusted content in any session
+            // vouches for nothing above it (issue 34.3: its signed output relayed by another
+            // caller, or its report from a fresh session id).
+            label = label.at_most(self.floor(tool_observed));
         }
         if vouch == Vouch::CallerReported {
             // The tool did not vouch: the output is only as good as whoever reported it.
@@ -962,7 +971,11 @@ impl Authority {
         // Another caller's session taints the output only through what the arguments carry; the
         // tool's own session (it is the caller) taints it as any write of that session, with
         // `seen_in_session` edges to what the session was handed.
-        let own_session = if vouch == Vouch::Writer { caller_observed.clone() } else { Observed::clean() };
+        let own_session = match vouch {
+            Vouch::Writer => caller_observed.clone().meet(tool_observed),
+            Vouch::Signature => tool_observed.clone(),
+            Vouch::CallerReported => Observed::clean(),
+        };
         let mut admitted = self.admit(&tool_as_writer, tool.origin(), base, tenant, req, &resolved, &own_session, id, now_ms)?;
         // Readers of a tool output: the caller's view, not the tool's, and never wider than what
         // the caller's session could read (its arguments may carry it).
