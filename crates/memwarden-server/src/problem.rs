@@ -20,8 +20,9 @@ pub struct ApiError {
     /// For a 500: the id (16 random hex digits) under which the server logged the cause; the
     /// body carries it as `error_id`, so a report can be matched with the log line.
     pub error_id: Option<String>,
-    /// For a 403 `withheld`: the memory and the layer, rule and flags that held it back.
-    pub withheld: Option<memwarden_api::dto::WithheldOut>,
+    /// For a 403 `withheld`: the memory and the layer, rule and flags that held it back (boxed:
+    /// every other error is small).
+    pub withheld: Option<Box<memwarden_api::dto::WithheldOut>>,
 }
 
 impl ApiError {
@@ -32,7 +33,7 @@ impl ApiError {
     /// 403 `withheld`: a memory of the caller's scope that a defense layer holds back, with the
     /// layer, the rule and the flags that fired (the memory exists for this caller: never a 404).
     pub fn withheld(w: &memwarden_engine::WithheldMemory) -> Self {
-        Self { withheld: Some(crate::ops::withheld_out(w)), ..Self::new(StatusCode::FORBIDDEN, "withheld", w.to_string()) }
+        Self { withheld: Some(Box::new(crate::ops::withheld_out(w))), ..Self::new(StatusCode::FORBIDDEN, "withheld", w.to_string()) }
     }
     /// 400 `invalid_input`.
     pub fn invalid(detail: impl Into<String>) -> Self {
@@ -82,7 +83,7 @@ impl ApiError {
             detail: self.detail.clone(),
             code: self.code.to_owned(),
             error_id: self.error_id.clone(),
-            withheld: self.withheld.clone(),
+            withheld: self.withheld.as_deref().cloned(),
         }
     }
 }
