@@ -45,6 +45,7 @@ from ._errors import (
     Refused,
     SearchUnavailable,
     Unauthorized,
+    Withheld,
     WriteRefused,
 )
 from .memory import AsyncMemory, Memory, MemoryNotFound
@@ -53,6 +54,6 @@ from ._native import __version__
 __all__ = [
     "AsyncClient", "AsyncMemory", "BATCH_MAX", "Client", "Conflict", "DEFAULT_NAMESPACE", "DEFAULT_SESSION", "EmbedderFailed", "Engine",
     "Forbidden", "IdentityMismatch", "InferenceUnavailable", "InvalidInput", "LayerOff", "Memory", "MemoryNotFound", "MemwardenError",
-    "NotFound", "RateLimited", "Refused", "SearchUnavailable", "Unauthorized", "WriteRefused", "__version__", "connect", "connect_async",
+    "NotFound", "RateLimited", "Refused", "SearchUnavailable", "Unauthorized", "Withheld", "WriteRefused", "__version__", "connect", "connect_async",
     "default_model_dir", "generate_user_key", "open", "open_async", "sign_grant",
 ]

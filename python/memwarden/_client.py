@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _native
-from ._errors import MemwardenError, error_for
+from ._errors import MemwardenError, error_for, native_error
 from ._types import (
     AttestOut,
     BatchOut,
@@ -23,9 +23,11 @@ from ._types import (
     GrantOut,
     Hit,
     LineageOut,
+    ListOut,
     MemoryOut,
     PrincipalOut,
     ProofOut,
+    SearchOut,
     UpdatedOut,
     VerifyOut,
     WriteOut,
@@ -92,14 +94,13 @@ class _Embedded(_Transport):
         try:
             return json.loads(self._actor.call(op, json.dumps(body)))
         except _native.NativeError as e:
-            code, status, detail = e.args
-            raise error_for(code, status, detail) from None
+            raise native_error(e.args) from None
 
     def with_session(self, session: str) -> "_Embedded":
         try:
             return _Embedded(self._engine, self._actor.with_session(session))
         except _native.NativeError as e:
-            raise error_for(*e.args) from None
+            raise native_error(e.args) from None
 
     @property
     def session(self) -> str:
@@ -109,7 +110,7 @@ class _Embedded(_Transport):
         try:
             return cast(Dict[str, Any], json.loads(self._actor.mint_grant(**kw)))
         except _native.NativeError as e:
-            raise error_for(*e.args) from None
+            raise native_error(e.args) from None
 
 
 # (method, path template, parameters that go into the path, parameters that go into the query)
@@ -292,18 +293,30 @@ class Client:
         return cast(BatchOut, self._t.call("add_many", {"memories": body}))
 
     def get(self, id: str) -> MemoryOut:
-        """A memory by id (`NotFound` when it does not exist or the principal may not read it)."""
+        """A memory by id (`NotFound` when it does not exist or the principal may not read it;
+        `Withheld`, with `.flags`, when it is in the principal's scope but a defense layer holds
+        it back)."""
         return cast(MemoryOut, self._t.call("get", {"id": id}))
 
     def list(self, namespace: str = DEFAULT_NAMESPACE, *, limit: int = 100) -> List[MemoryOut]:
         """The memories of `namespace` this principal may read, oldest first (at most `limit`,
-        1..=10000)."""
-        return cast(List[MemoryOut], self._t.call("list", {"namespace": namespace, "limit": limit})["results"])
+        1..=10000). `listing` also names the ones a defense layer withheld."""
+        return self.listing(namespace, limit=limit)["results"]
+
+    def listing(self, namespace: str = DEFAULT_NAMESPACE, *, limit: int = 100) -> ListOut:
+        """`list` with `withheld`: the memories of this principal's scope that a defense layer
+        held back, by id with the layer, rule and flags (never their text)."""
+        return cast(ListOut, self._t.call("list", {"namespace": namespace, "limit": limit}))
 
     def search(self, query: str, *, namespace: str = DEFAULT_NAMESPACE, k: int = 5) -> List[Hit]:
         """Semantic search (1 <= k <= 100). The permission filter runs before ranking; each hit
-        carries its origin, label and act class (`hit["item"]`) and its path trust."""
-        return cast(List[Hit], self._t.call("search", {"namespace": namespace, "query": query, "k": k})["results"])
+        carries its origin, label and act class (`hit["item"]`) and its path trust.
+        `search_results` also says how many memories a defense layer withheld."""
+        return self.search_results(query, namespace=namespace, k=k)["results"]
+
+    def search_results(self, query: str, *, namespace: str = DEFAULT_NAMESPACE, k: int = 5) -> SearchOut:
+        """`search` with `withheld`: how many memories a defense layer held back from the hits."""
+        return cast(SearchOut, self._t.call("search", {"namespace": namespace, "query": query, "k": k}))
 
     def update(self, id: str, content: str) -> UpdatedOut:
         """A new version of a memory (derived from the old one, which is superseded)."""
@@ -498,7 +511,7 @@ def _asyncify(name: str) -> Callable[..., Any]:
 
 
 for _name in (
-    "add", "add_many", "get", "list", "search", "update", "history", "revoke", "erase", "promote", "derive", "tool_call", "feedback",
+    "add", "add_many", "get", "list", "listing", "search", "search_results", "update", "history", "revoke", "erase", "promote", "derive", "tool_call", "feedback",
     "attest", "decide", "propose", "record_grant", "mint_grant", "lineage", "export_lineage", "export_prov", "verify", "audit_verify",
     "checkpoint", "proof",
 ):
@@ -572,7 +585,7 @@ class Engine:
             try:
                 native = _native.NativeEngine.open(key, preset=preset, embedder=embedder, model_dir=md, query_cache_entries=query_cache_entries)
             except _native.NativeError as e:
-                raise error_for(*e.args) from None
+                raise native_error(e.args) from None
             eng = cls(native, key, preset)
             cls._open[key] = eng
             return eng
@@ -594,14 +607,14 @@ class Engine:
         try:
             return cast(PrincipalOut, json.loads(self._native.register_principal(json.dumps(body))))
         except _native.NativeError as e:
-            raise error_for(*e.args) from None
+            raise native_error(e.args) from None
 
     def principal(self, id: str, *, tenant: str = "default") -> Optional[PrincipalOut]:
         """A registered principal's record, or None."""
         try:
             p = self._native.principal(tenant, id)
         except _native.NativeError as e:
-            raise error_for(*e.args) from None
+            raise native_error(e.args) from None
         return cast(PrincipalOut, json.loads(p)) if p is not None else None
 
     def client(self, principal: str, *, tenant: str = "default", session: str = DEFAULT_SESSION) -> Client:
@@ -609,7 +622,7 @@ class Engine:
         try:
             actor = self._native.actor(tenant, principal, session)
         except _native.NativeError as e:
-            raise error_for(*e.args) from None
+            raise native_error(e.args) from None
         return Client(_Embedded(self, actor), cast(PrincipalOut, json.loads(actor.principal())))
 
     def embed(self, texts: Sequence[str]) -> List[List[float]]:
@@ -617,7 +630,7 @@ class Engine:
         try:
             return cast(List[List[float]], self._native.embed(list(texts)))
         except _native.NativeError as e:
-            raise error_for(*e.args) from None
+            raise native_error(e.args) from None
 
 
 def open(
@@ -685,4 +698,4 @@ def sign_grant(
     try:
         return cast(Dict[str, Any], json.loads(_native.sign_grant(secret_key, tenant, user, tool, key, value, kind=kind, amount=amount, ttl_ms=int(ttl_secs * 1000))))
     except _native.NativeError as e:
-        raise error_for(*e.args) from None
+        raise native_error(e.args) from None

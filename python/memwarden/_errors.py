@@ -3,14 +3,16 @@ details (`urn:memwarden:problem:<code>`), whether it came from the embedded engi
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Type
+import json
+
+from typing import Any, Dict, List, Optional, Type
 
 
 class MemwardenError(Exception):
     """An error from memwarden.
 
     Attributes:
-        code: the stable machine-readable code (`not_found`, `forbidden`, `invalid_input`,
+        code: the stable machine-readable code (`not_found`, `forbidden`, `withheld`, `invalid_input`,
             `write_refused`, `refused`, `conflict`, `layer_off`, `search_unavailable`,
             `embedder_failed`, `unauthorized`, `rate_limited`, `payload_too_large`,
             `unavailable`, `internal`, ...).
@@ -55,6 +57,29 @@ class Forbidden(MemwardenError, PermissionError):
 class IdentityMismatch(Forbidden):
     """A call named a user or agent other than the principal this client acts as. Identity comes
     from the principal (or the API key), never from arguments (`forbidden`, 403)."""
+
+
+class Withheld(Forbidden):
+    """A memory in the caller's scope that a defense layer holds back (`withheld`, 403): it exists
+    for this caller, so it is not reported missing. Never carries the memory's text.
+
+    Attributes:
+        memory_id: the memory's id.
+        layer: the layer that held it back (`lifecycle`, `lineage`).
+        rule: the rule that fired (`quarantined`, `tainted_directive`, `revoked_ancestor`, ...).
+        flags: the evidence that fired (`external_source`, `self_claim`, ...; the rule itself
+            when nothing else did).
+    """
+
+    code, status = "withheld", 403
+
+    def __init__(self, detail: str, *, code: Optional[str] = None, status: Optional[int] = None, problem: Optional[Dict[str, Any]] = None):
+        super().__init__(detail, code=code, status=status, problem=problem)
+        w = (problem or {}).get("withheld") or {}
+        self.memory_id: Optional[str] = w.get("id")
+        self.layer: Optional[str] = w.get("layer")
+        self.rule: Optional[str] = w.get("rule")
+        self.flags: List[str] = list(w.get("flags") or [])
 
 
 class NotFound(MemwardenError, KeyError):
@@ -118,6 +143,7 @@ _BY_CODE: Dict[str, Type[MemwardenError]] = {
     "invalid_input": InvalidInput,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
+    "withheld": Withheld,
     "not_found": NotFound,
     "conflict": Conflict,
     "layer_off": LayerOff,
@@ -133,3 +159,18 @@ def error_for(code: str, status: int, detail: str, problem: Optional[Dict[str, A
     """The exception for a stable code (the base class for codes without their own)."""
     cls = _BY_CODE.get(code, MemwardenError)
     return cls(detail, code=code, status=status, problem=problem)
+
+
+def native_error(args: Any) -> MemwardenError:
+    """The exception for the native module's `NativeError` args: `(code, status, detail)` and,
+    from this version on, the problem-details JSON (which carries `withheld`)."""
+    code, status, detail = args[0], args[1], args[2]
+    problem: Optional[Dict[str, Any]] = None
+    if len(args) > 3 and isinstance(args[3], str):
+        try:
+            parsed = json.loads(args[3])
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            problem = parsed
+    return error_for(code, status, detail, problem)

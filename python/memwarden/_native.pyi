@@ -6,7 +6,7 @@ from typing import List, Optional, Tuple, Union
 __version__: str
 
 class NativeError(Exception):
-    """args: (code, status, detail)."""
+    """args: (code, status, detail, problem) — problem is the problem-details JSON text."""
 
 class NativeEngine:
     @staticmethod

@@ -95,6 +95,32 @@ class Hit(TypedDict):
     item: MemoryOut
 
 
+class WithheldOut(TypedDict):
+    """A memory of the caller's scope that a defense layer held back (never its text)."""
+
+    id: str
+    #: `lifecycle` or `lineage`.
+    layer: str
+    #: The rule that fired (`quarantined`, `tainted_directive`, `revoked_ancestor`, ...).
+    rule: str
+    #: The evidence that fired (`external_source`, `self_claim`, ...; the rule when nothing else).
+    flags: List[str]
+
+
+class ListOut(TypedDict):
+    """A namespace listing: the memories handed over and those a layer withheld."""
+
+    results: List[MemoryOut]
+    withheld: List[WithheldOut]
+
+
+class SearchOut(TypedDict):
+    """A search's answer: the hits, and how many memories a layer withheld from them."""
+
+    results: List[Hit]
+    withheld: int
+
+
 class UpdatedOut(TypedDict):
     """Result of an update."""
 

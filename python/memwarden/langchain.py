@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 
 from . import _native
 from ._client import default_model_dir
-from ._errors import error_for
+from ._errors import native_error
 
 #: Texts per native call.
 BATCH_TEXTS_MAX = 256
@@ -28,7 +28,7 @@ class MemwardenEmbeddings(Embeddings):
         try:
             self._native = _native.NativeEmbedder(md)
         except _native.NativeError as e:
-            raise error_for(*e.args) from None
+            raise native_error(e.args) from None
 
     @property
     def dims(self) -> int:
@@ -42,7 +42,7 @@ class MemwardenEmbeddings(Embeddings):
             for i in range(0, len(texts), BATCH_TEXTS_MAX):
                 out.extend(self._native.embed(list(texts[i : i + BATCH_TEXTS_MAX])))
         except _native.NativeError as e:
-            raise error_for(*e.args) from None
+            raise native_error(e.args) from None
         return out
 
     def embed_query(self, text: str) -> List[float]:

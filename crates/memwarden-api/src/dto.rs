@@ -274,6 +274,28 @@ pub struct BatchOut {
 pub struct ListOut {
     /// The memories the caller may read, oldest first.
     pub results: Vec<MemoryOut>,
+    /// Memories of the caller's scope that a defense layer withheld (never their text): listed
+    /// so that nothing in scope silently disappears. `GET /v1/memories/{id}` of one answers 403
+    /// `withheld` with the same rule and flags.
+    #[serde(default)]
+    pub withheld: Vec<WithheldOut>,
+}
+
+/// A memory of the caller's scope that a defense layer held back, and why (no text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WithheldOut {
+    /// The memory's id.
+    pub id: String,
+    /// The layer that held it back: `lifecycle` or `lineage`.
+    pub layer: String,
+    /// The rule that fired: the lifecycle layer's (`quarantined`, `tainted_directive`,
+    /// `trigger_sensitive`, `unverified_answer_binding`, `low_reputation`, `poisoned`,
+    /// `carried_agent_restriction`, ...) or the lineage layer's (`revoked_ancestor`,
+    /// `not_in_ancestor_scope`, `propagation_pending`, `poisoned`, `unknown`).
+    pub rule: String,
+    /// The evidence that fired (the lifecycle scorer's flags such as `external_source`,
+    /// `instruction_like`, `self_claim`, `trigger_cue`; the rule itself when nothing else did).
+    pub flags: Vec<String>,
 }
 
 /// Query of `GET /v1/memories`.
@@ -356,6 +378,12 @@ pub struct HitOut {
 pub struct SearchOut {
     /// The most similar memories the caller may read, best first.
     pub results: Vec<HitOut>,
+    /// How many memories a defense layer withheld from these results (read firewall, broker,
+    /// lineage read rule): those that rank above the last hit, or every one withheld when fewer
+    /// than `k` hits came back. Memories below `min_label` (or a planning session's floor) are
+    /// not counted.
+    #[serde(default)]
+    pub withheld: usize,
 }
 
 /// Derive (summarise) a memory from parents.

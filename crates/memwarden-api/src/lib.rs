@@ -23,14 +23,18 @@ pub struct Problem {
     pub status: u16,
     /// What happened in this case.
     pub detail: String,
-    /// Stable machine-readable code: `unauthorized`, `forbidden`, `not_found`, `invalid_input`,
-    /// `payload_too_large`, `unsupported_media_type`, `method_not_allowed`, `rate_limited`,
-    /// `write_refused`, `conflict`, `search_unavailable`, `embedder_failed`, `unavailable`,
-    /// `internal`.
+    /// Stable machine-readable code: `unauthorized`, `forbidden`, `withheld`, `not_found`,
+    /// `invalid_input`, `payload_too_large`, `unsupported_media_type`, `method_not_allowed`,
+    /// `rate_limited`, `write_refused`, `conflict`, `search_unavailable`, `embedder_failed`,
+    /// `unavailable`, `internal`.
     pub code: String,
     /// For a 500 `internal`: the id under which the server logged the cause (16 hex digits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_id: Option<String>,
+    /// For a 403 `withheld`: the memory (in the caller's scope, so its existence is no secret)
+    /// and the layer, rule and flags that held it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<dto::WithheldOut>,
 }
 
 /// What the server knows about a key (never its secret).

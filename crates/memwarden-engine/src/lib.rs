@@ -39,7 +39,7 @@ pub use memwarden_embed as embed;
 use memwarden_embed::Embedder;
 use memwarden_log::{SignedCheckpoint, VerifyReport};
 use memwarden_store::{CommitError, Hit, Mutation, Receipt, SqliteStore, Store, StoreConfig, StoreError};
-use pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, MemoryView, ParentView, Read, Stage, Withheld};
+use pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, Hold, MemoryView, ParentView, Read, Stage, Withheld};
 use serde_json::json;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -126,6 +126,12 @@ pub enum EngineError {
     /// No such item, or not readable by the caller (the two are indistinguishable on purpose).
     #[error("memory {0} not found")]
     NotFound(ItemId),
+    /// A memory in the caller's scope that a layer holds back (the lifecycle layer's read
+    /// firewall, broker or quarantine; the lineage layer's read rule): the memory exists and the
+    /// caller may know it, so it is not reported missing. Names the layer, the rule and the
+    /// evidence, never the text.
+    #[error("{0}")]
+    Withheld(WithheldMemory),
     /// The write gate refused.
     #[error("write refused: {0}")]
     Write(#[from] WriteError),
@@ -167,6 +173,61 @@ pub enum EngineError {
     /// A session name the engine never issued to this principal (open one first).
     #[error("unknown session: open one with POST /v1/sessions (a session is a handle the server issues, not a name the caller picks)")]
     UnknownSession,
+}
+
+/// A memory in the reader's scope that a layer held back, and why: the answer of get, history
+/// and lineage for it ([`EngineError::Withheld`]) and what list reports in its place
+/// ([`Listing::withheld`]). Never carries the memory's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WithheldMemory {
+    /// The memory.
+    pub id: ItemId,
+    /// The layer that held it back (`lifecycle`, `lineage`).
+    pub layer: &'static str,
+    /// The rule that fired: the lifecycle layer's (`quarantined`, `tainted_directive`,
+    /// `trigger_sensitive`, `unverified_answer_binding`, `low_reputation`, `poisoned`,
+    /// `carried_agent_restriction`, ...) or the lineage layer's (`revoked_ancestor`,
+    /// `not_in_ancestor_scope`, `propagation_pending`, `poisoned`, `unknown`).
+    pub rule: String,
+    /// The evidence that fired (the lifecycle scorer's flags: `external_source`,
+    /// `instruction_like`, `self_claim`, ...); the rule itself when nothing else did. Never empty.
+    pub flags: Vec<String>,
+}
+
+impl WithheldMemory {
+    fn of(id: ItemId, hold: Hold) -> Self {
+        Self { id, layer: hold.layer, rule: hold.rule, flags: hold.flags }
+    }
+}
+
+impl std::fmt::Display for WithheldMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "memory {} is withheld by the {} layer ({}; flags: {})", self.id, self.layer, self.rule, self.flags.join(", "))
+    }
+}
+
+/// A namespace listing ([`Engine::list_report`]): the memories handed over, and the memories
+/// of the caller's scope that a layer held back (listed by id with the rule and flags, never
+/// silently dropped).
+#[derive(Debug, Clone)]
+pub struct Listing {
+    /// The memories handed over, oldest first.
+    pub memories: Vec<ReadMemory>,
+    /// The memories in the caller's scope a layer withheld, oldest first.
+    pub withheld: Vec<WithheldMemory>,
+}
+
+/// A search's answer ([`Engine::search_report`]): the hits, and how many memories the read
+/// stages withheld that would otherwise have been among them.
+#[derive(Debug, Clone)]
+pub struct SearchResults {
+    /// The hits, best first.
+    pub hits: Vec<SearchHit>,
+    /// Candidates the layers withheld (read firewall, broker, lineage read rule) that rank above
+    /// the last hit, or every one they withheld when fewer than `k` hits came back. Memories
+    /// below the caller's label floor (`min_label`, a planning session) are not counted: the
+    /// caller asked for that.
+    pub withheld: usize,
 }
 
 /// A principal the engine authenticated (looked up from its own records). Only the engine makes
@@ -519,6 +580,13 @@ pub(crate) fn lifecycle_route(route: Route) -> Route {
     }
 }
 
+/// Whether `item` exists for `reader` as a memory it may be told about: stored (not erased), not
+/// revoked, and its own scope admits the reader. A layer that holds such a memory back reports it
+/// withheld ([`EngineError::Withheld`]); anything else reads as not found.
+pub(crate) fn in_reader_scope(item: Option<&MemoryItem>, reader: &PrincipalId) -> bool {
+    item.is_some_and(|i| matches!(i.status(), Status::Active | Status::Superseded | Status::Quarantined) && i.scope().admits(reader))
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn system_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
@@ -772,7 +840,11 @@ impl Engine {
                 _ => i.readable_by(actor.id()),
             };
             if !in_scope {
-                c.withhold(Withheld::Scope);
+                // A memory of the reader's scope that a gate quarantined (the lifecycle write
+                // gate, or a blocked promotion's hold) exists for this reader: it is withheld,
+                // with what the scorer sees in it, not missing.
+                let held = i.status() == Status::Quarantined && i.scope().admits(actor.id());
+                c.withhold(if held { Withheld::Stage(self.quarantine_hold(&c.view)) } else { Withheld::Scope });
             } else if i.label().integrity() < floor {
                 c.withhold(Withheld::SessionFloor);
             }
@@ -782,6 +854,20 @@ impl Engine {
             s.filter_reads(&cx, read, candidates, fx)?;
         }
         Ok(())
+    }
+
+    /// Why a quarantined memory is withheld: the rule `quarantined` and the evidence the lifecycle
+    /// scorer finds in it (its write-time flags; `unscored` if it cannot score it; none with the
+    /// layer off).
+    fn quarantine_hold(&self, view: &MemoryView) -> Hold {
+        let flags = match &self.lifecycle {
+            None => Vec::new(),
+            Some(scorer) => match scorer.score(&stages::lifecycle_memory(view)) {
+                Ok(b) => b.flags().iter().map(|f| (*f).to_owned()).collect(),
+                Err(_) => vec!["unscored".to_owned()],
+            },
+        };
+        Hold::new("lifecycle", "quarantined", flags)
     }
 
     /// Hand `handed` to `actor`: every stage sees what was handed, and the session's floor falls.
@@ -808,7 +894,15 @@ impl Engine {
         let l = self.lineage_on()?;
         let g = l.graph(self.store.as_ref(), actor.tenant())?;
         let g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
-        g.can_read(actor.id(), *id).map_err(|r| lineage::deny(*id, r))?;
+        if let Err(reason) = g.can_read(actor.id(), *id) {
+            // A memory of the caller's own scope that the graph holds back (a revoked ancestor,
+            // an ancestor outside the caller's scope, a pending propagation) is withheld, with the
+            // reason; anything else (missing, erased, revoked, out of scope) is not found.
+            if !in_reader_scope(self.store.item(actor.tenant(), id)?.as_ref(), actor.id()) {
+                return Err(lineage::deny(*id, reason));
+            }
+            return Err(EngineError::Withheld(WithheldMemory::of(*id, stages::lineage_hold(&g, actor.id(), *id))));
+        }
         let record = g.record(*id).cloned().ok_or(EngineError::NotFound(*id))?;
         let path_trust = g.path_trust(*id, actor.id()).ok_or(EngineError::NotFound(*id))?;
         let (parents, parents_hidden) = lineage::split_readable(&g, actor.id(), record.parents().iter().map(|p| p.id));
@@ -1007,12 +1101,17 @@ impl Engine {
         Ok(())
     }
 
-    /// Resolve items the actor declares as inputs: each must exist in its tenant and be readable.
+    /// Resolve items the actor declares as inputs: each must exist in its tenant and be readable
+    /// (one of the actor's scope that a gate quarantined is withheld, not missing).
     fn resolve(&self, actor: &Actor, ids: &[ItemId]) -> Result<Vec<MemoryItem>, EngineError> {
         let mut out = Vec::with_capacity(ids.len());
         for (id, item) in ids.iter().zip(self.items_of(actor.tenant(), ids)?) {
             match item {
                 Some(i) if i.readable_by(actor.id()) => out.push(i),
+                Some(i) if i.status() == Status::Quarantined && i.scope().admits(actor.id()) => {
+                    let view = self.view(actor.tenant(), i, false)?;
+                    return Err(EngineError::Withheld(WithheldMemory::of(*id, self.quarantine_hold(&view))));
+                }
                 _ => return Err(EngineError::NotFound(*id)),
             }
         }
@@ -1178,15 +1277,23 @@ impl Engine {
         let now = self.now_ms();
         let mut fx = Effects::default();
         let mut admitted: Vec<Candidate> = Vec::new();
+        let mut asked_withheld: Option<WithheldMemory> = None;
         let mut fetch = |id: &ItemId| -> Result<Option<MemoryItem>, EngineError> {
+            let first = admitted.is_empty() && asked_withheld.is_none();
             let Some(i) = self.store.item(actor.tenant(), id)? else {
                 return Ok(None);
             };
             let mut c = [Candidate::new(self.view(actor.tenant(), i, true)?, 0.0, 0.0)];
             self.admit_reads(actor, Read::History, Integrity::Untrusted, &mut c, now, &mut fx)?;
             let [c] = c;
-            if c.withheld.is_some() {
-                return Ok(None);
+            match c.withheld {
+                None => {}
+                // The asked version held back by a layer is withheld, not missing.
+                Some(Withheld::Stage(hold)) if first => {
+                    asked_withheld = Some(WithheldMemory::of(*id, hold));
+                    return Ok(None);
+                }
+                Some(_) => return Ok(None),
             }
             let item = c.item().clone();
             admitted.push(c);
@@ -1194,7 +1301,10 @@ impl Engine {
         };
         let out = match fetch(id)? {
             Some(first) => version_chain(first, &mut fetch)?,
-            None => return Err(self.refuse(actor.tenant(), now, fx, EngineError::NotFound(*id))),
+            None => {
+                let e = asked_withheld.map_or(EngineError::NotFound(*id), EngineError::Withheld);
+                return Err(self.refuse(actor.tenant(), now, fx, e));
+            }
         };
         let handed: Vec<Candidate> = out.iter().filter_map(|i| admitted.iter().find(|c| c.item().id() == i.id()).cloned()).collect();
         debug_assert_eq!(handed.len(), out.len());
@@ -1645,7 +1755,10 @@ impl Engine {
                 ));
                 return Err(self.refuse(actor.tenant(), now, fx, e));
             }
-            Some(Withheld::Scope | Withheld::Stage(_)) => {
+            Some(Withheld::Stage(hold)) => {
+                return Err(self.refuse(actor.tenant(), now, fx, EngineError::Withheld(WithheldMemory::of(*id, hold))));
+            }
+            Some(Withheld::Scope | Withheld::Cut) => {
                 return Err(self.refuse(actor.tenant(), now, fx, EngineError::NotFound(*id)));
             }
         }
@@ -1851,6 +1964,12 @@ impl Engine {
     /// [`Engine::list`] with the lifecycle scorer's risk and the evidence that fired for each
     /// memory ([`ReadMemory`]).
     pub fn list_scored(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Vec<ReadMemory>, EngineError> {
+        Ok(self.list_report(actor, namespace, limit)?.memories)
+    }
+
+    /// [`Engine::list_scored`], and the memories of the caller's scope that a layer withheld
+    /// (by id, with the rule and the evidence: [`Listing::withheld`]); `limit` counts both.
+    pub fn list_report(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Listing, EngineError> {
         let items = self.store.list(actor.tenant(), namespace, limit.min(10_000))?;
         let now = self.now_ms();
         let mut fx = Effects::default();
@@ -1858,10 +1977,18 @@ impl Engine {
         if let Err(e) = self.admit_reads(actor, Read::List, Integrity::Untrusted, &mut candidates, now, &mut fx) {
             return Err(self.refuse(actor.tenant(), now, fx, e));
         }
-        candidates.retain(|c| c.withheld.is_none());
-        self.hand_out(actor, Read::List, &candidates, now, &mut fx)?;
+        let mut withheld = Vec::new();
+        let mut handed = Vec::with_capacity(candidates.len());
+        for c in candidates {
+            match c.withheld {
+                None => handed.push(c),
+                Some(Withheld::Stage(hold)) => withheld.push(WithheldMemory::of(c.view.item.id(), hold)),
+                Some(Withheld::Scope | Withheld::SessionFloor | Withheld::Cut) => {}
+            }
+        }
+        self.hand_out(actor, Read::List, &handed, now, &mut fx)?;
         self.finish(actor.tenant(), now, fx)?;
-        Ok(candidates.into_iter().map(|c| ReadMemory::of(c.view.item, c.risk)).collect())
+        Ok(Listing { memories: handed.into_iter().map(|c| ReadMemory::of(c.view.item, c.risk)).collect(), withheld })
     }
 
     /// Semantic search: the permission filter decides eligibility before ranking.
@@ -1875,6 +2002,12 @@ impl Engine {
     /// floor are not withheld from the caller for good — a search without the floor (best in
     /// another session) returns them, labelled.
     pub fn search_labelled(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize, min_label: Integrity) -> Result<Vec<SearchHit>, EngineError> {
+        Ok(self.search_report(actor, namespace, query, k, min_label)?.hits)
+    }
+
+    /// [`Engine::search_labelled`], and how many memories the layers withheld from the hits
+    /// ([`SearchResults::withheld`]).
+    pub fn search_report(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize, min_label: Integrity) -> Result<SearchResults, EngineError> {
         let min_label = min_label.max(Self::session_min_label(actor));
         if query.trim().is_empty() || query.len() > QUERY_BYTES_MAX {
             return Err(EngineError::Invalid(format!("query must be 1..={QUERY_BYTES_MAX} bytes of text")));
@@ -1887,7 +2020,7 @@ impl Engine {
         }
         // A query without direction (no token the embedder knows) is similar to nothing.
         let Some(q) = self.embed_query(query)? else {
-            return Ok(Vec::new());
+            return Ok(SearchResults { hits: Vec::new(), withheld: 0 });
         };
         let now = self.now_ms();
         // Eligibility is the store's permission filter (never a score); the read stages filter
@@ -1898,7 +2031,7 @@ impl Engine {
         // the pass whose results are handed over is logged.
         let filtering = self.stages.len() > 1 || min_label > Integrity::Untrusted;
         let mut fetch = if filtering { k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX) } else { k };
-        let (handed, mut fx) = loop {
+        let (handed, withheld, mut fx) = loop {
             let (hits, exhausted) = self.candidates(actor, namespace, &q, query, fetch, k)?;
             let exhausted = exhausted || fetch == memwarden_store::SEARCH_K_MAX;
             let (scores, items): (Vec<(f32, f64)>, Vec<MemoryItem>) = hits.into_iter().map(|h| ((h.hit.similarity, h.relevance), h.hit.item)).unzip();
@@ -1912,20 +2045,27 @@ impl Engine {
             if let Err(e) = self.admit_reads(actor, Read::Search { query }, min_label, &mut candidates, now, &mut fx) {
                 return Err(self.refuse(actor.tenant(), now, fx, e));
             }
+            // What a layer held back, by relevance, to count the ones that would have been hits.
+            let held: Vec<(f64, ItemId)> =
+                candidates.iter().filter(|c| matches!(c.withheld, Some(Withheld::Stage(_)))).map(|c| (c.relevance, c.item().id())).collect();
             candidates.retain(|c| c.withheld.is_none());
             let trust = |c: &Candidate| c.path.as_ref().map_or(0.0, |p| p.scores.trust.get());
             // Relevance, then path trust, then the older memory (ids are time-ordered).
             candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then(trust(b).total_cmp(&trust(a))).then(a.item().id().cmp(&b.item().id())));
             candidates.truncate(k);
             if candidates.len() >= k || exhausted {
-                break (candidates, fx);
+                let withheld = match candidates.last() {
+                    Some(last) if candidates.len() >= k => held.iter().filter(|(r, id)| r.total_cmp(&last.relevance).then(last.item().id().cmp(id)).is_gt()).count(),
+                    _ => held.len(),
+                };
+                break (candidates, withheld, fx);
             }
             fetch = fetch.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
         };
         debug_assert!(handed.len() <= k);
         self.hand_out(actor, Read::Search { query }, &handed, now, &mut fx)?;
         self.finish(actor.tenant(), now, fx)?;
-        Ok(handed.into_iter().map(SearchHit::of).collect())
+        Ok(SearchResults { hits: handed.into_iter().map(SearchHit::of).collect(), withheld })
     }
 
     /// Search candidates for `actor`, best first: the store's vector hits and, under hybrid

@@ -193,16 +193,41 @@ impl Candidate {
     }
 }
 
-/// Why a memory was not handed over. Every door reports all of them as not found, except a
-/// planning session's floor, which says so (the caller can read it elsewhere).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a memory was not handed over. Out of scope reads as not found (nothing is disclosed); a
+/// planning session's floor says so (the caller can read it elsewhere); a memory in the reader's
+/// scope that a layer holds back is reported withheld, with the rule and the evidence
+/// ([`crate::EngineError::Withheld`], and counted by list and search).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Withheld {
-    /// Out of the reader's scope, or not active.
+    /// Out of the reader's scope, or not active (and not held back by a gate).
     Scope,
     /// Below the session's floor (a planning session, or a caller's `min_label`).
     SessionFloor,
-    /// A layer's stage withheld it.
-    Stage(&'static str),
+    /// A layer held it back: which layer, the rule that fired and the evidence.
+    Stage(Hold),
+    /// Not among the candidates the lineage graph ranks (its `k_max`): a cut of the search's
+    /// over-fetch, not a verdict on the memory.
+    Cut,
+}
+
+/// What a layer's stage found when it held a memory back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hold {
+    /// `lifecycle` or `lineage`.
+    pub(crate) layer: &'static str,
+    /// The rule that withheld it (`tainted_directive`, `quarantined`, `revoked_ancestor`, ...).
+    pub(crate) rule: String,
+    /// The evidence that fired (never empty: the rule itself when nothing else did).
+    pub(crate) flags: Vec<String>,
+}
+
+impl Hold {
+    /// A hold by `layer` under `rule` with the evidence `flags` (the rule alone when none).
+    pub(crate) fn new(layer: &'static str, rule: impl Into<String>, flags: Vec<String>) -> Self {
+        let rule = rule.into();
+        let flags = if flags.is_empty() { vec![rule.clone()] } else { flags };
+        Self { layer, rule, flags }
+    }
 }
 
 /// A defense layer's part in the pipeline. Every method has a default that changes nothing, so

@@ -2,7 +2,7 @@
 //! order: authority, lifecycle, lineage. A preset is the subset that is on.
 
 use crate::lineage::{self, Lineage, StoredEvent};
-use crate::pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, MemoryView, Read, Stage, Withheld};
+use crate::pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, Hold, MemoryView, Read, Stage, Withheld};
 use crate::{EngineError, lifecycle_route, new_id};
 use memwarden_core::prelude::*;
 use memwarden_lineage::Candidate as RankCandidate;
@@ -52,6 +52,17 @@ fn rule_name(rule: impl serde::Serialize) -> String {
     serde_json::to_value(rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into())
 }
 
+/// Why the lineage layer's read rule ([`lineage::readable`]) refuses `id` to `reader`: the graph's
+/// `CanRead` reason (`revoked_ancestor`, `not_in_ancestor_scope`, `propagation_pending`, ...), or
+/// `poisoned` (a poison report on its path).
+pub(crate) fn lineage_hold(g: &memwarden_lineage::LineageGraph, reader: &PrincipalId, id: ItemId) -> Hold {
+    let rule = match g.can_read(reader, id) {
+        Err(reason) => rule_name(reason),
+        Ok(()) => "poisoned".to_owned(),
+    };
+    Hold::new("lineage", rule, Vec::new())
+}
+
 fn gate_decision(cx: &Cx<'_>, decision: serde_json::Value) -> Mutation {
     Mutation::GateDecision { tenant: cx.actor.tenant().clone(), actor: cx.actor.id().clone(), decision }
 }
@@ -78,7 +89,8 @@ impl LifecycleStage {
                     c.risk = Some((sig.total, sig.flags()));
                 }
                 if d.outcome == RetrievalOutcome::Block {
-                    c.withhold(Withheld::Stage("lifecycle"));
+                    let flags = c.risk.as_ref().map(|(_, f)| f.iter().map(|f| (*f).to_owned()).collect()).unwrap_or_default();
+                    c.withhold(Withheld::Stage(Hold::new("lifecycle", rule_name(d.rule), flags)));
                     logged.push(json!({"item": c.item().id(), "rule": d.rule}));
                 }
             }
@@ -119,7 +131,7 @@ impl LifecycleStage {
             }
             let d = broker(&self.scorer, &m, &BrokerRequest { agent: cx.actor.id(), task_class: None });
             if d.outcome != BrokerOutcome::Admit {
-                c.withhold(Withheld::Stage("lifecycle"));
+                c.withhold(Withheld::Stage(Hold::new("lifecycle", rule_name(d.rule), Vec::new())));
                 logged.push(json!({"item": c.item().id(), "rule": d.rule}));
             }
         }
@@ -232,10 +244,17 @@ impl Stage for LineageStage {
         if cited.is_empty() {
             return Ok(());
         }
-        let refused =
-            self.lineage.with(cx.store, cx.actor.tenant(), |g| Ok(cited.iter().find_map(|p| g.can_read(cx.actor.id(), *p).err().map(|r| (*p, r)))))?;
+        let reader = cx.actor.id();
+        let refused = self
+            .lineage
+            .with(cx.store, cx.actor.tenant(), |g| Ok(cited.iter().find_map(|p| g.can_read(reader, *p).err().map(|r| (*p, r, lineage_hold(g, reader, *p))))))?;
         match refused {
-            Some((id, reason)) => Err(lineage::deny(id, reason)),
+            // A cited memory of the writer's own scope that the graph holds back is withheld,
+            // with the reason; anything else is not found.
+            Some((id, _, hold)) if crate::in_reader_scope(cx.store.item(cx.actor.tenant(), &id)?.as_ref(), reader) => {
+                Err(EngineError::Withheld(crate::WithheldMemory::of(id, hold)))
+            }
+            Some((id, reason, _)) => Err(lineage::deny(id, reason)),
             None => Ok(()),
         }
     }
@@ -246,9 +265,19 @@ impl Stage for LineageStage {
         let reader = cx.actor.id();
         let k_max = self.lineage.config().k_max;
         self.lineage.with(cx.store, cx.actor.tenant(), |g| {
-            for c in candidates.iter_mut().filter(|c| c.withheld.is_none()) {
-                if !lineage::readable(g, reader, c.item().id()) {
-                    c.withhold(Withheld::Stage("lineage"));
+            // The broker's rule for a reader outside the restriction carried from upstream.
+            let carried_rule = rule_name(memwarden_lifecycle::BrokerRule::CarriedAgentRestriction);
+            for c in candidates.iter_mut() {
+                // The broker's carried reader restriction is this layer's ancestry ceiling: when
+                // the graph refuses the memory too, its reason (a revoked ancestor, say) is the
+                // more precise one to report. Never re-admits a memory.
+                let carried = matches!(&c.withheld, Some(Withheld::Stage(h)) if h.layer == "lifecycle" && h.rule == carried_rule);
+                if c.withheld.is_some() && !carried {
+                    continue;
+                }
+                let id = c.item().id();
+                if !lineage::readable(g, reader, id) {
+                    c.withheld = Some(Withheld::Stage(lineage_hold(g, reader, id)));
                 }
             }
             if !matches!(read, Read::Search { .. }) {
@@ -268,7 +297,7 @@ impl Stage for LineageStage {
                 let c = &mut candidates[n];
                 match scored.remove(&c.item().id()) {
                     Some(r) => c.path = Some(r),
-                    None => c.withhold(Withheld::Stage("lineage")),
+                    None => c.withhold(Withheld::Cut),
                 }
             }
             Ok(())
@@ -317,7 +346,10 @@ impl Stage for LineageStage {
         let id = memory.item.id();
         let g = self.lineage.graph(cx.store, cx.actor.tenant())?;
         let mut g = g.lock().map_err(|_| EngineError::Lineage("graph lock poisoned".into()))?;
-        g.can_read(cx.actor.id(), id).map_err(|r| lineage::deny(id, r))?;
+        // The engine checked the memory is in the promoter's scope: held back, it is withheld.
+        if g.can_read(cx.actor.id(), id).is_err() {
+            return Err(EngineError::Withheld(crate::WithheldMemory::of(id, lineage_hold(&g, cx.actor.id(), id))));
+        }
         for a in admitted {
             let ev = memwarden_lineage::PromoteEvent {
                 id: a.item().id(),

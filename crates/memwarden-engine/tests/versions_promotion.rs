@@ -157,9 +157,11 @@ fn the_lifecycle_promotion_gate_quarantines_what_it_blocks() {
     let Err(EngineError::Refused { layer, rule, .. }) = r else { panic!("{r:?}") };
     assert_eq!(layer, "lifecycle");
     assert!(!rule.is_empty());
-    // Held back: quarantined (no read returns it, not even to its owner), and both the hold and
-    // the gate decision are logged.
-    assert!(matches!(e.get(&ana, &claim.id()), Err(EngineError::NotFound(_))));
+    // Held back: quarantined (no read returns it, not even to its owner, who is told it is
+    // withheld: issue 34.8; bob, outside its scope, learns nothing), and both the hold and the
+    // gate decision are logged.
+    let r = e.get(&ana, &claim.id());
+    assert!(matches!(&r, Err(EngineError::Withheld(w)) if w.layer == "lifecycle" && w.rule == "quarantined"), "{r:?}");
     assert!(matches!(e.get(&bob, &claim.id()), Err(EngineError::NotFound(_))));
     assert_eq!(entries_of(&e, EntryKind::Decision), before + 2);
     assert_eq!(entries_of(&e, EntryKind::Promotion), 0);

@@ -6,7 +6,7 @@
 //! an operation name and a JSON body shaped exactly like the HTTP request body, and gets back the
 //! JSON the HTTP API would answer. So every door shares one set of request and response shapes
 //! and one set of stable error codes ([`ApiError`]); an error reaches Python as `NativeError`
-//! with `(code, status, detail)`.
+//! with `(code, status, detail, problem)` (the problem-details JSON, as the HTTP API answers).
 //!
 //! Identity: an [`Actor`] is made once, by [`NativeEngine::actor`], from the engine's own record
 //! of a registered principal; a body can never name another one (the request types refuse
@@ -33,7 +33,12 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-create_exception!(_native, NativeError, PyException, "An error from the engine: args are (code, status, detail).");
+create_exception!(
+    _native,
+    NativeError,
+    PyException,
+    "An error from the engine: args are (code, status, detail, problem), problem being the problem-details JSON text (it carries `withheld`)."
+);
 
 /// Longest JSON body accepted from Python, in bytes (the server's default body limit).
 pub const BODY_BYTES_MAX: usize = memwarden_server::config::DEFAULT_BODY_BYTES_MAX;
@@ -41,7 +46,7 @@ pub const BODY_BYTES_MAX: usize = memwarden_server::config::DEFAULT_BODY_BYTES_M
 pub const EMBED_TEXTS_MAX: usize = 1024;
 
 fn raise(e: &ApiError) -> PyErr {
-    NativeError::new_err((e.code, e.status.as_u16(), e.detail.clone()))
+    NativeError::new_err((e.code, e.status.as_u16(), e.detail.clone(), e.problem_json().to_string()))
 }
 
 fn engine_err(e: EngineError) -> PyErr {

@@ -334,13 +334,16 @@ async fn list_memories(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQu
     Ok(Json(st.run(move |e| ops::list(e, &c.actor, &q.namespace, q.limit)).await?))
 }
 
-/// Read a memory by id (a memory of another tenant or outside the caller's scope is a 404).
+/// Read a memory by id (a memory of another tenant or outside the caller's scope is a 404; one in
+/// the caller's scope that a defense layer holds back is a 403 `withheld`, naming the rule and
+/// the flags that fired).
 #[utoipa::path(get, path = "/v1/memories/{id}", tag = "memories",
     params(("id" = String, Path, description = "Memory id (32 hex digits)")),
     responses(
         (status = 200, description = "The memory", body = MemoryOut),
         (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Withheld (code `withheld`): the memory is in the caller's scope but a defense layer holds it back; the problem's `withheld` names the layer, the rule and the flags that fired", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn get_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<MemoryOut>, ApiError> {
@@ -439,6 +442,7 @@ async fn update_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPa
         (status = 200, description = "The versions, oldest first", body = HistoryOut),
         (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Withheld (code `withheld`): the memory is in the caller's scope but a defense layer holds it back; the problem's `withheld` names the layer, the rule and the flags that fired", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn memory_history(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<HistoryOut>, ApiError> {
@@ -468,6 +472,7 @@ async fn alias_update(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPat
         (status = 200, description = "The versions, oldest first", body = HistoryOut),
         (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Withheld (code `withheld`): the memory is in the caller's scope but a defense layer holds it back; the problem's `withheld` names the layer, the rule and the flags that fired", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn alias_history(st: State<AppState>, c: Caller, id: ApiPath) -> Result<Json<HistoryOut>, ApiError> {
@@ -579,15 +584,16 @@ async fn tool_calls(State(st): State<AppState>, c: Caller, ApiJson(t): ApiJson<T
 
 /// What the lineage layer knows about a memory, as the caller may see it: its record (no text),
 /// its path trust for the caller with the factors, and its parents and children (those the caller
-/// may not read are counted, not listed). A memory the caller may not read is a 404, as for a read.
+/// may not read are counted, not listed). A memory outside the caller's scope is a 404, as for a
+/// read; one in its scope that the lineage layer holds back is a 403 `withheld`.
 #[utoipa::path(get, path = "/v1/memories/{id}/lineage", tag = "lineage",
     params(("id" = String, Path, description = "Memory id (32 hex digits)")),
     responses(
         (status = 200, description = "The lineage view", body = LineageOut),
         (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The admin token is not a principal", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found or not readable (revoked, or with a revoked ancestor, included)", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The admin token is not a principal; or withheld (code `withheld`): the memory is in the caller's scope but the lineage layer holds it back (a revoked ancestor, an ancestor outside the caller's scope, a pending propagation), named with the rule in the problem's `withheld`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable (erased, revoked, or outside the caller's scope)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The lineage layer is off in this configuration", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn memory_lineage(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<LineageOut>, ApiError> {
@@ -925,6 +931,7 @@ async fn alias_list(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQuery
         (status = 200, description = "The memory", body = MemoryOut),
         (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Withheld (code `withheld`): the memory is in the caller's scope but a defense layer holds it back; the problem's `withheld` names the layer, the rule and the flags that fired", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn alias_get(st: State<AppState>, c: Caller, id: ApiPath) -> Result<Json<MemoryOut>, ApiError> {
@@ -1029,7 +1036,7 @@ impl utoipa::Modify for SecurityAddon {
         alias_add, alias_list, alias_get, alias_update, alias_delete, alias_history, alias_search,
         healthz, readyz, metrics_text, openapi_json,
     ),
-    components(schemas(Problem, AddMemory, AddMany, ParentIn)),
+    components(schemas(Problem, WithheldOut, AddMemory, AddMany, ParentIn)),
     modifiers(&SecurityAddon),
     security(("bearer" = [])),
     tags(

@@ -100,13 +100,15 @@ impl MemwardenMcp {
 
     /// Semantic search.
     #[tool(description = "Search memories of a namespace by meaning. Only memories the caller may read are \
-        eligible; each hit carries its origin and label.")]
+        eligible; each hit carries its origin and label, and `withheld` counts the memories a defense layer held \
+        back from the results.")]
     async fn search_memories(&self, Parameters(s): Parameters<SearchIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
         self.call(&ctx, move |e, a| ops::search(e, a, s)).await
     }
 
     /// Read one memory.
-    #[tool(description = "Read one memory by id (a memory outside the caller's scope reads as not found).")]
+    #[tool(description = "Read one memory by id (a memory outside the caller's scope reads as not found; one in \
+        its scope that a defense layer holds back is a `withheld` error naming the layer, the rule and the flags).")]
     async fn get_memory(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
         self.call(&ctx, move |e, a| ops::get(e, a, &g.memory_id)).await
     }
@@ -120,7 +122,8 @@ impl MemwardenMcp {
     }
 
     /// A memory's versions.
-    #[tool(description = "Every version of a memory the caller may read, oldest first.")]
+    #[tool(description = "Every version of a memory the caller may read, oldest first (a `withheld` error, \
+        with the rule and flags, when a defense layer holds the asked version back).")]
     async fn memory_history(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
         self.call(&ctx, move |e, a| ops::history(e, a, &g.memory_id)).await
     }
@@ -155,7 +158,9 @@ impl MemwardenMcp {
     }
 
     /// List memories.
-    #[tool(description = "List the memories of a namespace the caller may read, oldest first.")]
+    #[tool(description = "List the memories of a namespace the caller may read, oldest first; `withheld` names \
+        (by id, with the layer, rule and flags, never the text) those of the caller's scope that a defense layer \
+        holds back.")]
     async fn list_memories(&self, Parameters(q): Parameters<ListQuery>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
         self.call(&ctx, move |e, a| ops::list(e, a, &q.namespace, q.limit)).await
     }

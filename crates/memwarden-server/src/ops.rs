@@ -72,6 +72,11 @@ pub fn read_out(r: &ReadMemory) -> MemoryOut {
     MemoryOut { risk: r.risk, risk_flags: r.risk_flags.iter().map(|f| (*f).to_owned()).collect(), ..memory_out(&r.item) }
 }
 
+/// Render a memory a layer withheld (no text).
+pub fn withheld_out(w: &memwarden_engine::WithheldMemory) -> WithheldOut {
+    WithheldOut { id: w.id.to_string(), layer: w.layer.to_owned(), rule: w.rule.clone(), flags: w.flags.clone() }
+}
+
 /// Render a principal.
 pub fn principal_out(p: &Principal) -> PrincipalOut {
     PrincipalOut {
@@ -261,8 +266,8 @@ pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize) -> Result<Li
     if limit == 0 || limit > 10_000 {
         return Err(ApiError::invalid("limit must be 1..=10000"));
     }
-    let items = engine.list_scored(actor, &namespace(ns)?, limit)?;
-    Ok(ListOut { results: items.iter().map(read_out).collect() })
+    let listing = engine.list_report(actor, &namespace(ns)?, limit)?;
+    Ok(ListOut { results: listing.memories.iter().map(read_out).collect(), withheld: listing.withheld.iter().map(withheld_out).collect() })
 }
 
 /// Semantic search.
@@ -272,9 +277,11 @@ pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, 
         Some(LabelName::Agent) => Integrity::Agent,
         Some(LabelName::Trusted) => Integrity::Trusted,
     };
-    let hits = engine.search_labelled(actor, &namespace(&s.namespace)?, &s.query, s.k, min_label)?;
+    let found = engine.search_report(actor, &namespace(&s.namespace)?, &s.query, s.k, min_label)?;
     Ok(SearchOut {
-        results: hits
+        withheld: found.withheld,
+        results: found
+            .hits
             .iter()
             .map(|h| HitOut {
                 id: h.item.id().to_string(),

@@ -20,12 +20,20 @@ pub struct ApiError {
     /// For a 500: the id (16 random hex digits) under which the server logged the cause; the
     /// body carries it as `error_id`, so a report can be matched with the log line.
     pub error_id: Option<String>,
+    /// For a 403 `withheld`: the memory and the layer, rule and flags that held it back (boxed:
+    /// every other error is small).
+    pub withheld: Option<Box<memwarden_api::dto::WithheldOut>>,
 }
 
 impl ApiError {
     /// A new error.
     pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
-        Self { status, code, detail: detail.into(), retry_after: None, error_id: None }
+        Self { status, code, detail: detail.into(), retry_after: None, error_id: None, withheld: None }
+    }
+    /// 403 `withheld`: a memory of the caller's scope that a defense layer holds back, with the
+    /// layer, the rule and the flags that fired (the memory exists for this caller: never a 404).
+    pub fn withheld(w: &memwarden_engine::WithheldMemory) -> Self {
+        Self { withheld: Some(Box::new(crate::ops::withheld_out(w))), ..Self::new(StatusCode::FORBIDDEN, "withheld", w.to_string()) }
     }
     /// 400 `invalid_input`.
     pub fn invalid(detail: impl Into<String>) -> Self {
@@ -75,6 +83,7 @@ impl ApiError {
             detail: self.detail.clone(),
             code: self.code.to_owned(),
             error_id: self.error_id.clone(),
+            withheld: self.withheld.as_deref().cloned(),
         }
     }
 }
@@ -106,6 +115,7 @@ impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         match &e {
             EngineError::NotFound(_) => Self::not_found(e.to_string()),
+            EngineError::Withheld(w) => Self::withheld(w),
             EngineError::UnknownPrincipal { .. } => Self::not_found(e.to_string()),
             EngineError::Write(_) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "write_refused", e.to_string()),
             EngineError::Invalid(_) => Self::invalid(e.to_string()),
@@ -190,6 +200,22 @@ mod tests {
         assert_eq!(body["code"], "internal");
         assert!(!body.to_string().contains("disk on fire"), "{body}");
         assert_ne!(ApiError::internal("x").error_id, ApiError::internal("x").error_id, "a fresh id per error");
+    }
+
+    #[test]
+    fn a_withheld_memory_is_a_403_that_names_the_layer_rule_and_flags() {
+        let id = memwarden_core::prelude::ItemId::from_bytes([7; 16]);
+        let w = memwarden_engine::WithheldMemory { id, layer: "lifecycle", rule: "quarantined".into(), flags: vec!["external_source".into(), "self_claim".into()] };
+        let e = ApiError::from(EngineError::Withheld(w));
+        assert_eq!((e.status, e.code), (StatusCode::FORBIDDEN, "withheld"));
+        let body = e.problem_json();
+        assert_eq!(body["type"], "urn:memwarden:problem:withheld");
+        assert_eq!(body["withheld"]["id"], id.to_string());
+        assert_eq!(body["withheld"]["layer"], "lifecycle");
+        assert_eq!(body["withheld"]["rule"], "quarantined");
+        assert_eq!(body["withheld"]["flags"], serde_json::json!(["external_source", "self_claim"]));
+        assert!(body.get("error_id").is_none());
+        assert!(ApiError::not_found("no").problem_json().get("withheld").is_none(), "only a withheld problem carries it");
     }
 
     #[test]

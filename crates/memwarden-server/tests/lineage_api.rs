@@ -180,12 +180,15 @@ fn revoking_a_parent_reaches_the_childs_lineage() {
     let r = s.post(&format!("/v1/memories/{fact}/revoke"), Some(&user), &json!({"reason": "account closed"}));
     assert_eq!(r.status, 200, "{}", r.text);
 
-    // The engine treats a memory with a revoked ancestor as unreadable: its lineage view is a 404
-    // for every principal, like a read (the revoked parent's too).
+    // The engine treats a memory with a revoked ancestor as unreadable: the revoked parent is a
+    // 404 for every principal; the child, still in their scope, is a 403 `withheld` naming the
+    // revoked ancestor, on its lineage view as on a read (issue 34.8: it was a 404).
     for key in [&agent, &user] {
-        for id in [&fact, &note] {
-            s.get(&format!("/v1/memories/{id}/lineage"), Some(key)).problem(404, "not_found");
-            s.get(&format!("/v1/memories/{id}"), Some(key)).problem(404, "not_found");
+        s.get(&format!("/v1/memories/{fact}/lineage"), Some(key)).problem(404, "not_found");
+        s.get(&format!("/v1/memories/{fact}"), Some(key)).problem(404, "not_found");
+        for path in [format!("/v1/memories/{note}/lineage"), format!("/v1/memories/{note}")] {
+            let p = s.get(&path, Some(key)).problem(403, "withheld");
+            assert_eq!((p["withheld"]["layer"].as_str(), p["withheld"]["rule"].as_str()), (Some("lineage"), Some("revoked_ancestor")), "{p}");
         }
     }
 

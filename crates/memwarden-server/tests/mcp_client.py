@@ -6,6 +6,7 @@ Driven by `tests/mcp.rs`; usable by hand too:
     python3 mcp_client.py stdio --bin PATH --data DIR --tenant acme --principal agent
     python3 mcp_client.py http --url http://127.0.0.1:7077/mcp --key mw_...
     python3 mcp_client.py http-bad-key --url http://127.0.0.1:7077/mcp
+    python3 mcp_client.py withheld --url http://127.0.0.1:7077/mcp --key mw_... --id ID --namespace held
 
 The data directory (stdio) or the key's tenant (http) must hold: an `agent` principal (the one the
 client acts as) and, in namespace `mail`, an untrusted memory written by a source that says
@@ -227,6 +228,35 @@ async def run_tool_echo(a, checks):
                 checks.check(item["label"] == "untrusted", f"a source's tool report is {item['label']}")
 
 
+async def run_withheld(a, checks):
+    """Issue 34.8: the memory `--id` is in the caller's scope and a defense layer holds it back
+    (the test quarantined it). get_memory and memory_history answer a `withheld` error naming the
+    layer, rule and flags (they answered `not_found`); list_memories names it; search counts
+    what it held back; a memory never written is still `not_found`."""
+    async with http_client_ctx(a.url, a.key) as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            seen = []
+            for tool in ("get_memory", "memory_history"):
+                res = await session.call_tool(tool, {"memory_id": a.id})
+                p = structured(res) if is_error(res) else None
+                ok = p is not None and p.get("code") == "withheld" and p.get("status") == 403
+                checks.check(ok, f"{tool} of a withheld memory: {res}")
+                if ok:
+                    w = p.get("withheld") or {}
+                    checks.check(w.get("id") == a.id and w.get("layer") and w.get("rule") and w.get("flags"), f"{tool}: withheld names no rule: {p}")
+                    seen.append(w)
+            checks.seen["withheld"] = seen[0] if seen else None
+            res = await session.call_tool("list_memories", {"namespace": a.namespace})
+            listed = structured(res) if not is_error(res) else {}
+            checks.check([w["id"] for w in listed.get("withheld", [])] == [a.id], f"list_memories does not name the withheld memory: {res}")
+            checks.check(all(m["id"] != a.id for m in listed.get("results", [])), "list_memories handed the withheld memory over")
+            res = await session.call_tool("search_memories", {"namespace": a.namespace, "query": "office closed Monday", "k": 5})
+            checks.check(not is_error(res) and isinstance(structured(res).get("withheld"), int), f"search_memories says nothing of what it withheld: {res}")
+            res = await session.call_tool("get_memory", {"memory_id": "0" * 32})
+            checks.check(is_error(res) and structured(res)["code"] == "not_found", "unknown id is not a not_found error")
+
+
 async def run_http_bad_key(a, checks):
     try:
         async with http_client_ctx(a.url, "mw_" + "0" * 64) as streams:
@@ -241,16 +271,18 @@ async def run_http_bad_key(a, checks):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["stdio", "http", "http-bad-key", "tool-echo"])
+    p.add_argument("mode", choices=["stdio", "http", "http-bad-key", "tool-echo", "withheld"])
     p.add_argument("--bin")
     p.add_argument("--data")
     p.add_argument("--tenant", default="acme")
     p.add_argument("--principal", default="agent")
     p.add_argument("--url")
     p.add_argument("--key")
+    p.add_argument("--id")
+    p.add_argument("--namespace", default="held")
     a = p.parse_args()
     checks = Checks()
-    runner = {"stdio": run_stdio, "http": run_http, "http-bad-key": run_http_bad_key, "tool-echo": run_tool_echo}[a.mode]
+    runner = {"stdio": run_stdio, "http": run_http, "http-bad-key": run_http_bad_key, "tool-echo": run_tool_echo, "withheld": run_withheld}[a.mode]
     asyncio.run(asyncio.wait_for(runner(a, checks), timeout=120))
     print(json.dumps({"ok": not checks.failed, "failed": checks.failed, "seen": checks.seen}))
     sys.exit(0 if not checks.failed else 1)
