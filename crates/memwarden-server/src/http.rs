@@ -83,8 +83,8 @@ impl AppState {
 pub(crate) enum Auth {
     /// An API key: the engine's record of its principal.
     Key {
-        /// The principal, as the engine looked it up.
-        actor: Actor,
+        /// The principal, as the engine looked it up (boxed: the variant stays small).
+        actor: Box<Actor>,
         /// The key's id.
         key_id: String,
     },
@@ -102,7 +102,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         match parts.extensions.get::<Auth>() {
-            Some(Auth::Key { actor, key_id }) => Ok(Caller { actor: actor.clone(), key_id: key_id.clone() }),
+            Some(Auth::Key { actor, key_id }) => Ok(Caller { actor: (**actor).clone(), key_id: key_id.clone() }),
             Some(Auth::Admin) => Err(ApiError::forbidden("this route needs an API key of a principal; the admin token is not a principal")),
             None => Err(ApiError::unauthorized("missing or invalid API key")),
         }
@@ -245,7 +245,7 @@ async fn auth_mw(State(st): State<AppState>, mut req: Request, next: Next) -> Re
         let looked_up = tokio::task::spawn_blocking(move || -> Result<Option<Auth>, ApiError> {
             let Some(info) = s.keys.authenticate(&token)? else { return Ok(None) };
             match s.engine.authenticate_issued(&info.tenant, &info.principal, session) {
-                Ok(actor) => Ok(Some(Auth::Key { actor, key_id: info.key_id })),
+                Ok(actor) => Ok(Some(Auth::Key { actor: Box::new(actor), key_id: info.key_id })),
                 Err(memwarden_engine::EngineError::UnknownPrincipal { .. }) => Ok(None),
                 Err(e) => Err(e.into()),
             }
@@ -694,7 +694,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Signer {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         match parts.extensions.get::<Auth>() {
-            Some(Auth::Key { actor, .. }) => Ok(Signer(Some(actor.clone()))),
+            Some(Auth::Key { actor, .. }) => Ok(Signer(Some((**actor).clone()))),
             Some(Auth::Admin) => Ok(Signer(None)),
             None => Err(ApiError::unauthorized("missing or invalid API key")),
         }

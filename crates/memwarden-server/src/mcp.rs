@@ -69,7 +69,7 @@ impl MemwardenMcp {
             return Ok(a.clone());
         }
         match ctx.extensions.get::<axum::http::request::Parts>().and_then(|p| p.extensions.get::<Auth>()) {
-            Some(Auth::Key { actor, .. }) => Ok(actor.clone()),
+            Some(Auth::Key { actor, .. }) => Ok((**actor).clone()),
             Some(Auth::Admin) => Err(ApiError::forbidden("MCP tools need an API key of a principal; the admin token is not a principal")),
             None => Err(ApiError::unauthorized("no authenticated principal")),
         }

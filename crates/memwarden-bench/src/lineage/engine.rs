@@ -162,14 +162,15 @@ impl EngineMemory {
         let Some(it) = self.items.get(&r) else { return Ok(false) };
         match self.engine.get(self.actor(who)?, &it.id()) {
             Ok(_) => Ok(true),
-            Err(EngineError::NotFound(_)) => Ok(false),
+            // Not readable, or held back by a layer (a 403 `withheld` since issue 34.8): refused.
+            Err(EngineError::NotFound(_) | EngineError::Withheld(_)) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
 
     fn refused_event(&self, e: EngineError) -> Result<(), BenchError> {
         match e {
-            EngineError::NotFound(_) | EngineError::Forbidden(_) | EngineError::Invalid(_) => {
+            EngineError::NotFound(_) | EngineError::Withheld(_) | EngineError::Forbidden(_) | EngineError::Invalid(_) => {
                 if let Some(s) = &self.stats {
                     s.events_refused.fetch_add(1, Ordering::Relaxed);
                 }
