@@ -131,6 +131,8 @@ _ROUTES: Dict[str, Tuple[str, str, Tuple[str, ...], Tuple[str, ...]]] = {
     "derive": ("POST", "/v1/derive", (), ()),
     "tool_call": ("POST", "/v1/tool-calls", (), ()),
     "attest": ("POST", "/v1/attestations", (), ()),
+    "elevations": ("GET", "/v1/elevations", (), ()),
+    "withdraw_elevation": ("POST", "/v1/elevations/withdraw", (), ()),
     "grant": ("POST", "/v1/grants", (), ()),
     "decide": ("POST", "/v1/actions/decide", (), ()),
     "verify": ("GET", "/v1/audit/verify", (), ()),
@@ -369,6 +371,16 @@ class Client:
         the attestation's own label is trusted)."""
         return cast(AttestOut, self._t.call("attest", {"key": key, "value": value, "kind": kind, "sources": list(sources or ())}))
 
+    def elevations(self) -> Dict[str, Any]:
+        """Users only: the tenant's elevations, each with the memories it rests on and whether
+        it still counts."""
+        return cast(Dict[str, Any], self._t.call("elevations", {}))
+
+    def withdraw_elevation(self, key: str, value: str, *, kind: str = "text", reason: str = "") -> Dict[str, Any]:
+        """Users only: withdraw the elevation of ``key`` = ``value``; it stops counting now and
+        the withdrawal is logged."""
+        return cast(Dict[str, Any], self._t.call("withdraw_elevation", {"key": key, "value": value, "kind": kind, "reason": reason}))
+
     def decide(
         self,
         tool: str,
@@ -512,7 +524,7 @@ def _asyncify(name: str) -> Callable[..., Any]:
 
 for _name in (
     "add", "add_many", "get", "list", "listing", "search", "search_results", "update", "history", "revoke", "erase", "promote", "derive", "tool_call", "feedback",
-    "attest", "decide", "propose", "record_grant", "mint_grant", "lineage", "export_lineage", "export_prov", "verify", "audit_verify",
+    "attest", "elevations", "withdraw_elevation", "decide", "propose", "record_grant", "mint_grant", "lineage", "export_lineage", "export_prov", "verify", "audit_verify",
     "checkpoint", "proof",
 ):
     setattr(AsyncClient, _name, _asyncify(_name))

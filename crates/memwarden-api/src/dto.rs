@@ -495,6 +495,67 @@ pub struct AttestOut {
     pub log_index: u64,
 }
 
+/// Body of `POST /v1/elevations/withdraw` (users): the elevation of `key` = `value` stops
+/// counting now; the withdrawal is in the verdict log.
+#[derive(Debug, Clone, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WithdrawElevationIn {
+    /// The value's key (`payee`, ...).
+    pub key: String,
+    /// The value (normalised as `kind` before it is looked up).
+    pub value: String,
+    /// Comparison kind (default `text`).
+    #[serde(default)]
+    pub kind: ValueKindName,
+    /// Why (recorded in the verdict log; at most 1024 bytes).
+    #[serde(default)]
+    #[schema(max_length = 1024)]
+    pub reason: String,
+}
+
+/// Arguments of the MCP `list_elevations` tool (none).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ElevationsIn {}
+
+/// One elevation: a value corroboration lifted for a key, what it rests on, whether it counts.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ElevationOut {
+    /// The key.
+    pub key: String,
+    /// The value (canonical form).
+    pub value: String,
+    /// The value's exact form.
+    pub exact: String,
+    /// Its comparison kind.
+    pub kind: String,
+    /// The independence domains that corroborated it.
+    pub attesters: Vec<String>,
+    /// The memories it was computed from.
+    pub evidence: Vec<String>,
+    /// When (ms).
+    pub created_ms: u64,
+    /// Whether it still counts (every memory it rests on stands: not revoked, erased, poisoned,
+    /// superseded or held back).
+    pub counts: bool,
+}
+
+/// `GET /v1/elevations`: the tenant's elevations (users only).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ElevationsOut {
+    /// Every elevation of the tenant.
+    pub elevations: Vec<ElevationOut>,
+}
+
+/// A withdrawn elevation.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ElevationWithdrawnOut {
+    /// What was withdrawn.
+    pub withdrawn: ElevationOut,
+    /// Log index of the withdrawal.
+    pub log_index: u64,
+}
+
 /// Revoke a memory.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]

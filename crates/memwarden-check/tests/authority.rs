@@ -153,19 +153,20 @@ fn t3_holds_with_tool_outputs_reported_by_every_principal_kind() {
 
 /// The rule before issue 14 (a caller-reported output without arguments got the tool's label):
 /// the shortest counterexample is the one the outside run found — a source reports a trusted
-/// tool's output, and a payment to the value it names is allowed (here with one honest
-/// attestation beside it; the model's `v_attack` is spelled with look-alikes, which the gate
-/// always asks about, so the forged report carries `v_legit`).
+/// tool's output, and a payment to the value it names is allowed (the forged report is the one
+/// trusted support an unpushed value needs).
 #[test]
 fn unvouched_tool_outputs_give_the_source_reports_tool_output_counterexample() {
     let r = run(GateKind::UnvouchedToolOutputs, &tool_output_bound());
     let t = r.counterexample.as_ref().expect("a Sec counterexample");
+    // Since issue 34.1 one trusted support is enough for a value nothing untrusted pushes, so the
+    // forged report alone backs the payment: two steps, the attacker's own value.
     assert!(
-        t.iter().any(|l| l.starts_with("report_tool_output(inbox [source] reports registry-a, v_legit, no arguments)") && l.ends_with("label trusted")),
+        t.iter().any(|l| l.starts_with("report_tool_output(inbox [source] reports registry-a, v_") && l.ends_with("label trusted")),
         "{t:#?}"
     );
     let last = t.last().unwrap();
-    assert!(last.starts_with("act(pay v_legit") && last.contains("Sec VIOLATED"), "{t:#?}");
+    assert!(last.starts_with("act(pay v_") && last.contains("Sec VIOLATED"), "{t:#?}");
     assert!(t.len() <= 3 && !t.iter().any(|l| l.starts_with("paraphrase") || l.starts_with("write")), "{t:#?}");
     // The report rose above its caller's label.
     let nm = r.nonmalleability_counterexample.as_ref().expect("a non-malleability counterexample");

@@ -84,9 +84,9 @@ fn to_json<T: serde::Serialize>(t: &T) -> Result<Value, ApiError> {
 /// Every operation the Python package calls, by the name it uses. The body of each is the body of
 /// the matching HTTP route, with the route's path parameters (`id`, `index`) and query
 /// parameters (`namespace`, `limit`, `format`) as fields.
-pub const OPERATIONS: [&str; 23] = [
+pub const OPERATIONS: [&str; 25] = [
     "add", "add_many", "list", "get", "update", "history", "erase", "revoke", "promote", "lineage", "export_lineage", "search", "feedback",
-    "derive", "tool_call", "attest", "grant", "decide", "verify", "checkpoint", "proof", "me", "open_session",
+    "derive", "tool_call", "attest", "elevations", "withdraw_elevation", "grant", "decide", "verify", "checkpoint", "proof", "me", "open_session",
 ];
 
 /// Run one operation as `actor`: the body is the HTTP body (path and query parameters as fields).
@@ -127,6 +127,8 @@ fn dispatch(engine: &Engine, actor: &Actor, op: &str, mut body: Value) -> Result
         "derive" => to_json(&ops::derive(engine, actor, de::<DeriveIn>(body, "derive")?)?),
         "tool_call" => to_json(&ops::tool_call(engine, actor, de::<ToolCallIn>(body, "tool_call")?)?),
         "attest" => to_json(&ops::attest(engine, actor, de::<AttestIn>(body, "attest")?)?),
+        "elevations" => to_json(&ops::elevations(engine, actor)?),
+        "withdraw_elevation" => to_json(&ops::withdraw_elevation(engine, actor, de::<WithdrawElevationIn>(body, "withdraw_elevation")?)?),
         "grant" => to_json(&ops::record_grant(engine, actor, body)?),
         "decide" => to_json(&ops::decide(engine, actor, de::<DecideIn>(body, "decide")?)?),
         "verify" => to_json(&ops::verify(engine, Some(actor.tenant()))?),

@@ -618,6 +618,30 @@ async fn lineage_export(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQ
 // ---------------------------------------------------------------------------------------------
 // Authority
 
+/// The tenant's elevations (users only): each corroborated value, the memories it rests on, and
+/// whether it still counts (issue 34.4).
+#[utoipa::path(get, path = "/v1/elevations", tag = "authority",
+    responses(
+        (status = 200, description = "The elevations", body = ElevationsOut),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a user", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn elevations(State(st): State<AppState>, c: Caller) -> Result<Json<ElevationsOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::elevations(e, &c.actor)).await?))
+}
+
+/// Withdraw an elevation (users only): it stops counting now; the withdrawal is logged.
+#[utoipa::path(post, path = "/v1/elevations/withdraw", tag = "authority", request_body = WithdrawElevationIn,
+    responses(
+        (status = 200, description = "Withdrawn", body = ElevationWithdrawnOut),
+        (status = 400, description = "Bad input, or no such elevation", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a user", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn withdraw_elevation(State(st): State<AppState>, c: Caller, ApiJson(w): ApiJson<WithdrawElevationIn>) -> Result<Json<ElevationWithdrawnOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::withdraw_elevation(e, &c.actor, w)).await?))
+}
+
 /// Attest a value for a key as the caller (counts only when the caller is trusted).
 #[utoipa::path(post, path = "/v1/attestations", tag = "authority", request_body = AttestIn,
     responses(
@@ -1030,7 +1054,7 @@ impl utoipa::Modify for SecurityAddon {
         add_memories, list_memories, get_memory, update_memory, memory_history, erase_memory, revoke_memory, poison_memory, verify_memory, promote_memory,
         search, derive, tool_calls, feedback,
         memory_lineage, lineage_export,
-        attestations, grants, prepare_grant, decide,
+        attestations, elevations, withdraw_elevation, grants, prepare_grant, decide,
         audit_verify, audit_checkpoint, audit_proof,
         me, open_session, admin_register, admin_list_principals, admin_mint_key, admin_list_keys, admin_revoke_key,
         alias_add, alias_list, alias_get, alias_update, alias_delete, alias_history, alias_search,
@@ -1086,6 +1110,8 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/v1/derive", post(derive))
         .route("/v1/tool-calls", post(tool_calls))
         .route("/v1/attestations", post(attestations))
+        .route("/v1/elevations", get(elevations))
+        .route("/v1/elevations/withdraw", post(withdraw_elevation))
         .route("/v1/grants", post(grants))
         .route("/v1/grants/prepare", post(prepare_grant))
         .route("/v1/actions/decide", post(decide))

@@ -5,7 +5,7 @@
 //! passes the same Bearer-key middleware as the REST routes, and each tool call acts as the
 //! principal of the key on *that* request; nothing in the tool arguments can name another one.
 
-use crate::dto::{AddMemory, AttestIn, DecideIn, GetMemoryArgs, ListQuery, PrepareGrantIn, RecordGrantArgs, SearchIn, ToolCallIn, UpdateMemoryArgs};
+use crate::dto::{AddMemory, AttestIn, DecideIn, ElevationsIn, GetMemoryArgs, ListQuery, PrepareGrantIn, RecordGrantArgs, SearchIn, ToolCallIn, UpdateMemoryArgs, WithdrawElevationIn};
 use crate::http::{Auth, blocking};
 use crate::metrics::Metrics;
 use crate::ops;
@@ -206,6 +206,20 @@ impl MemwardenMcp {
         principals (allow-listed tools, users) count toward corroboration, one per independent domain.")]
     async fn attest(&self, Parameters(a): Parameters<AttestIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
         self.call(&ctx, move |e, actor| ops::attest(e, actor, a)).await
+    }
+
+    /// List elevations.
+    #[tool(description = "Users only: the tenant's elevations — each value corroboration lifted, the memories \
+        it rests on, and whether it still counts (it stops when one of them is revoked, erased or poisoned).")]
+    async fn list_elevations(&self, Parameters(_): Parameters<ElevationsIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, actor| ops::elevations(e, actor)).await
+    }
+
+    /// Withdraw an elevation.
+    #[tool(description = "Users only: withdraw the elevation of a key's value; it stops counting now and the \
+        withdrawal is recorded in the verdict log.")]
+    async fn withdraw_elevation(&self, Parameters(w): Parameters<WithdrawElevationIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, move |e, actor| ops::withdraw_elevation(e, actor, w)).await
     }
 }
 

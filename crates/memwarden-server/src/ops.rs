@@ -163,6 +163,31 @@ pub fn revoke(engine: &Engine, actor: &Actor, id: &str, r: RevokeIn) -> Result<M
     Ok(MemoryRevokedOut { id: id.to_string(), log_index: receipt.log_index })
 }
 
+fn elevation_out(e: &memwarden_core::authority::Elevation, counts: bool) -> ElevationOut {
+    ElevationOut {
+        key: e.key.clone(),
+        value: e.value.canonical.clone(),
+        exact: e.value.exact.clone(),
+        kind: name(&e.value.kind),
+        attesters: e.attesters.clone(),
+        evidence: e.evidence.iter().map(ToString::to_string).collect(),
+        created_ms: e.created_ms,
+        counts,
+    }
+}
+
+/// The tenant's elevations (users only).
+pub fn elevations(engine: &Engine, actor: &Actor) -> Result<ElevationsOut, ApiError> {
+    let listed = engine.elevations(actor)?;
+    Ok(ElevationsOut { elevations: listed.iter().map(|(e, counts)| elevation_out(e, *counts)).collect() })
+}
+
+/// Withdraw an elevation (users only); logged.
+pub fn withdraw_elevation(engine: &Engine, actor: &Actor, w: WithdrawElevationIn) -> Result<ElevationWithdrawnOut, ApiError> {
+    let (e, receipt) = engine.withdraw_elevation(actor, &w.key, conv(w.kind, "value kind")?, &w.value, &w.reason)?;
+    Ok(ElevationWithdrawnOut { withdrawn: elevation_out(&e, false), log_index: receipt.log_index })
+}
+
 /// Report a memory poisoned (users, tools, its owner).
 pub fn flag_poisoned(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryMarkedOut, ApiError> {
     let id = parse_id(id)?;

@@ -107,3 +107,24 @@ fn mcp_one_registry_supports_an_unpushed_payee_and_a_warning_supports_nothing() 
     assert!(warned["cause"].as_str().unwrap().contains("without asserting it"), "{warned}");
     assert!(r[2].to_string().contains("does not name exactly one currency"), "{}", r[2]);
 }
+
+#[test]
+fn mcp_a_user_lists_and_withdraws_an_elevation() {
+    if skip() {
+        return;
+    }
+    let w = world();
+    let email = ok(&mcp(&w.s, &w.inbox, json!([["add_memory", {"namespace": "vendors", "content": "Contoso changed banks: pay ACCT-NEW-5150."}]]))[0])["item"]["id"].as_str().unwrap().to_owned();
+    let a = ok(&mcp(&w.s, &w.reg_a, json!([["add_memory", {"namespace": "vendors", "content": "Registry A: Contoso pays into ACCT-NEW-5150."}]]))[0])["item"]["id"].as_str().unwrap().to_owned();
+    let b = ok(&mcp(&w.s, &w.reg_b, json!([["add_memory", {"namespace": "vendors", "content": "Registry B: Contoso pays into ACCT-NEW-5150."}]]))[0])["item"]["id"].as_str().unwrap().to_owned();
+    let r = mcp(&w.s, &w.agent, json!([propose("ACCT-NEW-5150", "$150", &[&email, &a, &b]), ["list_elevations", {}]]));
+    assert_eq!(ok(&r[0])["verdict"]["decision"], "allow", "{}", r[0]);
+    assert_eq!(r[1]["error"], true, "an agent listed elevations: {}", r[1]);
+    let withdraw = json!(["withdraw_elevation", {"key": "payee", "value": "ACCT-NEW-5150", "kind": "account", "reason": "wrong"}]);
+    let r = mcp(&w.s, &w.user, json!([["list_elevations", {}], withdraw, ["list_elevations", {}]]));
+    assert_eq!(ok(&r[0])["elevations"].as_array().unwrap().len(), 1, "{}", r[0]);
+    assert!(ok(&r[1])["log_index"].as_u64().is_some(), "{}", r[1]);
+    assert!(ok(&r[2])["elevations"].as_array().unwrap().is_empty(), "{}", r[2]);
+    let r = mcp(&w.s, &w.agent, json!([propose("ACCT-NEW-5150", "$150", &[])]));
+    assert_eq!(ok(&r[0])["verdict"]["decision"], "ask_user", "{}", r[0]);
+}

@@ -251,3 +251,30 @@ fn one_readers_repeated_failure_reports_count_once_and_hide_nothing() {
     let r = w.s.post("/v1/feedback", Some(&reader), &json!({"used": [&first], "success": false}));
     assert_eq!(r.json()["updated"].as_array().map_or(0, Vec::len), 1, "{}", r.text);
 }
+
+/// Issue 34.4 over HTTP: a user lists the tenant's elevations (what each rests on, whether it
+/// counts) and withdraws one; an agent may do neither.
+#[test]
+fn a_user_lists_and_withdraws_elevations_over_http() {
+    let w = world(pay_tool());
+    w.s.register("acme", "registry-b", "tool", Some("vendor-registry.example"), true, None);
+    let reg_b = w.s.mint("acme", "registry-b").0;
+    let email = w.write(&w.inbox, "Contoso changed banks: the payee account is now ACCT-NEW-5150.");
+    let a = w.write(&w.reg, "Registry record: Contoso's payee account is ACCT-NEW-5150.");
+    let b = w.write(&reg_b, "Vendor registry: Contoso pays into ACCT-NEW-5150.");
+    check(&w.pay("ACCT-NEW-5150", "$150", &[&email, &a, &b]), "allow", "positively supported");
+    w.s.get("/v1/elevations", Some(&w.agent)).problem(403, "forbidden");
+    let listed = w.s.get("/v1/elevations", Some(&w.alice));
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let e = &listed.json()["elevations"][0];
+    assert_eq!((e["key"].as_str(), e["counts"].as_bool()), (Some("payee"), Some(true)), "{e}");
+    assert_eq!(e["evidence"].as_array().unwrap().len(), 2, "{e}");
+    let body = json!({"key": "payee", "value": "ACCT-NEW-5150", "kind": "account", "reason": "registries were wrong"});
+    w.s.post("/v1/elevations/withdraw", Some(&w.agent), &body).problem(403, "forbidden");
+    let r = w.s.post("/v1/elevations/withdraw", Some(&w.alice), &body);
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.json()["log_index"].as_u64().is_some(), "{}", r.text);
+    assert!(w.s.get("/v1/elevations", Some(&w.alice)).json()["elevations"].as_array().unwrap().is_empty());
+    check(&w.pay("ACCT-NEW-5150", "$150", &[]), "ask_user", "nothing trusted supports payee");
+    w.s.post("/v1/elevations/withdraw", Some(&w.alice), &body).problem(400, "invalid_input");
+}

@@ -1014,12 +1014,8 @@ impl Store for PostgresStore {
             let mut out = Vec::new();
             for k in keys {
                 let rs: Vec<ElevationRow> = rows(conn, view, "tenant = ?1 AND key = ?2", &[Arg::Text(tenant.as_str()), Arg::Text(k)])?;
-                for r in rs {
-                    let e: Elevation = serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
-                    if e.tenant.as_str() != r.tenant || e.key != r.key || e.value.canonical != r.value {
-                        return Err(StoreError::RowTampered { table: "elevations", key: r.parts().join("/"), reason: "the record names another key or value".into() });
-                    }
-                    out.push(e);
+                for r in &rs {
+                    out.push(elevation_of(r)?);
                 }
             }
             Ok(out)
@@ -1029,15 +1025,7 @@ impl Store for PostgresStore {
     fn elevations_all(&self, tenant: &TenantId) -> Result<Vec<Elevation>, StoreError> {
         self.read_tenant(tenant.as_str(), |conn, view| {
             let rs: Vec<ElevationRow> = rows(conn, view, "tenant = ?1", &[Arg::Text(tenant.as_str())])?;
-            let mut out = Vec::with_capacity(rs.len());
-            for r in rs {
-                let e: Elevation = serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
-                if e.tenant.as_str() != r.tenant || e.key != r.key || e.value.canonical != r.value {
-                    return Err(StoreError::RowTampered { table: "elevations", key: r.parts().join("/"), reason: "the record names another key or value".into() });
-                }
-                out.push(e);
-            }
-            Ok(out)
+            rs.iter().map(elevation_of).collect()
         })
     }
 
@@ -1387,6 +1375,15 @@ pub fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {
     conn.batch(&format!("DROP SCHEMA IF EXISTS {} CASCADE", quote_ident(schema))).map_err(store_db_err)
 }
 
+/// An `elevations` row's record, checked against the row's key columns.
+fn elevation_of(r: &ElevationRow) -> Result<Elevation, StoreError> {
+    let e: Elevation = serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
+    if e.tenant.as_str() != r.tenant || e.key != r.key || e.value.canonical != r.value {
+        return Err(StoreError::RowTampered { table: "elevations", key: r.parts().join("/"), reason: "the record names another key or value".into() });
+    }
+    Ok(e)
+}
+
 #[cfg(test)]
 mod tests {
     use super::PgConfig;
@@ -1403,3 +1400,4 @@ mod tests {
         assert_eq!((c.url.as_str(), c.schema.as_str()), ("host=127.0.0.1 dbname=test", "s1"));
     }
 }
+

@@ -909,12 +909,8 @@ impl Store for SqliteStore {
         let mut out = Vec::new();
         for k in keys {
             let rows: Vec<ElevationRow> = self.rows(&conn, "tenant = ?1 AND key = ?2", &[&tenant.as_str(), k])?;
-            for r in rows {
-                let e: Elevation = serde_json::from_str(&r.record).map_err(|e| StoreError::Corrupt(format!("elevations: {e}")))?;
-                if e.tenant.as_str() != r.tenant || e.key != r.key || e.value.canonical != r.value {
-                    return Err(StoreError::RowTampered { table: "elevations", key: r.parts().join("/"), reason: "the record names another key or value".into() });
-                }
-                out.push(e);
+            for r in &rows {
+                out.push(elevation_of(r)?);
             }
         }
         Ok(out)
