@@ -910,6 +910,9 @@ pub struct CheckpointOut {
 /// An inclusion proof of one log entry in the current tree (RFC 9162).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ProofOut {
+    /// The tenant whose log holds the entry (the caller's; absent in the admin's whole-store view).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     /// Entry index.
     pub index: u64,
     /// Tree size.
@@ -925,8 +928,13 @@ pub struct ProofOut {
     /// The entry's kind (`write`, `decision`, ...).
     pub kind: String,
     /// The entry's payload (JSON; ids, labels and digests, never memory text), so the caller
-    /// can recompute the leaf hash.
+    /// can recompute the leaf hash. `null` when withheld (see `body_withheld`).
     pub body: serde_json::Value,
+    /// The body is withheld: the caller is neither a user of the tenant nor the principal the
+    /// entry is about (a body may hold something spendable, such as a signed grant); the leaf
+    /// hash and audit path still prove the entry's inclusion.
+    #[serde(default)]
+    pub body_withheld: bool,
 }
 
 /// A principal as the engine records it.

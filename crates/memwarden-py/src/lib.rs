@@ -135,7 +135,7 @@ fn dispatch(engine: &Engine, actor: &Actor, op: &str, mut body: Value) -> Result
         "checkpoint" => to_json(&ops::checkpoint(engine, Some(actor))?),
         "proof" => {
             let index = take_u64(&mut body, "index")?;
-            to_json(&ops::proof(engine, Some(actor.tenant()), index)?)
+            to_json(&ops::proof(engine, Some(actor), index)?)
         }
         "me" => to_json(&MeOut { principal: ops::principal_out(actor.principal()), key_id: None }),
         "open_session" => to_json(&ops::open_session(engine, actor, de::<SessionIn>(body, "open_session")?)?),

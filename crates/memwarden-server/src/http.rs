@@ -123,14 +123,14 @@ impl<S: Send + Sync> FromRequestParts<S> for AdminCaller {
     }
 }
 
-/// Extractor: any authenticated request (API key or admin token).
-pub(crate) struct AnyCaller(Option<TenantId>);
+/// Extractor: any authenticated request (API key: its principal; admin token: `None`).
+pub(crate) struct AnyCaller(Option<Box<Actor>>);
 
 impl<S: Send + Sync> FromRequestParts<S> for AnyCaller {
     type Rejection = ApiError;
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
         match parts.extensions.get::<Auth>() {
-            Some(Auth::Key { actor, .. }) => Ok(AnyCaller(Some(actor.tenant().clone()))),
+            Some(Auth::Key { actor, .. }) => Ok(AnyCaller(Some(actor.clone()))),
             Some(Auth::Admin) => Ok(AnyCaller(None)),
             None => Err(ApiError::unauthorized("missing or invalid API key")),
         }
@@ -733,8 +733,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Signer {
         (status = 200, description = "Report for the caller's tenant (`ok: false` names the first bad entry)", body = VerifyOut),
         (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn audit_verify(State(st): State<AppState>, AnyCaller(tenant): AnyCaller) -> Result<Json<VerifyOut>, ApiError> {
-    Ok(Json(st.run(move |e| ops::verify(e, tenant.as_ref())).await?))
+async fn audit_verify(State(st): State<AppState>, AnyCaller(caller): AnyCaller) -> Result<Json<VerifyOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::verify(e, caller.as_deref().map(Actor::tenant))).await?))
 }
 
 /// Sign a checkpoint of the caller's tenant's log now (a user's key; the admin token signs every
@@ -761,9 +761,9 @@ async fn audit_checkpoint(State(st): State<AppState>, Signer(signer): Signer) ->
         (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such entry in the caller's log", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn audit_proof(State(st): State<AppState>, AnyCaller(tenant): AnyCaller, ApiPath(index): ApiPath) -> Result<Json<ProofOut>, ApiError> {
+async fn audit_proof(State(st): State<AppState>, AnyCaller(caller): AnyCaller, ApiPath(index): ApiPath) -> Result<Json<ProofOut>, ApiError> {
     let index: u64 = index.parse().map_err(|_| ApiError::invalid("index must be a non-negative integer"))?;
-    Ok(Json(st.run(move |e| ops::proof(e, tenant.as_ref(), index)).await?))
+    Ok(Json(st.run(move |e| ops::proof(e, caller.as_deref(), index)).await?))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -212,7 +212,7 @@ impl MemwardenMcp {
     #[tool(description = "Users only: the tenant's elevations — each value corroboration lifted, the memories \
         it rests on, and whether it still counts (it stops when one of them is revoked, erased or poisoned).")]
     async fn list_elevations(&self, Parameters(_): Parameters<ElevationsIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
-        self.call(&ctx, move |e, actor| ops::elevations(e, actor)).await
+        self.call(&ctx, ops::elevations).await
     }
 
     /// Withdraw an elevation.

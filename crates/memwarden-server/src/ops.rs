@@ -511,7 +511,8 @@ pub fn checkpoint(engine: &Engine, signer: Option<&Actor>) -> Result<CheckpointO
 /// Inclusion proof of entry `index` in the current tree, verified before it is returned: in
 /// `tenant`'s own log (an API key's tenant; the index a receipt's `log_index` names), or in the
 /// whole store's view (`None`: the admin token). An index past the end is not found.
-pub fn proof(engine: &Engine, tenant: Option<&TenantId>, index: u64) -> Result<ProofOut, ApiError> {
+pub fn proof(engine: &Engine, caller: Option<&Actor>, index: u64) -> Result<ProofOut, ApiError> {
+    let tenant = caller.map(Actor::tenant);
     let store = engine.store();
     let missing = || ApiError::not_found(format!("no log entry {index} visible to the caller"));
     let (size, root, _) = match tenant {
@@ -532,7 +533,13 @@ pub fn proof(engine: &Engine, tenant: Option<&TenantId>, index: u64) -> Result<P
     let body: serde_json::Value = serde_json::from_slice(&entry.body).unwrap_or(serde_json::Value::Null);
     let leaf = memwarden_log::leaf_hash(bytes);
     let verified = memwarden_log::verify_inclusion(&leaf, index, size, &path, &root).is_ok();
+    // Issue 34.6: an entry's body can hold something spendable (a signed grant). Users of the
+    // tenant and the admin read every body; any other principal reads the bodies of its own
+    // entries and, for the rest, only the hashes that prove inclusion.
+    let body_withheld = caller.is_some_and(|a| a.principal().kind != PrincipalKind::User && !entry_names(&body, a.id().as_str()));
+    let body = if body_withheld { serde_json::Value::Null } else { body };
     Ok(ProofOut {
+        tenant: tenant.map(|t| t.as_str().to_owned()),
         index,
         size,
         root: hex::encode(root),
@@ -541,7 +548,16 @@ pub fn proof(engine: &Engine, tenant: Option<&TenantId>, index: u64) -> Result<P
         verified,
         kind: name(&entry.kind),
         body,
+        body_withheld,
     })
+}
+
+/// Whether a log entry's body is `who`'s own: it acted, wrote or reported it.
+fn entry_names(body: &serde_json::Value, who: &str) -> bool {
+    let is = |v: &serde_json::Value| v.as_str() == Some(who);
+    ["actor", "by", "attester", "principal", "writer", "reported_by"].iter().any(|k| is(&body[*k]))
+        || ["writer", "reported_by", "owner"].iter().any(|k| is(&body["item"][*k]))
+        || is(&body["item"]["scope"]["owner"])
 }
 
 /// Register a principal (admin).

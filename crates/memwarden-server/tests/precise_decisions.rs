@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 struct World {
     s: TestServer,
+    alice_key: ed25519_dalek::SigningKey,
     alice: String,
     agent: String,
     reg: String,
@@ -36,7 +37,7 @@ fn world(action: Value) -> World {
     let agent = s.principal_key("acme", "assistant", "agent");
     let r = s.post("/v1/admin/principals", Some(ADMIN), &json!({"tenant": "acme", "id": "pay", "kind": "tool", "domain": "bank.example", "action": action}));
     assert_eq!(r.status, 201, "{}", r.text);
-    World { s, alice, agent, reg, inbox }
+    World { s, alice_key, alice, agent, reg, inbox }
 }
 
 fn pay_tool() -> Value {
@@ -277,4 +278,35 @@ fn a_user_lists_and_withdraws_elevations_over_http() {
     assert!(w.s.get("/v1/elevations", Some(&w.alice)).json()["elevations"].as_array().unwrap().is_empty());
     check(&w.pay("ACCT-NEW-5150", "$150", &[]), "ask_user", "nothing trusted supports payee");
     w.s.post("/v1/elevations/withdraw", Some(&w.alice), &body).problem(400, "invalid_input");
+}
+
+/// Issue 34.6: no principal but the tenant's users and the admin reads anything spendable from
+/// the audit routes. Regression: any agent read a whole signed grant from
+/// `GET /v1/audit/proof/{i}` and could spend it first. An agent still gets the hashes that prove
+/// the entry's inclusion, and reads its own entries whole.
+#[test]
+fn an_agent_reads_no_signed_grant_from_the_audit_proof() {
+    use memwarden_core::prelude::*;
+    use memwarden_engine::keys::{GrantSpec, mint_grant};
+    let w = world(pay_tool());
+    let spec = GrantSpec { tool: "pay", key: "payee", value: "ACCT-LAND-4242", kind: ValueKind::Account, amount: Some("$150"), ttl_ms: 60_000 };
+    let g = mint_grant(&w.alice_key, &TenantId::new("acme").unwrap(), &PrincipalId::new("alice").unwrap(), &spec, w.s.engine().now_ms()).unwrap();
+    let signature = hex::encode(g.signature);
+    let r = w.s.post("/v1/grants", Some(&w.alice), &serde_json::to_value(&g).unwrap());
+    assert_eq!(r.status, 201, "{}", r.text);
+    let index = r.json()["log_index"].as_u64().unwrap();
+    let by_agent = w.s.get(&format!("/v1/audit/proof/{index}"), Some(&w.agent));
+    assert_eq!(by_agent.status, 200, "{}", by_agent.text);
+    let p = by_agent.json();
+    assert_eq!((p["body_withheld"].as_bool(), p["verified"].as_bool()), (Some(true), Some(true)), "{p}");
+    assert!(p["body"].is_null() && !by_agent.text.contains(&signature) && !by_agent.text.contains(&g.grant.nonce_hex()), "{p}");
+    // The user reads the whole entry.
+    let by_user = w.s.get(&format!("/v1/audit/proof/{index}"), Some(&w.alice)).json();
+    assert_eq!(by_user["body_withheld"], false, "{by_user}");
+    assert!(!by_user["body"].is_null(), "{by_user}");
+    // Benign: the agent's own write is its own to read whole.
+    let r = w.s.post("/v1/memories", Some(&w.agent), &json!({"namespace": "notes", "content": "Call the landlord on Monday."}));
+    let own = r.json()["log_index"].as_u64().or(r.json()["receipt"]["log_index"].as_u64()).unwrap();
+    let mine = w.s.get(&format!("/v1/audit/proof/{own}"), Some(&w.agent)).json();
+    assert_eq!(mine["body_withheld"], false, "{mine}");
 }
