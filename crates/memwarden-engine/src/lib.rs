@@ -1638,8 +1638,8 @@ impl Engine {
     /// ancestors) that `actor`'s scope admits and that carry one of the action's values, whatever
     /// their status: a planted email the lifecycle gate quarantined still pushes the value it
     /// carries (issue 34.1: "pushed" is a fact of the store, not only of what the session was
-    /// handed). At most [`NEIGHBOURS_SCAN_MAX`] memories of each namespace are scanned, oldest
-    /// first (known limit).
+    /// handed). At most [`NEIGHBOURS_SCAN_MAX`] memories of each namespace are scanned, newest
+    /// first (known limit: an older planted memory in a larger namespace is not seen here).
     pub fn untrusted_neighbours(&self, actor: &Actor, items: &[MemoryItem], action: &ActionRequest) -> Result<Vec<MemoryItem>, EngineError> {
         let values: Vec<NormValue> = action.values.iter().filter_map(|v| NormValue::new(v.kind, &v.value).ok()).collect();
         let namespaces: BTreeSet<&Namespace> = items.iter().map(MemoryItem::namespace).collect();
@@ -1648,7 +1648,7 @@ impl Engine {
             return Ok(out);
         }
         for ns in namespaces {
-            for i in self.store.list(actor.tenant(), ns, NEIGHBOURS_SCAN_MAX)? {
+            for i in self.store.list_newest(actor.tenant(), ns, NEIGHBOURS_SCAN_MAX)? {
                 let near = i.label().integrity() == Integrity::Untrusted && i.scope().admits(actor.id()) && values.iter().any(|v| i.folded().carries(v));
                 if near && !items.iter().any(|c| c.id() == i.id()) {
                     out.push(i);
@@ -2310,8 +2310,9 @@ impl Engine {
     }
 }
 
-/// The most memories of one namespace [`Engine::untrusted_neighbours`] scans per decision.
-pub const NEIGHBOURS_SCAN_MAX: usize = 20_000;
+/// The most memories of one namespace [`Engine::untrusted_neighbours`] scans per decision
+/// (newest first; bounds a decision's reads in a large namespace).
+pub const NEIGHBOURS_SCAN_MAX: usize = 2_000;
 
 /// Scale a feedback update of a guard state by the reporter's `weight` (0..=1): the numbers move
 /// that fraction of the way from `before` to the unweighted update; counts move as reported.

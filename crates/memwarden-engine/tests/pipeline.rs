@@ -44,6 +44,9 @@ impl Store for Counting {
     fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
         self.inner.list(tenant, namespace, limit)
     }
+    fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        self.inner.list_newest(tenant, namespace, limit)
+    }
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
         self.inner.count(tenant)
     }

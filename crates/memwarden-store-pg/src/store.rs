@@ -918,6 +918,18 @@ impl Store for PostgresStore {
         })
     }
 
+    fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        self.read_tenant(tenant.as_str(), |conn, view| {
+            let rs: Vec<ItemRow> = rows(
+                conn,
+                view,
+                "tenant = ?1 AND namespace = ?2 ORDER BY created_ms DESC, id DESC LIMIT ?3",
+                &[Arg::Text(tenant.as_str()), Arg::Text(namespace.as_str()), Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX))],
+            )?;
+            rs.iter().map(|r| item_from_row(r, tenant)).collect()
+        })
+    }
+
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
         let mut conn = self.reader()?;
         let rows = conn.query("SELECT COUNT(*) FROM items WHERE tenant = ?1", &[Arg::Text(tenant.as_str())]).map_err(store_db_err)?;

@@ -464,6 +464,9 @@ pub trait Store: Send + Sync {
     }
     /// Items of a namespace, oldest first, at most `limit`.
     fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError>;
+    /// Items of a namespace, newest first, at most `limit` (what a decision scans for untrusted
+    /// content beside the memories it cites: the newest is what was planted last).
+    fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError>;
     /// Number of items in a tenant.
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError>;
     /// Attestations of a tenant for these keys.

@@ -820,6 +820,18 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let rows: Vec<ItemRow> =
+            self.rows(&conn, "tenant = ?1 AND namespace = ?2 ORDER BY created_ms DESC, id DESC LIMIT ?3", &[&tenant.as_str(), &namespace.as_str(), &i64::try_from(limit).unwrap_or(i64::MAX)])?;
+        rows.iter()
+            .map(|row| {
+                let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+                item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })
+            })
+            .collect()
+    }
+
     fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<OrderedItem>, StoreError> {
         let conn = lock(&self.shared.reader);
         let (a, l) = (after_of(after), limit_of(limit));
