@@ -311,6 +311,15 @@ impl PostgresStore {
         &self.store_id
     }
 
+    /// Items of a namespace in `order` (a fixed ORDER BY clause of this module), at most `limit`.
+    fn list_in_order(&self, tenant: &TenantId, namespace: &Namespace, limit: usize, order: &'static str) -> Result<Vec<MemoryItem>, StoreError> {
+        let clause = format!("tenant = ?1 AND namespace = ?2 ORDER BY {order} LIMIT ?3");
+        self.read_tenant(tenant.as_str(), |conn, view| {
+            let rs: Vec<ItemRow> = rows(conn, view, &clause, &[Arg::Text(tenant.as_str()), Arg::Text(namespace.as_str()), Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX))])?;
+            rs.iter().map(|r| item_from_row(r, tenant)).collect()
+        })
+    }
+
     /// Number of vectors in this process's index (all tenants it has seen).
     pub fn indexed_count(&self) -> usize {
         self.vectors.len()
@@ -907,27 +916,11 @@ impl Store for PostgresStore {
     }
 
     fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
-        self.read_tenant(tenant.as_str(), |conn, view| {
-            let rs: Vec<ItemRow> = rows(
-                conn,
-                view,
-                "tenant = ?1 AND namespace = ?2 ORDER BY created_ms, id LIMIT ?3",
-                &[Arg::Text(tenant.as_str()), Arg::Text(namespace.as_str()), Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX))],
-            )?;
-            rs.iter().map(|r| item_from_row(r, tenant)).collect()
-        })
+        self.list_in_order(tenant, namespace, limit, "created_ms, id")
     }
 
     fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
-        self.read_tenant(tenant.as_str(), |conn, view| {
-            let rs: Vec<ItemRow> = rows(
-                conn,
-                view,
-                "tenant = ?1 AND namespace = ?2 ORDER BY created_ms DESC, id DESC LIMIT ?3",
-                &[Arg::Text(tenant.as_str()), Arg::Text(namespace.as_str()), Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX))],
-            )?;
-            rs.iter().map(|r| item_from_row(r, tenant)).collect()
-        })
+        self.list_in_order(tenant, namespace, limit, "created_ms DESC, id DESC")
     }
 
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {

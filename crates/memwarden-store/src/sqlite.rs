@@ -485,6 +485,19 @@ impl SqliteStore {
         &self.shared.key_dir
     }
 
+    /// Items of a namespace in `order` (a fixed ORDER BY clause of this module), at most `limit`.
+    fn list_in_order(&self, tenant: &TenantId, namespace: &Namespace, limit: usize, order: &'static str) -> Result<Vec<MemoryItem>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let clause = format!("tenant = ?1 AND namespace = ?2 ORDER BY {order} LIMIT ?3");
+        let rows: Vec<ItemRow> = self.rows(&conn, &clause, &[&tenant.as_str(), &namespace.as_str(), &i64::try_from(limit).unwrap_or(i64::MAX)])?;
+        rows.iter()
+            .map(|row| {
+                let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+                item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })
+            })
+            .collect()
+    }
+
     /// The store's id (recorded in its database; named by every tenant log's genesis entry).
     pub fn store_id(&self) -> &str {
         &self.shared.store_id
@@ -809,27 +822,11 @@ impl Store for SqliteStore {
     }
 
     fn list(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
-        let conn = lock(&self.shared.reader);
-        let rows: Vec<ItemRow> =
-            self.rows(&conn, "tenant = ?1 AND namespace = ?2 ORDER BY created_ms, id LIMIT ?3", &[&tenant.as_str(), &namespace.as_str(), &i64::try_from(limit).unwrap_or(i64::MAX)])?;
-        rows.iter()
-            .map(|row| {
-                let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
-                item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })
-            })
-            .collect()
+        self.list_in_order(tenant, namespace, limit, "created_ms, id")
     }
 
     fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
-        let conn = lock(&self.shared.reader);
-        let rows: Vec<ItemRow> =
-            self.rows(&conn, "tenant = ?1 AND namespace = ?2 ORDER BY created_ms DESC, id DESC LIMIT ?3", &[&tenant.as_str(), &namespace.as_str(), &i64::try_from(limit).unwrap_or(i64::MAX)])?;
-        rows.iter()
-            .map(|row| {
-                let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
-                item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })
-            })
-            .collect()
+        self.list_in_order(tenant, namespace, limit, "created_ms DESC, id DESC")
     }
 
     fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<OrderedItem>, StoreError> {
