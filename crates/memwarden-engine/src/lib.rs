@@ -1459,19 +1459,28 @@ impl Engine {
         ids.sort();
         ids.dedup();
         let mut items = Vec::with_capacity(ids.len());
-        let mut unreadable = None;
+        // Cited memories of the actor's scope that a layer holds back (what get answers `403
+        // withheld` for): a context item among them is evidence for the lineage stage's context
+        // rule (redact a disclosure, re-verify or block an act) where the preset has a lineage
+        // layer. Anything else the actor may not read — unknown, outside its scope, or a value's
+        // source it cannot read — makes the request invalid, as does a held-back one without
+        // a lineage layer.
+        let mut unreadable: Vec<ItemId> = Vec::new();
+        let mut invalid_context = None;
         if ids.len() <= memwarden_core::action::ACTION_CONTEXT_MAX * 2 {
             for (id, item) in ids.iter().zip(self.items_of(&tenant, &ids)?) {
+                let source = action.values.iter().any(|v| v.sources.contains(id));
                 match item {
                     Some(i) if i.readable_by(actor.id()) => items.push(i),
-                    _ => unreadable = Some(*id),
+                    Some(i) if self.lineage.is_some() && !source && in_reader_scope(Some(&i), actor.id()) => unreadable.push(*id),
+                    _ => invalid_context = invalid_context.or(Some(*id)),
                 }
             }
         }
         // The cited memories' ancestors the actor may read, along declared parents: the gate
         // counts them as cited (a trusted record a note was derived from supports the note's
         // value; an untrusted one pushes it). One it may not read is simply not consulted.
-        if unreadable.is_none() {
+        if invalid_context.is_none() {
             let mut frontier: std::collections::VecDeque<ItemId> = items.iter().flat_map(|i| i.parents().iter().map(|p| p.id)).collect();
             let mut seen: std::collections::BTreeSet<ItemId> = ids.iter().copied().collect();
             let mut ancestors = 0usize;
@@ -1534,6 +1543,16 @@ impl Engine {
             session_witnesses: &witness_refs,
             neighbours: &neighbour_refs,
         };
+        // The authority layer analyses what the actor could read: a context item it could not is
+        // the lineage stage's evidence (above), not part of the analysis.
+        let cited_context = action.context.clone();
+        let pruned;
+        let action: &ActionRequest = if unreadable.is_empty() || invalid_context.is_some() {
+            action
+        } else {
+            pruned = ActionRequest { context: action.context.iter().copied().filter(|id| !unreadable.contains(id)).collect(), ..action.clone() };
+            &pruned
+        };
         // An invalid request has no analysis: `Authority::decide` blocks it below.
         let analysis = self.authority.analyse(action, &ctx).ok();
         let mut fx = Effects::default();
@@ -1543,7 +1562,7 @@ impl Engine {
                 let mut classed = action.clone();
                 classed.kind = class.action.kind;
                 classed.risk = class.action.risk;
-                let input = DecideInput { classed: &classed, analysis, cited: &ids };
+                let input = DecideInput { classed: &classed, analysis, cited: &ids, unreadable: &unreadable };
                 let cx = self.cx(actor, now);
                 // Every stage's verdict, in pipeline order; a stage that fails blocks.
                 let mut verdicts = Vec::with_capacity(self.stages.len());
@@ -1569,7 +1588,7 @@ impl Engine {
                 memwarden_core::authority::compose(&self.authority, action, Some(analysis), verdicts, &ctx)
             }
         };
-        if let Some(id) = unreadable {
+        if let Some(id) = invalid_context {
             outcome.deny(
                 Rule::InvalidRequest { reason: format!("context item {id} is unknown or not readable by {}", actor.id()) },
                 format!("context item {id} is unknown or not readable"),
@@ -1584,7 +1603,7 @@ impl Engine {
         let summary = json!({
             "tool": action.tool, "kind": action.kind, "risk": action.risk, "amount": action.amount,
             "values": action.values.iter().map(|v| json!({"key": v.key, "value": v.value, "kind": v.kind, "sources": v.sources})).collect::<Vec<_>>(),
-            "context": action.context, "grants": action.grants.iter().map(|g| g.grant.nonce_hex()).collect::<Vec<_>>(),
+            "context": cited_context, "grants": action.grants.iter().map(|g| g.grant.nonce_hex()).collect::<Vec<_>>(),
         });
         let mutation = |outcome: DecisionOutcome| Mutation::Decision { actor: actor.id().clone(), tenant: tenant.clone(), action: summary.clone(), outcome };
         // The decision, its consumed grants and new elevations, and the stages' records of it

@@ -503,6 +503,104 @@ pub(crate) fn product_verdict(
     out
 }
 
+/// Most cited memories an action's context-evidence check evaluates (the rest deny).
+pub(crate) const CONTEXT_EVIDENCE_MAX: usize = 2 * memwarden_core::action::ACTION_CONTEXT_MAX;
+
+/// The context-level evidence rule (MAP-Graph's rule 3 over the whole cited context, evidence
+/// only): every memory the action cites, whether or not it carries a value, is checked for
+/// evidence on its path, and the outcome follows the gate's cause table
+/// ([`memwarden_lineage::cause_outcome`]) for the action's class:
+///
+/// - revoked, poisoned (on the memory or its ancestry): **Block**;
+/// - a cited memory of the actor's scope that it may not read (private to someone else on its
+///   path, a pending propagation, or held back by another layer: `unreadable`, resolved by the
+///   engine — what get answers `403 withheld` for): a disclosure (answer, inform) is
+///   **Redact**ed — it may go out without anything from those memories, which are listed as
+///   `affected` — a low- or medium-risk act is **Reverify**, a high-risk act is **Block**.
+///   (A cited id outside the actor's scope, or unknown, never reaches this rule: the engine
+///   refuses the request as invalid, the same answer for both.)
+///
+/// A trust objection (untrusted ancestry) is not evidence and is never raised here: the per-value
+/// rule ([`product_verdict`]) asks about values, and unrelated untrusted context neither blocks
+/// nor lifts an action. `None` when nothing cited has evidence against it.
+pub(crate) fn context_verdict(g: &LineageGraph, agent: &PrincipalId, class: &ActionRequest, cited: &[ItemId], unreadable: &[ItemId]) -> Option<Verdict> {
+    use memwarden_lineage::GateCause as C;
+    let (kind, risk) = (class.kind, class.risk);
+    if cited.len() + unreadable.len() > CONTEXT_EVIDENCE_MAX {
+        let mut v = verdict_of(Decision::Block, "too_many_supports", format!("more than {CONTEXT_EVIDENCE_MAX} cited memories to check"));
+        v.affected = Vec::new();
+        return Some(v);
+    }
+    let mut worst: Option<(Decision, C, ItemId)> = None;
+    let mut consider = |d: Decision, c: C, id: ItemId| {
+        let stricter = match worst {
+            None => true,
+            Some((wd, wc, _)) => memwarden_lineage::restrictiveness(d) > memwarden_lineage::restrictiveness(wd) || (d == wd && c < wc),
+        };
+        if stricter {
+            worst = Some((d, c, id));
+        }
+    };
+    let mut affected: Vec<ItemId> = Vec::new();
+    // Known to the graph: its own causes (the gate's view of a context message). Elevated, so
+    // an untrusted label alone raises nothing here.
+    let known: Vec<ItemId> = cited.iter().copied().filter(|id| g.record(*id).is_some()).collect();
+    for chunk in known.chunks(memwarden_core::action::ACTION_CONTEXT_MAX) {
+        let request = GateRequest { agent: agent.clone(), kind, risk, retrieved: Vec::new(), context: chunk.to_vec(), elevated: chunk.iter().copied().collect() };
+        let d = g.decide(&request);
+        if d.rule == memwarden_lineage::GateRule::InvalidRequest {
+            // Errors deny.
+            return Some(verdict_of(Decision::Block, d.cause.map_or("invalid_request", |c| c.as_str()), d.explanation));
+        }
+        for e in &d.evaluations {
+            for c in e.causes.iter().copied().filter(|c| is_evidence(*c)) {
+                if let Some(out) = memwarden_lineage::cause_outcome(c, kind, risk) {
+                    consider(out, c, e.id);
+                    affected.push(e.id);
+                }
+            }
+        }
+    }
+    // Not readable by the actor in the store (whatever the graph says): one cause for all.
+    if let Some(out) = memwarden_lineage::cause_outcome(C::PermissionInvalid, kind, risk) {
+        for id in unreadable {
+            consider(out, C::PermissionInvalid, *id);
+            affected.push(*id);
+        }
+    }
+    let (decision, cause, id) = worst?;
+    debug_assert!(decision != Decision::Allow, "a cause never allows");
+    affected.sort();
+    affected.dedup();
+    let what = match cause {
+        C::PermissionInvalid | C::PrivateToOther => format!("context item {id} is withheld from {agent}"),
+        c => format!("context item {id} has a {} path", c.as_str()),
+    };
+    let tail = match decision {
+        Decision::Redact => "; the disclosure may go out without anything from the affected memories",
+        Decision::Reverify => "; re-check the evidence before acting",
+        _ => "",
+    };
+    let mut v = verdict_of(decision, cause.as_str(), format!("{what}{tail}"));
+    v.affected = affected;
+    Some(v)
+}
+
+fn verdict_of(decision: Decision, cause: &str, explanation: String) -> Verdict {
+    Verdict {
+        decision,
+        layer: "lineage".into(),
+        rule: Rule::Lineage { gate_rule: "context_evidence".into(), cause: Some(cause.to_owned()) },
+        cause: explanation,
+        supporting: Vec::new(),
+        affected: Vec::new(),
+        pushed: Vec::new(),
+        ask: Vec::new(),
+        threshold: None,
+        layers: Vec::new(),
+    }
+}
+
 /// Causes that are evidence against a support (not a judgement of its trust).
 fn is_evidence(c: memwarden_lineage::GateCause) -> bool {
     use memwarden_lineage::GateCause as C;

@@ -282,4 +282,7 @@ pub(crate) struct DecideInput<'a> {
     pub(crate) analysis: &'a memwarden_core::authority::ActionAnalysis,
     /// The cited memories' ids (context and value sources), sorted.
     pub(crate) cited: &'a [ItemId],
+    /// The cited context items of the actor's scope that a layer holds back (quarantined,
+    /// superseded), sorted: evidence for the lineage stage's context rule.
+    pub(crate) unreadable: &'a [ItemId],
 }

@@ -327,7 +327,15 @@ impl Stage for LineageStage {
         };
         let elevated: Vec<ItemId> = analysis.values.iter().filter(|v| v.elevated).flat_map(|v| v.pushed_by.iter().copied()).collect();
         let request = lineage::gate_request(cx.actor.id(), input.classed, input.cited.to_vec(), witness_ids, elevated);
-        let v = self.lineage.with(cx.store, cx.actor.tenant(), |g| Ok(lineage::product_verdict(analysis, cx.actor.id(), &mut |r| g.decide(r))))?;
+        let (v, context) = self.lineage.with(cx.store, cx.actor.tenant(), |g| {
+            let v = lineage::product_verdict(analysis, cx.actor.id(), &mut |r| g.decide(r));
+            Ok((v, lineage::context_verdict(g, cx.actor.id(), input.classed, input.cited, input.unreadable)))
+        })?;
+        // The stricter of the per-value verdict and the context-level evidence rule.
+        let v = match context {
+            Some(c) if memwarden_lineage::restrictiveness(c.decision) > memwarden_lineage::restrictiveness(v.decision) => c,
+            _ => v,
+        };
         fx.event(StoredEvent::Action(memwarden_lineage::ActionEvent {
             id: new_id(cx.now_ms)?,
             request,

@@ -96,7 +96,7 @@ pub use access::{DenyReason, ReadFacts, can_read};
 pub use config::{ConfigError, LineageConfig};
 pub use export::{AuditTrail, prov_json};
 pub use gate::{
-    ActionRecord, GateCause, GateDecision, GateRequest, GateRule, SupportEvaluation, SupportOrigin, compose,
+    ActionRecord, GateCause, GateDecision, GateRequest, GateRule, SupportEvaluation, SupportOrigin, cause_outcome, compose,
     final_decision, most_restrictive, restrictiveness,
 };
 pub use graph::{

@@ -14,7 +14,7 @@
 //! | the conversation shown to a role | `get` of each forwarded message by the role (what it may not read is not shown) |
 //! | retrieval | `search` by the role for the task's request, k = 5 |
 //! | revocation, poison flag, verification | `revoke`, `flag_poisoned`, `verify` by the principal the timeline names |
-//! | the last role's proposal | `decide`: the task's tool is registered with the task's class; the request cites what the role used and the messages it was shown, the value with the cited memories that carry it |
+//! | the last role's proposal | `decide`: the task's tool is registered with the task's class; the request cites what the role used and the forwarded messages of its scope (shown, or withheld by a layer: the engine's context rule weighs those), the value with the cited memories that carry it |
 //!
 //! A parent the writer may not read is not declared (the engine refuses it); a write the engine
 //! refuses (the lifecycle write gate, say) leaves the record out of the engine, so later records
@@ -298,10 +298,14 @@ impl Memory for EngineMemory {
         let actor = self.actor(d.role)?.clone();
         let used: Vec<&MemoryItem> = d.used.iter().filter_map(|r| self.items.get(r)).collect();
         let mut context: Vec<ItemId> = used.iter().map(|i| i.id()).collect();
-        // The messages the role was shown (what it may not read it was not shown).
+        // The messages forwarded to the role that it was shown or told are withheld (get
+        // answered, or `403 withheld`: the message is in its scope): the role cites its
+        // conversation, and the engine's context rule weighs a withheld one (a disclosure is
+        // redacted, an act re-verified or blocked). One outside its scope answered 404: the
+        // role never learned it exists.
         for m in &d.conversation {
             if let Some(it) = self.items.get(m)
-                && it.readable_by(actor.id())
+                && it.scope().admits(actor.id())
                 && !context.contains(&it.id())
             {
                 context.push(it.id());
