@@ -271,3 +271,11 @@ pub struct Verdict {
     #[serde(default)]
     pub layers: Vec<LayerSummary>,
 }
+
+impl Verdict {
+    /// One layer's verdict with its rule and cause, naming no memory yet (callers fill in
+    /// `supporting`, `affected`, `pushed`, `ask` as the rule finds them).
+    pub fn new(decision: Decision, layer: &str, rule: Rule, cause: String) -> Self {
+        Self { decision, layer: layer.to_owned(), rule, cause, supporting: Vec::new(), affected: Vec::new(), pushed: Vec::new(), ask: Vec::new(), threshold: None, layers: Vec::new() }
+    }
+}

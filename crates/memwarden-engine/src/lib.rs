@@ -1570,18 +1570,12 @@ impl Engine {
                     match s.decide(&cx, &input, &mut fx) {
                         Ok(Some(v)) => verdicts.push(v),
                         Ok(None) => {}
-                        Err(e) => verdicts.push(Verdict {
-                            decision: Decision::Block,
-                            layer: s.layer().into(),
-                            rule: Rule::DecisionError { reason: e.to_string() },
-                            cause: format!("the {} layer failed: {e}", s.layer()),
-                            supporting: Vec::new(),
-                            affected: Vec::new(),
-                            pushed: Vec::new(),
-                            ask: Vec::new(),
-                            threshold: None,
-                            layers: Vec::new(),
-                        }),
+                        Err(e) => verdicts.push(Verdict::new(
+                            Decision::Block,
+                            s.layer(),
+                            Rule::DecisionError { reason: e.to_string() },
+                            format!("the {} layer failed: {e}", s.layer()),
+                        )),
                     }
                 }
                 // The one precedence rule over every layer's verdict.

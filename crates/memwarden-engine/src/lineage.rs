@@ -587,18 +587,7 @@ pub(crate) fn context_verdict(g: &LineageGraph, agent: &PrincipalId, class: &Act
 }
 
 fn verdict_of(decision: Decision, cause: &str, explanation: String) -> Verdict {
-    Verdict {
-        decision,
-        layer: "lineage".into(),
-        rule: Rule::Lineage { gate_rule: "context_evidence".into(), cause: Some(cause.to_owned()) },
-        cause: explanation,
-        supporting: Vec::new(),
-        affected: Vec::new(),
-        pushed: Vec::new(),
-        ask: Vec::new(),
-        threshold: None,
-        layers: Vec::new(),
-    }
+    Verdict::new(decision, "lineage", Rule::Lineage { gate_rule: "context_evidence".into(), cause: Some(cause.to_owned()) }, explanation)
 }
 
 /// Causes that are evidence against a support (not a judgement of its trust).

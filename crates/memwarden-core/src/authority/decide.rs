@@ -240,18 +240,7 @@ fn invalid(reason: String) -> Rule {
 }
 
 pub(super) fn verdict(decision: Decision, layer: &str, rule: Rule, cause: String) -> Verdict {
-    Verdict {
-        decision,
-        layer: layer.to_owned(),
-        rule,
-        cause,
-        supporting: Vec::new(),
-        affected: Vec::new(),
-        pushed: Vec::new(),
-        ask: Vec::new(),
-        threshold: None,
-        layers: Vec::new(),
-    }
+    Verdict::new(decision, layer, rule, cause)
 }
 
 impl Authority {
