@@ -229,6 +229,11 @@ class Client:
         return self._me
 
     @property
+    def store(self) -> str:
+        """The id of the store this client talks to: what a grant must name to be spent on it."""
+        return cast(str, self._t.call("me", {})["store"])
+
+    @property
     def id(self) -> str:
         """The principal's id."""
         return self.principal["id"]
@@ -421,7 +426,7 @@ class Client:
         remote, pass the user's `secret_key` (64 hex digits)."""
         if secret_key is not None:
             me = self.principal
-            return sign_grant(secret_key, me["tenant"], me["id"], tool, key, value, kind=kind, amount=amount, ttl_secs=ttl_secs)
+            return sign_grant(secret_key, me["tenant"], me["id"], tool, key, value, store=self.store, kind=kind, amount=amount, ttl_secs=ttl_secs)
         if isinstance(self._t, _Embedded):
             return self._t.mint_grant(tool=tool, key=key, value=value, kind=kind, amount=amount, ttl_ms=int(ttl_secs * 1000))
         raise error_for("invalid_input", 400, "a remote client signs grants with the user's secret_key")
@@ -702,12 +707,14 @@ def sign_grant(
     key: str,
     value: str,
     *,
+    store: str,
     kind: str = "account",
     amount: Optional[str] = None,
     ttl_secs: int = 600,
 ) -> Dict[str, Any]:
-    """Sign a one-time grant with a user's secret key (the user's side of `ask_user`)."""
+    """Sign a one-time grant with a user's secret key (the user's side of `ask_user`). `store` is
+    the id of the store it is spent on (`Client.store`): any other store refuses it."""
     try:
-        return cast(Dict[str, Any], json.loads(_native.sign_grant(secret_key, tenant, user, tool, key, value, kind=kind, amount=amount, ttl_ms=int(ttl_secs * 1000))))
+        return cast(Dict[str, Any], json.loads(_native.sign_grant(secret_key, tenant, user, tool, key, value, store, kind=kind, amount=amount, ttl_ms=int(ttl_secs * 1000))))
     except _native.NativeError as e:
         raise native_error(e.args) from None

@@ -768,7 +768,7 @@ pub struct PreparedGrantOut {
     /// The tuple, exactly as it must be sent back (do not re-serialise it by hand).
     #[schema(value_type = Object)]
     pub grant: serde_json::Value,
-    /// `memwarden-grant-v1\n` followed by the grant's canonical JSON, hex-encoded.
+    /// `memwarden-grant-v2\n` followed by the grant's canonical JSON, hex-encoded.
     pub signing_bytes_hex: String,
     /// The nonce (hex): the grant's id in the log.
     pub nonce: String,
@@ -965,6 +965,8 @@ pub struct MeOut {
     pub principal: PrincipalOut,
     /// The key's id.
     pub key_id: Option<String>,
+    /// The store's id: what a grant must name to be spent on this store.
+    pub store: String,
 }
 
 /// Register a principal (admin).

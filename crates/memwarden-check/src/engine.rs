@@ -287,7 +287,7 @@ fn perform(
                 report.skipped += 1;
                 return Ok(());
             }
-            let signed = grant.map(|g| model.signed_grant(before, g)).transpose()?;
+            let signed = grant.map(|g| model.signed_grant_on(before, g, w.engine.store_id())).transpose()?;
             let action = pay_action(value, handed.iter().map(|(_, i)| i.id()).collect(), signed.iter().cloned().collect());
             let (verdict, _) = w.engine.decide(&agent, &action).map_err(|e| err("decide", e))?;
             *report.decisions.entry(verdict.decision.as_str().into()).or_insert(0) += 1;

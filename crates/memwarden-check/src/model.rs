@@ -102,6 +102,9 @@ pub(crate) const GRANTS: [(&str, Val, u32); 3] = [(TOOL, Val::Attack, 1500), (TO
 /// The nonce byte of the attacker's forged grant (it names the user but is signed with another key).
 const FORGED: u8 = 0xEF;
 
+/// The store the model's own decisions run on (the engine under check names its own).
+const MODEL_STORE: &str = "model-store";
+
 /// How a slot's item was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SlotOp {
@@ -595,7 +598,15 @@ impl AuthorityModel {
         Ok(v)
     }
 
-    /// The signed grant an action presents: the user's grant `Issued(g)`, or the attacker's forgery.
+    /// [`Self::signed_grant`] for the store `store` (the engine under check names its own).
+    pub(crate) fn signed_grant_on(&self, s: &ModelState, presented: Presented, store: &str) -> Result<SignedGrant, String> {
+        let sg = self.signed_grant(s, presented)?;
+        let key = if matches!(presented, Presented::Forged) { &self.world.forger_key } else { &self.world.user_key };
+        Ok(Grant { store: store.to_owned(), ..sg.grant }.sign(key))
+    }
+
+    /// The signed grant an action presents: the user's grant `Issued(g)`, or the attacker's
+    /// forgery, for the model's own store ([`MODEL_STORE`]).
     pub(crate) fn signed_grant(&self, s: &ModelState, presented: Presented) -> Result<SignedGrant, String> {
         let (rec, g, forged) = match presented {
             Presented::Issued(g) => (*s.grants.get(usize::from(g)).ok_or_else(|| format!("no grant {g}"))?, g, false),
@@ -606,6 +617,7 @@ impl AuthorityModel {
         }
         let grant = Grant {
             tenant: self.world.tenant.clone(),
+            store: MODEL_STORE.to_owned(),
             user: PrincipalId::new(Who::User.id()).map_err(|e| e.to_string())?,
             tool: rec.tool.into(),
             key: KEY.into(),
@@ -729,6 +741,7 @@ impl AuthorityModel {
         let class = ActionClass::of(TOOL, None);
         let dctx = DecisionContext {
             tenant: &w.tenant,
+            store: MODEL_STORE,
             now_ms: now_ms(s.session),
             actor: w.principal(Who::Agent)?,
             class: &class,

@@ -352,6 +352,7 @@ fn run(ops: Vec<Op>) {
                 let issued = if expired { real.now - 20_000 } else { real.now };
                 let g = Grant {
                     tenant: real.tenant.clone(),
+                    store: "store-1".into(),
                     user: PrincipalId::new("u1").unwrap(),
                     tool: if tool_ok { "pay".into() } else { "wire".into() },
                     key: "acct".into(),
@@ -395,6 +396,7 @@ fn run(ops: Vec<Op>) {
                 let class = ActionClass::of("pay", None);
                 let ctx = DecisionContext {
                     tenant: &real.tenant,
+                    store: "store-1",
                     now_ms: real.now,
                     actor: &agent,
                     class: &class,

@@ -76,7 +76,7 @@ fn decide(f: &Fixture, a: &ActionRequest) -> DecisionOutcome {
     let t = tenant();
     let agent = principal("agent", PrincipalKind::Agent, None, false);
     let class = ActionClass::of(&a.tool, None);
-    let ctx = DecisionContext { tenant: &t, now_ms: 2, actor: &agent, class: &class, items: &refs, attestations: &f.attestations, elevations: &[], principal: &lookup, grant_used: &used, session: &Observed::clean(), session_witnesses: &[], neighbours: &[] };
+    let ctx = DecisionContext { tenant: &t, store: "bench", now_ms: 2, actor: &agent, class: &class, items: &refs, attestations: &f.attestations, elevations: &[], principal: &lookup, grant_used: &used, session: &Observed::clean(), session_witnesses: &[], neighbours: &[] };
     f.gate.decide(a, &ctx)
 }
 

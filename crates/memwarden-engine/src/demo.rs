@@ -247,7 +247,7 @@ pub fn run(dir: &Path, out: &mut dyn Write) -> Result<DemoSummary, EngineError> 
     let (v, _) = engine.decide(&assistant, &pay("ACCT-CONF-5512", "80 EUR", &[conf.id()], vec![]))?;
     show(out, &v)?;
     let now = engine.now_ms();
-    let spec = GrantSpec { tool: "pay", key: "payee_account", value: "ACCT-CONF-5512", kind: ValueKind::Account, amount: Some("80 EUR"), ttl_ms: 10 * 60 * 1000 };
+    let spec = GrantSpec { store: engine.store_id(), tool: "pay", key: "payee_account", value: "ACCT-CONF-5512", kind: ValueKind::Account, amount: Some("80 EUR"), ttl_ms: 10 * 60 * 1000 };
     let grant = mint_grant(&alice_key, &tenant, alice.id(), &spec, now)?;
     engine.record_grant(&grant)?;
     writeln!(out, "   alice signs grant {} binding (pay, acctconf5512, 80 eur), valid 10 minutes", &grant.grant.nonce_hex()[..12]).map_err(io)?;

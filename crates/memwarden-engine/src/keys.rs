@@ -52,6 +52,9 @@ pub fn load_user_key(dir: &Path, tenant: &TenantId, user: &PrincipalId) -> Resul
 /// What a grant binds.
 #[derive(Debug, Clone)]
 pub struct GrantSpec<'a> {
+    /// The store it is spent on ([`crate::Engine::store_id`]; a remote caller reads it from
+    /// `GET /v1/whoami`).
+    pub store: &'a str,
     /// Tool.
     pub tool: &'a str,
     /// Value key.
@@ -85,8 +88,12 @@ pub fn prepare_grant(tenant: &TenantId, user: &PrincipalId, spec: &GrantSpec<'_>
     };
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).map_err(|e| EngineError::Invalid(format!("no randomness: {e}")))?;
+    if spec.store.is_empty() || spec.store.len() > memwarden_core::authority::grant::GRANT_STORE_BYTES_MAX {
+        return Err(EngineError::Invalid(format!("a grant names its store: 1..={} bytes", memwarden_core::authority::grant::GRANT_STORE_BYTES_MAX)));
+    }
     Ok(Grant {
         tenant: tenant.clone(),
+        store: spec.store.to_owned(),
         user: user.clone(),
         tool: spec.tool.to_owned(),
         key: spec.key.to_owned(),

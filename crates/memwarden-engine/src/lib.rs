@@ -937,6 +937,11 @@ impl Engine {
         &self.authority
     }
 
+    /// The store's id: what a grant must name to be spent here ([`Store::store_id`]).
+    pub fn store_id(&self) -> &str {
+        self.store.store_id()
+    }
+
     /// Now, by the engine's clock.
     pub fn now_ms(&self) -> u64 {
         (self.clock)()
@@ -1531,6 +1536,7 @@ impl Engine {
         let class = ActionClass::of(&action.tool, registration.as_ref());
         let ctx = DecisionContext {
             tenant: &tenant,
+            store: self.store.store_id(),
             now_ms: now,
             actor: actor.principal(),
             class: &class,

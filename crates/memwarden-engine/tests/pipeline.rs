@@ -21,6 +21,9 @@ struct Counting {
 }
 
 impl Store for Counting {
+    fn store_id(&self) -> &str {
+        self.inner.store_id()
+    }
     fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
         self.commits.fetch_add(1, Ordering::SeqCst);
         self.inner.commit(now_ms, mutations)

@@ -121,7 +121,7 @@ fn a_grant_raced_by_two_decisions_is_consumed_once() {
     let inbox = e.authenticate(&tenant(), &pid("inbox")).unwrap();
     let (email, _) = e.add(&inbox, WriteRequest::new(Namespace::new("n").unwrap(), "pay ACCT-9", Route::ExternalObservation)).unwrap();
     for round in 0..10 {
-        let spec = GrantSpec { tool: "pay", key: "payee", value: "ACCT-9", kind: ValueKind::Account, amount: None, ttl_ms: 60_000 };
+        let spec = GrantSpec { store: e.store_id(), tool: "pay", key: "payee", value: "ACCT-9", kind: ValueKind::Account, amount: None, ttl_ms: 60_000 };
         let grant = mint_grant(&key, &tenant(), &pid("alice"), &spec, e.now_ms()).unwrap();
         let action = ActionRequest {
             tool: "pay".into(),

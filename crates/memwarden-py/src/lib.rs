@@ -137,7 +137,7 @@ fn dispatch(engine: &Engine, actor: &Actor, op: &str, mut body: Value) -> Result
             let index = take_u64(&mut body, "index")?;
             to_json(&ops::proof(engine, Some(actor), index)?)
         }
-        "me" => to_json(&MeOut { principal: ops::principal_out(actor.principal()), key_id: None }),
+        "me" => to_json(&MeOut { principal: ops::principal_out(actor.principal()), key_id: None, store: engine.store_id().to_owned() }),
         "open_session" => to_json(&ops::open_session(engine, actor, de::<SessionIn>(body, "open_session")?)?),
         other => Err(ApiError::invalid(format!("unknown operation {other:?}; one of {}", OPERATIONS.join(", ")))),
     }
@@ -338,10 +338,11 @@ impl NativeActor {
         let secret = load_user_key(&self.data_dir, self.actor.tenant(), self.actor.id()).map_err(engine_err)?;
         let now = self.engine.now_ms();
         let (tenant, user) = (self.actor.tenant().clone(), self.actor.id().clone());
+        let store = self.engine.store_id().to_owned();
         let kind = parse_kind(kind)?;
         let (tool, key, value, amount) = (tool.to_owned(), key.to_owned(), value.to_owned(), amount.map(str::to_owned));
         py.detach(move || {
-            let spec = GrantSpec { tool: &tool, key: &key, value: &value, kind, amount: amount.as_deref(), ttl_ms };
+            let spec = GrantSpec { store: &store, tool: &tool, key: &key, value: &value, kind, amount: amount.as_deref(), ttl_ms };
             let g = mint_grant(&secret, &tenant, &user, &spec, now).map_err(engine_err)?;
             serde_json::to_string(&g).map_err(|e| raise(&ApiError::internal(e)))
         })
@@ -408,7 +409,7 @@ fn generate_user_key() -> PyResult<(String, String)> {
 /// Sign a one-time grant with a user's secret key (64 hex digits): the user's side of an
 /// `ask_user` verdict, for remote use where the user's key is not in a data directory.
 #[pyfunction]
-#[pyo3(signature = (secret_hex, tenant, user, tool, key, value, kind = "account", amount = None, ttl_ms = 600_000, now_ms = None))]
+#[pyo3(signature = (secret_hex, tenant, user, tool, key, value, store, kind = "account", amount = None, ttl_ms = 600_000, now_ms = None))]
 #[allow(clippy::too_many_arguments)]
 fn sign_grant(
     secret_hex: &str,
@@ -417,6 +418,7 @@ fn sign_grant(
     tool: &str,
     key: &str,
     value: &str,
+    store: &str,
     kind: &str,
     amount: Option<&str>,
     ttl_ms: u64,
@@ -427,7 +429,7 @@ fn sign_grant(
     let secret = ed25519_dalek::SigningKey::from_bytes(&seed);
     let tenant = TenantId::new(tenant).map_err(|e| raise(&ApiError::from(e)))?;
     let user = PrincipalId::new(user).map_err(|e| raise(&ApiError::from(e)))?;
-    let spec = GrantSpec { tool, key, value, kind: parse_kind(kind)?, amount, ttl_ms };
+    let spec = GrantSpec { store, tool, key, value, kind: parse_kind(kind)?, amount, ttl_ms };
     let g: SignedGrant = mint_grant(&secret, &tenant, &user, &spec, now_ms.unwrap_or_else(memwarden_engine::system_ms)).map_err(engine_err)?;
     serde_json::to_string(&g).map_err(|e| raise(&ApiError::internal(e)))
 }

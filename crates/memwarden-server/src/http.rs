@@ -669,7 +669,7 @@ async fn grants(State(st): State<AppState>, c: Caller, ApiJson(g): ApiJson<serde
 }
 
 /// Prepare a one-time grant for the calling user to sign: the server fills in the tenant, the
-/// user, a fresh nonce and the times, and returns the grant and the exact bytes to sign. Sign
+/// store, the user, a fresh nonce and the times, and returns the grant and the exact bytes to sign. Sign
 /// them with the user's Ed25519 key wherever it is kept (the key never reaches the server) and
 /// `POST /v1/grants` `{"grant": <grant as returned>, "signature": <128 hex digits>}`; pass the
 /// same object in `grants` of `POST /v1/actions/decide` (valid once). Users only.
@@ -677,11 +677,11 @@ async fn grants(State(st): State<AppState>, c: Caller, ApiJson(g): ApiJson<serde
 /// Known-answer vector (check your signer against it). Key seed (32 bytes)
 /// `2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a2a`, public key
 /// `197f6b23e16c8532c6abc838facd5ea789be0c76b2920334039bfa8b3d368d61`; grant
-/// `{"tenant":"acme","user":"alice","tool":"pay","key":"payee","value":{"kind":"account","canonical":"acct12345678","exact":"acct12345678"},"amount":"150","nonce":"000102030405060708090a0b0c0d0e0f","issued_ms":1767225600000,"expires_ms":1767226200000}`;
-/// signing bytes (hex, `memwarden-grant-v1` and a newline, then that JSON)
-/// `6d656d77617264656e2d6772616e742d76310a7b2274656e616e74223a2261636d65222c2275736572223a22616c696365222c22746f6f6c223a22706179222c226b6579223a227061796565222c2276616c7565223a7b226b696e64223a226163636f756e74222c2263616e6f6e6963616c223a22616363743132333435363738222c226578616374223a22616363743132333435363738227d2c22616d6f756e74223a22313530222c226e6f6e6365223a223030303130323033303430353036303730383039306130623063306430653066222c226973737565645f6d73223a313736373232353630303030302c22657870697265735f6d73223a313736373232363230303030307d`;
+/// `{"tenant":"acme","store":"store-0001","user":"alice","tool":"pay","key":"payee","value":{"kind":"account","canonical":"acct12345678","exact":"acct12345678"},"amount":"150","nonce":"000102030405060708090a0b0c0d0e0f","issued_ms":1767225600000,"expires_ms":1767226200000}`;
+/// signing bytes (hex, `memwarden-grant-v2` and a newline, then that JSON)
+/// `6d656d77617264656e2d6772616e742d76320a7b2274656e616e74223a2261636d65222c2273746f7265223a2273746f72652d30303031222c2275736572223a22616c696365222c22746f6f6c223a22706179222c226b6579223a227061796565222c2276616c7565223a7b226b696e64223a226163636f756e74222c2263616e6f6e6963616c223a22616363743132333435363738222c226578616374223a22616363743132333435363738227d2c22616d6f756e74223a22313530222c226e6f6e6365223a223030303130323033303430353036303730383039306130623063306430653066222c226973737565645f6d73223a313736373232353630303030302c22657870697265735f6d73223a313736373232363230303030307d`;
 /// Ed25519 signature
-/// `5bab0b4a4ececf54c281f9de748bf351e10c62a258f1fae7b77547615a7ed8a18e8d645557874e4f9294a58757a4eab5376f586bb018143c11d24b6fe9e7b90f`.
+/// `ee3edb9f74dfe1f709d73f7c67d92fc08dfb25d7626d8a365d08176c243e5cbf93066881ea6d3cacea5e3939808f932780b5dd18f736fa043a4e0914b2aaba02`.
 #[utoipa::path(post, path = "/v1/grants/prepare", tag = "authority", request_body = PrepareGrantIn,
     responses(
         (status = 200, description = "The grant and the bytes to sign", body = PreparedGrantOut),
@@ -775,8 +775,8 @@ async fn audit_proof(State(st): State<AppState>, AnyCaller(caller): AnyCaller, A
         (status = 200, description = "The caller", body = MeOut),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn me(c: Caller) -> Json<MeOut> {
-    Json(MeOut { principal: ops::principal_out(c.actor.principal()), key_id: Some(c.key_id) })
+async fn me(State(st): State<AppState>, c: Caller) -> Json<MeOut> {
+    Json(MeOut { principal: ops::principal_out(c.actor.principal()), key_id: Some(c.key_id), store: st.0.engine.store_id().to_owned() })
 }
 
 /// Register a principal (admin token).

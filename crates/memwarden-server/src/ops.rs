@@ -392,6 +392,7 @@ pub fn prepare_grant(engine: &Engine, actor: &Actor, g: PrepareGrantIn) -> Resul
         }
     }
     let spec = memwarden_engine::keys::GrantSpec {
+        store: engine.store_id(),
         tool: &g.tool,
         key: &g.key,
         value: &g.value,

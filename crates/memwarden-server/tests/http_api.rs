@@ -341,7 +341,7 @@ fn untrusted_payment_asks_then_grant_allows_once() {
 
     // The user signs a grant for exactly that tuple; it is recorded for audit.
     let tenant = TenantId::new("acme").unwrap();
-    let spec = GrantSpec { tool: "pay", key: "payee", value: "ACCT-EVIL-9931", kind: ValueKind::Account, amount: Some("150"), ttl_ms: 60_000 };
+    let spec = GrantSpec { store: s.engine().store_id(), tool: "pay", key: "payee", value: "ACCT-EVIL-9931", kind: ValueKind::Account, amount: Some("150"), ttl_ms: 60_000 };
     let g = mint_grant(&alice_key, &tenant, &PrincipalId::new("alice").unwrap(), &spec, s.engine().now_ms()).unwrap();
     let gj = serde_json::to_value(&g).unwrap();
     let r = s.post("/v1/grants", Some(&alice), &gj);

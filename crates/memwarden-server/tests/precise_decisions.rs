@@ -289,7 +289,7 @@ fn an_agent_reads_no_signed_grant_from_the_audit_proof() {
     use memwarden_core::prelude::*;
     use memwarden_engine::keys::{GrantSpec, mint_grant};
     let w = world(pay_tool());
-    let spec = GrantSpec { tool: "pay", key: "payee", value: "ACCT-LAND-4242", kind: ValueKind::Account, amount: Some("$150"), ttl_ms: 60_000 };
+    let spec = GrantSpec { store: w.s.engine().store_id(), tool: "pay", key: "payee", value: "ACCT-LAND-4242", kind: ValueKind::Account, amount: Some("$150"), ttl_ms: 60_000 };
     let g = mint_grant(&w.alice_key, &TenantId::new("acme").unwrap(), &PrincipalId::new("alice").unwrap(), &spec, w.s.engine().now_ms()).unwrap();
     let signature = hex::encode(g.signature);
     let r = w.s.post("/v1/grants", Some(&w.alice), &serde_json::to_value(&g).unwrap());
@@ -346,4 +346,36 @@ fn a_cited_poisoned_or_held_back_memory_is_weighed_by_the_context_rule() {
     // An id the agent cannot see at all is refused, the same for a missing one.
     let missing = "0123456789abcdef0123456789abcdef";
     check(&answer(&[missing]), "block", "unknown or not readable");
+}
+
+/// 34.6, regression: a grant spent on one store was accepted by another store with the same
+/// tenant name and user key. The signed bytes name the store; `GET /v1/principals/me` says which
+/// store a client talks to, and a prepared grant names it.
+#[test]
+fn a_grant_signed_for_another_store_is_refused() {
+    use memwarden_core::prelude::*;
+    use memwarden_engine::keys::{GrantSpec, mint_grant};
+    let w = world(pay_tool());
+    let me = w.s.get("/v1/principals/me", Some(&w.alice));
+    assert_eq!(me.status, 200, "{}", me.text);
+    let store = me.json()["store"].as_str().unwrap().to_owned();
+    assert_eq!(store, w.s.engine().store_id());
+    let prepared = w.s.post("/v1/grants/prepare", Some(&w.alice), &json!({"tool": "pay", "key": "payee", "value": "ACCT-LAND-4242", "kind": "account", "amount": "$150"}));
+    assert_eq!(prepared.status, 200, "{}", prepared.text);
+    assert_eq!(prepared.json()["grant"]["store"], store.as_str(), "{}", prepared.text);
+    let pay = |grant: &SignedGrant| -> Value {
+        let body = json!({"tool": "pay", "kind": "act", "risk": "high", "amount": "$150", "values": [{"key": "payee", "value": "ACCT-LAND-4242", "kind": "account"}], "context": [], "grants": [grant]});
+        let r = w.s.post("/v1/actions/decide", Some(&w.agent), &body);
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.json()["verdict"].clone()
+    };
+    let (tenant, alice) = (TenantId::new("acme").unwrap(), PrincipalId::new("alice").unwrap());
+    let spec = GrantSpec { store: "another-store", tool: "pay", key: "payee", value: "ACCT-LAND-4242", kind: ValueKind::Account, amount: Some("$150"), ttl_ms: 60_000 };
+    let elsewhere = mint_grant(&w.alice_key, &tenant, &alice, &spec, w.s.engine().now_ms()).unwrap();
+    let v = pay(&elsewhere);
+    assert_eq!((v["decision"].as_str(), v["code"].as_str()), (Some("block"), Some("foreign_store")), "{v}");
+    // The same grant for this store goes through, once.
+    let here = mint_grant(&w.alice_key, &tenant, &alice, &GrantSpec { store: &store, ..spec }, w.s.engine().now_ms()).unwrap();
+    assert_eq!(pay(&here)["decision"], "allow");
+    assert_eq!(pay(&here)["code"], "reused");
 }

@@ -72,7 +72,7 @@ fn world() -> World {
 impl World {
     fn grant(&self, payee: &str) -> Value {
         let tenant = TenantId::new("acme").unwrap();
-        let spec = GrantSpec { tool: "pay", key: "payee", value: payee, kind: ValueKind::Account, amount: Some("150"), ttl_ms: 60_000 };
+        let spec = GrantSpec { store: self.s.engine().store_id(), tool: "pay", key: "payee", value: payee, kind: ValueKind::Account, amount: Some("150"), ttl_ms: 60_000 };
         let g = mint_grant(&self.alice_key, &tenant, &PrincipalId::new("alice").unwrap(), &spec, self.s.engine().now_ms()).unwrap();
         let gj = serde_json::to_value(&g).unwrap();
         assert_eq!(self.s.post("/v1/grants", Some(&self.alice), &gj).status, 201);
@@ -509,10 +509,10 @@ fn mem0_delete_of_the_current_version_erases_the_history() {
 /// `POST /v1/grants/prepare`): Ed25519 key seed 32 × 0x2a, the documented grant, its signing
 /// bytes and signature.
 const KAT_SEED: [u8; 32] = [42; 32];
-const KAT_GRANT: &str = r#"{"tenant":"acme","user":"alice","tool":"pay","key":"payee","value":{"kind":"account","canonical":"acct12345678","exact":"acct12345678"},"amount":"150","nonce":"000102030405060708090a0b0c0d0e0f","issued_ms":1767225600000,"expires_ms":1767226200000}"#;
-const KAT_BYTES: &str = "6d656d77617264656e2d6772616e742d76310a7b2274656e616e74223a2261636d65222c2275736572223a22616c696365222c22746f6f6c223a22706179222c226b6579223a227061796565222c2276616c7565223a7b226b696e64223a226163636f756e74222c2263616e6f6e6963616c223a22616363743132333435363738222c226578616374223a22616363743132333435363738227d2c22616d6f756e74223a22313530222c226e6f6e6365223a223030303130323033303430353036303730383039306130623063306430653066222c226973737565645f6d73223a313736373232353630303030302c22657870697265735f6d73223a313736373232363230303030307d";
+const KAT_GRANT: &str = r#"{"tenant":"acme","store":"store-0001","user":"alice","tool":"pay","key":"payee","value":{"kind":"account","canonical":"acct12345678","exact":"acct12345678"},"amount":"150","nonce":"000102030405060708090a0b0c0d0e0f","issued_ms":1767225600000,"expires_ms":1767226200000}"#;
+const KAT_BYTES: &str = "6d656d77617264656e2d6772616e742d76320a7b2274656e616e74223a2261636d65222c2273746f7265223a2273746f72652d30303031222c2275736572223a22616c696365222c22746f6f6c223a22706179222c226b6579223a227061796565222c2276616c7565223a7b226b696e64223a226163636f756e74222c2263616e6f6e6963616c223a22616363743132333435363738222c226578616374223a22616363743132333435363738227d2c22616d6f756e74223a22313530222c226e6f6e6365223a223030303130323033303430353036303730383039306130623063306430653066222c226973737565645f6d73223a313736373232353630303030302c22657870697265735f6d73223a313736373232363230303030307d";
 const KAT_PUBLIC: &str = "197f6b23e16c8532c6abc838facd5ea789be0c76b2920334039bfa8b3d368d61";
-const KAT_SIGNATURE: &str = "5bab0b4a4ececf54c281f9de748bf351e10c62a258f1fae7b77547615a7ed8a18e8d645557874e4f9294a58757a4eab5376f586bb018143c11d24b6fe9e7b90f";
+const KAT_SIGNATURE: &str = "ee3edb9f74dfe1f709d73f7c67d92fc08dfb25d7626d8a365d08176c243e5cbf93066881ea6d3cacea5e3939808f932780b5dd18f736fa043a4e0914b2aaba02";
 
 /// Sign `bytes_hex` with the Ed25519 seed using Python's `cryptography` package (an
 /// implementation that is not ours); `None` when it is not installed and not required.

@@ -867,6 +867,9 @@ fn ts_terms(text: &str) -> Vec<String> {
 }
 
 impl Store for PostgresStore {
+    fn store_id(&self) -> &str {
+        PostgresStore::store_id(self)
+    }
     fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
         if mutations.len() > BATCH_MUTATIONS_MAX {
             return Ok(vec![Err(CommitError::BatchTooLarge(mutations.len()))]);

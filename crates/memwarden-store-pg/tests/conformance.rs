@@ -188,7 +188,7 @@ fn grant_decision(store: &dyn Store, email: u64, nonce: [u8; 16]) -> Mutation {
     let email = store.item(&tenant(), &id(email)).unwrap().unwrap();
     let value = NormValue::new(ValueKind::Account, "ACCT-7").unwrap();
     let grant =
-        Grant { tenant: tenant(), user: pid("uma"), tool: "pay".into(), key: "payee".into(), value, amount: None, nonce, issued_ms: 10, expires_ms: 1_000_000 }
+        Grant { tenant: tenant(), store: "store-1".into(), user: pid("uma"), tool: "pay".into(), key: "payee".into(), value, amount: None, nonce, issued_ms: 10, expires_ms: 1_000_000 }
             .sign(&user_key());
     let action = ActionRequest {
         tool: "pay".into(),
@@ -209,6 +209,7 @@ fn grant_decision(store: &dyn Store, email: u64, nonce: [u8; 16]) -> Mutation {
     let ana = principal("ana", PrincipalKind::Agent);
     let ctx = DecisionContext {
         tenant: &tenant(),
+        store: "store-1",
         now_ms: 100,
         actor: &ana,
         class: &class,

@@ -73,7 +73,7 @@ fn two_engines_on_one_database_add_search_and_decide_with_the_full_preset() {
     let inbox = b.authenticate(&tenant(), &pid("inbox")).unwrap();
     let (email, _) = b.add(&inbox, WriteRequest::new(ns(), "pay ACCT-9", Route::ExternalObservation)).unwrap();
     for round in 0..5 {
-        let spec = GrantSpec { tool: "pay", key: "payee", value: "ACCT-9", kind: ValueKind::Account, amount: None, ttl_ms: 60_000 };
+        let spec = GrantSpec { store: a.store_id(), tool: "pay", key: "payee", value: "ACCT-9", kind: ValueKind::Account, amount: None, ttl_ms: 60_000 };
         let grant = mint_grant(&key, &tenant(), &pid("alice"), &spec, a.now_ms()).unwrap();
         let action = ActionRequest {
             tool: "pay".into(),

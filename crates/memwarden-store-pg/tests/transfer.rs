@@ -136,7 +136,7 @@ fn build(data: &Path, keys: &Path) -> Built {
     e.tool_call(&agent, &pid("ocr"), ns(), args, &[], "OCR: invoice for ACCT-9".into()).unwrap();
     e.attest(&e.authenticate(&t, &pid("ocr")).unwrap(), "payee", "ACCT-7", ValueKind::Account, &[]).unwrap();
     e.attest(&e.authenticate(&t, &pid("bank")).unwrap(), "payee", "ACCT-7", ValueKind::Account, &[]).unwrap();
-    let spec = GrantSpec { tool: "pay", key: "payee", value: "ACCT-9", kind: ValueKind::Account, amount: None, ttl_ms: 3_600_000 };
+    let spec = GrantSpec { store: e.store_id(), tool: "pay", key: "payee", value: "ACCT-9", kind: ValueKind::Account, amount: None, ttl_ms: 3_600_000 };
     let grant = mint_grant(&key, &t, &pid("alice"), &spec, e.now_ms()).unwrap();
     e.record_grant(&grant).unwrap();
     let (v, _) = e.decide(&agent, &pay(&[email.id()], vec![grant.clone()])).unwrap();
@@ -227,7 +227,7 @@ fn a_sqlite_tenant_moves_to_postgres_with_the_same_chain_and_its_used_grant_stay
     assert_eq!(n, 0, "erased text in the log");
 
     // The engine over the target: search finds the same memory (vector and lexical), the used
-    // grant is refused as reused, and new writes (new vector keys above the imported ones) work.
+    // grant is refused (another store's, and used), and new writes (new vector keys above the imported ones) work.
     let e = Engine::with_store(Arc::new(pg), config(&keys)).unwrap();
     let agent = e.authenticate(&acme(), &pid("agent")).unwrap();
     let hits = e.search(&agent, &ns(), QUERY, 3).unwrap();
@@ -236,7 +236,10 @@ fn a_sqlite_tenant_moves_to_postgres_with_the_same_chain_and_its_used_grant_stay
     assert!(!lexical.is_empty(), "the text index was filled on import");
     let (v, _) = e.decide(&agent, &pay(&[built.email], vec![built.grant.clone()])).unwrap();
     assert_ne!(v.decision, Decision::Allow, "the used grant is refused on the target: {v:?}");
-    assert!(format!("{v:?}").contains("reused"), "refused as reused: {v:?}");
+    // The grant names the source store (issue 34.6), so the target refuses it as foreign, and
+    // its nonce moved with the tenant: used there too.
+    assert!(format!("{v:?}").contains("foreign_store"), "refused as another store's: {v:?}");
+    assert!(e.store().grant_used(&acme(), &built.grant.grant.nonce).unwrap(), "the used nonce moved with the tenant");
     for i in 0..5 {
         e.add(&agent, WriteRequest::new(ns(), format!("written on PostgreSQL after the move, number {i}"), Route::Direct)).unwrap();
     }

@@ -437,6 +437,9 @@ pub struct OrderedItem {
 /// What the engine needs from a backend. Implementations: [`SqliteStore`] (embedded). A
 /// PostgreSQL backend implements the same trait (per-tenant log serialisation in a transaction).
 pub trait Store: Send + Sync {
+    /// The store's id, fixed when the store was created: every grant names the store it is
+    /// spent on, so a grant accepted here is refused by any other store.
+    fn store_id(&self) -> &str;
     /// Commit mutations; each succeeds or fails on its own, all successes are durable on return.
     fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError>;
     /// Commit one operation's mutations **atomically**: all of them in one savepoint, all or

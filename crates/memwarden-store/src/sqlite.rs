@@ -776,6 +776,9 @@ fn after_of(after: Option<u64>) -> i64 {
 }
 
 impl Store for SqliteStore {
+    fn store_id(&self) -> &str {
+        SqliteStore::store_id(self)
+    }
     fn commit(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
         if mutations.len() > BATCH_MUTATIONS_MAX {
             return Ok(vec![Err(CommitError::BatchTooLarge(mutations.len()))]);

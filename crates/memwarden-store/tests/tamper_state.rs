@@ -68,6 +68,7 @@ fn grant_decision(store: &SqliteStore) -> Mutation {
     let value = NormValue::new(ValueKind::Account, "ACCT-7").unwrap();
     let grant = Grant {
         tenant: tenant(),
+        store: "store-1".into(),
         user: pid("uma"),
         tool: "pay".into(),
         key: "payee".into(),
@@ -95,6 +96,7 @@ fn grant_decision(store: &SqliteStore) -> Mutation {
     let ana = principal("ana", PrincipalKind::Agent);
     let ctx = DecisionContext {
         tenant: &tenant(),
+        store: "store-1",
         now_ms: 100,
         actor: &ana,
         class: &class,

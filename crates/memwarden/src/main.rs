@@ -433,6 +433,11 @@ enum GrantCmd {
         /// Lifetime in seconds.
         #[arg(long, default_value_t = 600)]
         ttl_secs: u64,
+        /// The store the grant is spent on: a server's is the `store` of its
+        /// `GET /v1/principals/me`. Default: this data directory's store (where the grant is
+        /// then also recorded). Any other store refuses the grant.
+        #[arg(long)]
+        store: Option<String>,
         /// Write the grant to this file instead of stdout.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -1042,13 +1047,17 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let (att, r) = engine.attest(&actor(&a)?, &key, &value, parse("kind", &kind)?, &ids(&sources)?)?;
             print_json(&json!({"attestation": att, "counts": att.label == Integrity::Trusted, "log_index": r.log_index}));
         }
-        Cmd::Grant(GrantCmd::Mint { user, tool, key, value, kind, amount, ttl_secs, out }) => {
+        Cmd::Grant(GrantCmd::Mint { user, tool, key, value, kind, amount, ttl_secs, store, out }) => {
             let user = parse::<PrincipalId>("user", &user)?;
             actor(&user)?;
             let sk = load_user_key(&cli.data, &tenant, &user)?;
-            let spec = GrantSpec { tool: &tool, key: &key, value: &value, kind: parse("kind", &kind)?, amount: amount.as_deref(), ttl_ms: ttl_secs.saturating_mul(1000) };
+            let here = store.as_deref().is_none_or(|s| s == engine.store_id());
+            let store = store.as_deref().unwrap_or(engine.store_id());
+            let spec = GrantSpec { store, tool: &tool, key: &key, value: &value, kind: parse("kind", &kind)?, amount: amount.as_deref(), ttl_ms: ttl_secs.saturating_mul(1000) };
             let g = mint_grant(&sk, &tenant, &user, &spec, engine.now_ms())?;
-            engine.record_grant(&g)?;
+            if here {
+                engine.record_grant(&g)?;
+            }
             let text = serde_json::to_string_pretty(&g).map_err(fail)?;
             match out {
                 Some(p) => std::fs::write(&p, text).map_err(|e| fail(format!("{}: {e}", p.display())))?,

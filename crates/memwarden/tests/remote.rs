@@ -229,7 +229,15 @@ fn the_remote_cli_drives_the_memory_operations_as_the_keys_principal() {
     let (st, body) = s.http("POST", "/v1/admin/principals", Some(ADMIN), Some(&json!({"tenant": "acme", "id": "alice", "kind": "user", "public_key": public_key})));
     assert_eq!(st, 201, "{body}");
     let grant = s.dir.path().join("grant.json");
+    // A grant minted for the local data directory's store is refused by the server's (34.6).
     local(&["grant", "mint", "--user", "alice", "--tool", "pay", "--key", "payee", "--value", "ACCT-EVIL-9931", "--amount", "$150", "--out", grant.to_str().unwrap()]);
+    let foreign = ["decide", "--tool", "pay", "--value", "payee=ACCT-EVIL-9931:account", "--amount", "$150", "--context", &email_id, "--grant", grant.to_str().unwrap()];
+    assert_eq!(s.ok(&assistant, &foreign)["verdict"]["code"], "foreign_store");
+    // Minted for the server's store (`store` of `GET /v1/principals/me`), it is accepted once.
+    let (st, me) = s.http("GET", "/v1/principals/me", Some(&assistant), None);
+    assert_eq!(st, 200, "{me}");
+    let store = me["store"].as_str().unwrap().to_owned();
+    local(&["grant", "mint", "--user", "alice", "--tool", "pay", "--key", "payee", "--value", "ACCT-EVIL-9931", "--amount", "$150", "--store", &store, "--out", grant.to_str().unwrap()]);
     let with_grant = ["decide", "--tool", "pay", "--value", "payee=ACCT-EVIL-9931:account", "--amount", "$150", "--context", &email_id, "--grant", grant.to_str().unwrap()];
     assert_eq!(s.ok(&assistant, &with_grant)["verdict"]["decision"], "allow");
     let replay = s.ok(&assistant, &with_grant);

@@ -131,7 +131,11 @@ fn two_servers_on_one_postgres_store_serve_the_same_tenants() {
 
     // A grant used through A is refused as reused through B.
     let tenant = TenantId::new("acme").unwrap();
-    let spec = GrantSpec { tool: "pay", key: "payee", value: "ACCT-LANDLORD-1", kind: ValueKind::Account, amount: Some("150"), ttl_ms: 600_000 };
+    // One store behind both servers: both name the same store id (what the grant signs).
+    let store_a = ok(&a, "GET", "/v1/principals/me", &alice, &Value::Null)["store"].as_str().unwrap().to_owned();
+    let store_b = ok(&b, "GET", "/v1/principals/me", &alice, &Value::Null)["store"].as_str().unwrap().to_owned();
+    assert_eq!(store_a, store_b, "two servers of one store");
+    let spec = GrantSpec { store: &store_a, tool: "pay", key: "payee", value: "ACCT-LANDLORD-1", kind: ValueKind::Account, amount: Some("150"), ttl_ms: 600_000 };
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let grant = serde_json::to_value(mint_grant(&alice_key, &tenant, &PrincipalId::new("alice").unwrap(), &spec, now).unwrap()).unwrap();
     ok(&a, "POST", "/v1/grants", &alice, &grant);

@@ -430,17 +430,17 @@ impl World {
         Ok(Played { actor: agent_now, memories, proposal, action, trace, session, failures })
     }
 
-    fn grant(&self, now_ms: u64, cast: &Cast, case: &Case, sc: &Scenario) -> Result<Vec<SignedGrant>, BenchError> {
+    fn grant(&self, store: &str, now_ms: u64, cast: &Cast, case: &Case, sc: &Scenario) -> Result<Vec<SignedGrant>, BenchError> {
         let Some((key, value, kind)) = &sc.grant else {
             return Ok(Vec::new());
         };
-        let spec = GrantSpec { tool: case.tool.name(), key, value, kind: *kind, amount: sc.task.amount.as_deref(), ttl_ms: 3_600_000 };
+        let spec = GrantSpec { store, tool: case.tool.name(), key, value, kind: *kind, amount: sc.task.amount.as_deref(), ttl_ms: 3_600_000 };
         Ok(vec![mint_grant(&self.user_key, &cast.tenant, cast.alice.id(), &spec, now_ms)?])
     }
 
     fn with_grant(&self, eng: &Engine, cast: &Cast, case: &Case, sc: &Scenario, action: &ActionRequest) -> Result<ActionRequest, BenchError> {
         let mut a = action.clone();
-        a.grants = self.grant(eng.now_ms(), cast, case, sc)?;
+        a.grants = self.grant(eng.store_id(), eng.now_ms(), cast, case, sc)?;
         Ok(a)
     }
 
@@ -475,6 +475,7 @@ impl World {
         let class = ActionClass::of(&action.tool, None);
         let ctx = DecisionContext {
             tenant: &cast.tenant,
+            store: self.eng.store_id(),
             now_ms: self.eng.now_ms(),
             actor: actor.principal(),
             class: &class,
@@ -646,7 +647,7 @@ impl World {
         let nob_outcome = match &nob.action {
             Some(a) => {
                 let mut a = a.clone();
-                a.grants = self.grant(mem.now_ms(), main, case, &sc)?;
+                a.grants = self.grant(MEM_STORE, mem.now_ms(), main, case, &sc)?;
                 Some(mem.decide(&nob.actor, &a, &[main.alice.principal().clone()]))
             }
             None => None,
@@ -708,6 +709,9 @@ impl Backend for EngineBackend<'_> {
 
 /// The authority gate over an in-memory item list: same admission and decision code as the
 /// engine, no store and no log.
+/// The store id the in-memory backend's grants name.
+const MEM_STORE: &str = "bench-mem";
+
 struct MemBackend {
     gate: Authority,
     tenant: TenantId,
@@ -768,6 +772,7 @@ impl MemBackend {
         let class = ActionClass::of(&action.tool, None);
         let ctx = DecisionContext {
             tenant: &self.tenant,
+            store: MEM_STORE,
             now_ms: now,
             actor: agent.principal(),
             class: &class,

@@ -252,6 +252,7 @@ impl AuthorityLayer {
         let class = memwarden_core::authority::ActionClass::of(action, Some(&memwarden_core::principal::ToolAction { kind: req.kind, risk: Risk::High, values: Vec::new(), moves_money: false, support_k: 1, support_k_from_amount: None }));
         let ctx = DecisionContext {
             tenant: &self.tenant,
+            store: "lifecycle-sim",
             now_ms,
             actor: &self.agents[i],
             class: &class,

@@ -205,6 +205,8 @@ impl ActionAnalysis {
 pub struct DecisionContext<'a> {
     /// The deciding tenant.
     pub tenant: &'a TenantId,
+    /// The deciding store's id: a grant must name it.
+    pub store: &'a str,
     /// Now (ms).
     pub now_ms: u64,
     /// The acting principal.
@@ -551,6 +553,10 @@ impl Authority {
         if g.tenant != *ctx.tenant {
             return Err(GrantRefusal::ForeignTenant { nonce });
         }
+        // Spent once across stores: the signed bytes name the store (issue 34.6).
+        if g.store != ctx.store || g.store.is_empty() {
+            return Err(GrantRefusal::ForeignStore { nonce, granted: g.store.clone(), store: ctx.store.to_owned() });
+        }
         let user = (ctx.principal)(&g.user);
         let key = match &user {
             Some(p) if p.kind == PrincipalKind::User && p.tenant == *ctx.tenant => p.public_key,
@@ -807,6 +813,7 @@ mod tests {
     fn grant(w: &World, key: &str, nonce: u8) -> SignedGrant {
         crate::authority::grant::Grant {
             tenant: w.tenant.clone(),
+            store: "store-1".into(),
             user: w.user.id.clone(),
             tool: "pay".into(),
             key: key.into(),
@@ -832,6 +839,7 @@ mod tests {
         let agent = Principal::new(PrincipalId::new("agent").unwrap(), w.tenant.clone(), PrincipalKind::Agent);
         let ctx = DecisionContext {
             tenant: &w.tenant,
+            store: "store-1",
             now_ms: 10,
             actor: &agent,
             class: &class,

@@ -12,11 +12,19 @@ use serde::{Deserialize, Serialize};
 /// Longest accepted lifetime of a grant: one day.
 pub const GRANT_TTL_MS_MAX: u64 = 24 * 60 * 60 * 1000;
 
+/// Longest store id a grant may name.
+pub const GRANT_STORE_BYTES_MAX: usize = 128;
+
 /// The tuple a user authorizes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
     /// Tenant.
     pub tenant: TenantId,
+    /// The store the grant is spent on (its `store_id`): a grant spent on one store is refused
+    /// by every other, whatever tenant names and user keys they share. A grant signed before
+    /// stores were named reads as naming none, and no store accepts it.
+    #[serde(default)]
+    pub store: String,
     /// The signing user.
     pub user: PrincipalId,
     /// The tool the action calls.
@@ -39,7 +47,7 @@ pub struct Grant {
 impl Grant {
     /// The bytes a user signs: a domain-separation tag and the canonical JSON of the tuple.
     pub fn signing_bytes(&self) -> Vec<u8> {
-        let mut out = b"memwarden-grant-v1\n".to_vec();
+        let mut out = b"memwarden-grant-v2\n".to_vec();
         // Serializing a struct of strings and integers cannot fail.
         out.extend(serde_json::to_vec(self).unwrap_or_default());
         out
@@ -98,6 +106,16 @@ pub enum GrantRefusal {
     ForeignTenant {
         /// Nonce.
         nonce: String,
+    },
+    /// Issued for another store.
+    #[error("grant {nonce} is for store {granted:?}, this store is {store:?}")]
+    ForeignStore {
+        /// Nonce.
+        nonce: String,
+        /// The store the grant names.
+        granted: String,
+        /// This store.
+        store: String,
     },
     /// The named user does not exist, is not a user, or has no key.
     #[error("grant {nonce} names {user}, who is not a user with a registered key in this tenant")]
@@ -191,6 +209,7 @@ impl GrantRefusal {
     pub fn code(&self) -> &'static str {
         match self {
             Self::ForeignTenant { .. } => "foreign_tenant",
+            Self::ForeignStore { .. } => "foreign_store",
             Self::UnknownUser { .. } => "unknown_user",
             Self::BadSignature { .. } => "bad_signature",
             Self::Expired { .. } => "expired",
