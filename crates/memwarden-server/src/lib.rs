@@ -112,6 +112,9 @@ pub struct Server {
     metrics: Arc<metrics::Metrics>,
     cancel_mcp: Box<dyn FnOnce() + Send>,
     drain: Duration,
+    /// Held to the end of [`Server::run`], so the server's last references to the engine and the
+    /// key table are released off the async runtime (see there).
+    engine: Arc<Engine>,
 }
 
 impl std::fmt::Debug for Server {
@@ -142,7 +145,7 @@ impl Server {
         let metrics = Arc::new(metrics::Metrics::default());
         let (mcp, cancel_mcp) = mcp::http_service(Arc::clone(&engine), Arc::clone(&metrics), config.body_bytes_max, &config.mcp_allowed_hosts);
         let state = http::AppState(Arc::new(http::Shared {
-            engine,
+            engine: Arc::clone(&engine),
             keys: Arc::clone(&keys),
             admin: admin.clone(),
             limiter: limit::RateLimiter::new(config.rate_per_sec, config.rate_burst),
@@ -152,7 +155,7 @@ impl Server {
         }));
         let app = http::router(state, mcp);
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
-        Ok(Self { listener, app, keys, admin, metrics, cancel_mcp, drain: Duration::from_secs(config.drain_secs) })
+        Ok(Self { listener, app, keys, admin, metrics, cancel_mcp, drain: Duration::from_secs(config.drain_secs), engine })
     }
 
     /// The address actually bound (useful with port 0).
@@ -172,24 +175,36 @@ impl Server {
 
     /// Serve until `shutdown` completes, then stop accepting, finish in-flight requests (MCP
     /// sessions are closed), and wait up to `drain_secs` for engine calls still running.
+    ///
+    /// A PostgreSQL-backed key table or store holds blocking clients whose drop drives a runtime
+    /// of its own, which panics on an async worker: the server's last references to them are
+    /// released on a plain thread once every request and MCP session let go of theirs (bounded
+    /// by the drain period). Regression: SIGTERM made every PostgreSQL-backed server exit 101.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let addr = self.local_addr();
         tracing::info!(%addr, "memwarden server listening");
-        let cancel_mcp = self.cancel_mcp;
+        let Self { listener, app, keys, admin, metrics, cancel_mcp, drain, engine } = self;
         let signal = async move {
             shutdown.await;
             tracing::info!("shutting down: draining in-flight requests");
             cancel_mcp();
         };
-        axum::serve(self.listener, self.app).with_graceful_shutdown(signal).await?;
-        let deadline = Instant::now() + self.drain;
-        while self.metrics.engine_calls_in_flight() > 0 && Instant::now() < deadline {
+        let served = axum::serve(listener, app).with_graceful_shutdown(signal).await;
+        let deadline = Instant::now() + drain;
+        while (metrics.engine_calls_in_flight() > 0 || Arc::strong_count(&keys) > 1) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let left = self.metrics.engine_calls_in_flight();
+        let left = metrics.engine_calls_in_flight();
         if left > 0 {
             tracing::warn!(left, "engine calls still running at the end of the drain period");
         }
+        let release = std::thread::Builder::new().name("memwarden-release".into()).spawn(move || drop((keys, engine, admin)));
+        match release.map(std::thread::JoinHandle::join) {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => tracing::error!("releasing the key table or the engine panicked"),
+            Err(e) => tracing::error!(error = %e, "no thread to release the key table and the engine on"),
+        }
+        served?;
         tracing::info!("memwarden server stopped");
         Ok(())
     }

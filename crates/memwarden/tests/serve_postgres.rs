@@ -155,3 +155,24 @@ fn two_servers_on_one_postgres_store_serve_the_same_tenants() {
     drop(b);
     memwarden_store_pg::drop_schema(&pg_url(), &schema).unwrap();
 }
+
+/// Issue 35.2, regression: SIGTERM made every PostgreSQL-backed server panic on the way out
+/// (exit 101, "Cannot start a runtime from within a runtime": the key table's blocking client
+/// was dropped on an async worker), so a supervisor saw every deploy as a crash. After serving
+/// requests through the key table and the store, SIGTERM drains and exits 0.
+#[test]
+fn sigterm_stops_a_postgres_backed_server_cleanly() {
+    let schema = format!("mw_sigterm_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos());
+    let spec = format!("{} schema={schema}", pg_url());
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = serve(&dir.path().join("a"), &spec, &dir.path().join("store-key"));
+    ok(&s, "POST", "/v1/admin/principals", ADMIN, &json!({"tenant": "acme", "id": "asst", "kind": "agent"}));
+    let token = ok(&s, "POST", "/v1/admin/keys", ADMIN, &json!({"tenant": "acme", "principal": "asst", "label": "t"}))["token"].as_str().unwrap().to_owned();
+    ok(&s, "POST", "/v1/memories", &token, &json!({"namespace": "ops", "content": "Standup at 9:30."}));
+    assert_eq!(ok(&s, "GET", "/v1/principals/me", &token, &Value::Null)["principal"]["id"], "asst");
+    let pid = s.child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success(), "kill -TERM {pid}");
+    let status = s.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "a PostgreSQL-backed server exits 0 on SIGTERM: {status}");
+}
