@@ -526,10 +526,10 @@ pub(crate) const CONTEXT_EVIDENCE_MAX: usize = 2 * memwarden_core::action::ACTIO
 pub(crate) fn context_verdict(g: &LineageGraph, agent: &PrincipalId, class: &ActionRequest, cited: &[ItemId], unreadable: &[ItemId]) -> Option<Verdict> {
     use memwarden_lineage::GateCause as C;
     let (kind, risk) = (class.kind, class.risk);
-    if cited.len() + unreadable.len() > CONTEXT_EVIDENCE_MAX {
-        let mut v = verdict_of(Decision::Block, "too_many_supports", format!("more than {CONTEXT_EVIDENCE_MAX} cited memories to check"));
-        v.affected = Vec::new();
-        return Some(v);
+    // `unreadable` is a subset of `cited`: the bound is on what the action cites.
+    debug_assert!(unreadable.iter().all(|id| cited.contains(id)), "held-back items are cited items");
+    if cited.len() > CONTEXT_EVIDENCE_MAX {
+        return Some(verdict_of(Decision::Block, "too_many_supports", format!("more than {CONTEXT_EVIDENCE_MAX} cited memories to check")));
     }
     let mut worst: Option<(Decision, C, ItemId)> = None;
     let mut consider = |d: Decision, c: C, id: ItemId| {
