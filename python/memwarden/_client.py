@@ -322,7 +322,8 @@ class Client:
         return self.search_results(query, namespace=namespace, k=k)["results"]
 
     def search_results(self, query: str, *, namespace: str = DEFAULT_NAMESPACE, k: int = 5) -> SearchOut:
-        """`search` with `withheld`: how many memories a defense layer held back from the hits."""
+        """`search` with `withheld`: how many memories a defense layer held back from the hits,
+        and `withheld_memories`: which (id, layer, rule, flags; never their text)."""
         return cast(SearchOut, self._t.call("search", {"namespace": namespace, "query": query, "k": k}))
 
     def update(self, id: str, content: str) -> UpdatedOut:

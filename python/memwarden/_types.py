@@ -115,10 +115,12 @@ class ListOut(TypedDict):
 
 
 class SearchOut(TypedDict):
-    """A search's answer: the hits, and how many memories a layer withheld from them."""
+    """A search's answer: the hits, how many memories a layer withheld from them, and which
+    (by id, rule and flags; cite them in an action's context and the decision weighs them)."""
 
     results: List[Hit]
     withheld: int
+    withheld_memories: List[WithheldOut]
 
 
 class UpdatedOut(TypedDict):

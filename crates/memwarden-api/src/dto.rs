@@ -286,7 +286,9 @@ pub struct ListOut {
 pub struct WithheldOut {
     /// The memory's id.
     pub id: String,
-    /// The layer that held it back: `lifecycle` or `lineage`.
+    /// The layer that held it back: `lifecycle`, `lineage`, or `authority` (rule
+    /// `confidential_ancestry` or `confidential_session`: the writer addressed it to the caller,
+    /// and the confidentiality of what it was written from narrowed its readers).
     pub layer: String,
     /// The rule that fired: the lifecycle layer's (`quarantined`, `tainted_directive`,
     /// `trigger_sensitive`, `unverified_answer_binding`, `low_reputation`, `poisoned`,
@@ -296,6 +298,22 @@ pub struct WithheldOut {
     /// The evidence that fired (the lifecycle scorer's flags such as `external_source`,
     /// `instruction_like`, `self_claim`, `trigger_cue`; the rule itself when nothing else did).
     pub flags: Vec<String>,
+}
+
+/// A memory a search withheld: why (as [`WithheldOut`]), and its cosine similarity to the query
+/// (as a hit's `similarity`), so the caller can tell which withheld memories bear on its request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WithheldHitOut {
+    /// The memory's id.
+    pub id: String,
+    /// The layer that held it back (see [`WithheldOut::layer`]).
+    pub layer: String,
+    /// The rule that fired (see [`WithheldOut::rule`]).
+    pub rule: String,
+    /// The evidence that fired (see [`WithheldOut::flags`]).
+    pub flags: Vec<String>,
+    /// Cosine similarity to the query.
+    pub similarity: f32,
 }
 
 /// Query of `GET /v1/memories`.
@@ -379,11 +397,17 @@ pub struct SearchOut {
     /// The most similar memories the caller may read, best first.
     pub results: Vec<HitOut>,
     /// How many memories a defense layer withheld from these results (read firewall, broker,
-    /// lineage read rule): those that rank above the last hit, or every one withheld when fewer
-    /// than `k` hits came back. Memories below `min_label` (or a planning session's floor) are
-    /// not counted.
+    /// lineage read rule, confidential sources): those that would have been among the `k` hits
+    /// had nothing been withheld. Memories below `min_label` (or a planning session's floor)
+    /// are not counted.
     #[serde(default)]
     pub withheld: usize,
+    /// The withheld memories counted in `withheld`, most relevant first, by id with the rule
+    /// and flags (never their text): `GET /v1/memories/{id}` answers each with `403 withheld`.
+    /// Cite them in an action's `context` and the decision weighs them (a disclosure is
+    /// redacted, an act re-verified or blocked).
+    #[serde(default)]
+    pub withheld_memories: Vec<WithheldHitOut>,
 }
 
 /// Derive (summarise) a memory from parents.

@@ -136,6 +136,13 @@ impl Readers {
             (Readers::Only(a), Readers::Only(b)) => Readers::Only(a.intersection(b).cloned().collect()),
         }
     }
+    /// Set union (`All` is the top element).
+    pub fn union(&self, other: &Readers) -> Readers {
+        match (self, other) {
+            (Readers::All, _) | (_, Readers::All) => Readers::All,
+            (Readers::Only(a), Readers::Only(b)) => Readers::Only(a.union(b).cloned().collect()),
+        }
+    }
     /// Whether `p` is admitted.
     pub fn admits(&self, p: &PrincipalId) -> bool {
         match self {
@@ -357,6 +364,13 @@ pub struct MemoryItem {
     /// promotion can drop it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ceiling: Option<Readers>,
+    /// Who the writer addressed the memory to, when the confidentiality of what it was written
+    /// from narrowed its readers below that (issue 34, "withheld says withheld"). It grants no
+    /// read: a principal of the audience outside the readers is told the memory is withheld
+    /// (its id and why), never its text. `None`: the readers are the audience. Part of the
+    /// identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) audience: Option<Readers>,
     pub(crate) status: Status,
     pub(crate) guard: GuardState,
     pub(crate) created_ms: u64,
@@ -426,6 +440,8 @@ struct RawItem {
     scope: Scope,
     #[serde(default)]
     ceiling: Option<Readers>,
+    #[serde(default)]
+    audience: Option<Readers>,
     status: Status,
     guard: GuardState,
     created_ms: u64,
@@ -468,6 +484,7 @@ impl TryFrom<RawItem> for MemoryItem {
             parents: r.parents,
             scope: r.scope,
             ceiling: r.ceiling,
+            audience: r.audience,
             status: r.status,
             guard: r.guard,
             created_ms: r.created_ms,
@@ -486,6 +503,27 @@ impl MemoryItem {
     /// session could read what everyone can.
     pub fn ceiling(&self) -> Option<&Readers> {
         self.ceiling.as_ref()
+    }
+
+    /// Who the writer addressed this memory to beyond its readers (see the field); `None` when
+    /// its readers are its whole audience.
+    pub fn audience(&self) -> Option<&Readers> {
+        self.audience.as_ref()
+    }
+
+    /// Whether `p` may be told this memory exists although its scope does not let `p` read it:
+    /// the writer addressed it to `p`, and it is active. Grants no read ([`MemoryItem::readable_by`]
+    /// decides that); the engine answers such a principal `withheld`, never with the text.
+    pub fn addressed_to(&self, p: &PrincipalId) -> bool {
+        self.status == Status::Active
+            && self.scope.visibility != Visibility::Revoked
+            && self.audience.as_ref().is_some_and(|a| a.admits(p))
+    }
+
+    /// Whether a store's search may return this memory to `reader` as a candidate: readable, or
+    /// addressed to it (the engine withholds the latter; a store never hands anything over).
+    pub fn searchable_by(&self, reader: &PrincipalId) -> bool {
+        self.readable_by(reader) || self.addressed_to(reader)
     }
 
     /// The text folded for value matching (computed once).
@@ -619,6 +657,9 @@ impl MemoryItem {
             // Absent for items written without a session ceiling (digests of earlier builds).
             #[serde(skip_serializing_if = "Option::is_none")]
             ceiling: Option<&'a Readers>,
+            // Absent for items whose readers are their audience (digests of earlier builds).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            audience: Option<&'a Readers>,
             created_ms: u64,
             session: Option<&'a str>,
             task: Option<&'a str>,
@@ -637,6 +678,7 @@ impl MemoryItem {
             parents: &self.parents,
             owner: &self.scope.owner,
             ceiling: self.ceiling.as_ref(),
+            audience: self.audience.as_ref(),
             created_ms: self.created_ms,
             session: self.session.as_deref(),
             task: self.task.as_deref(),

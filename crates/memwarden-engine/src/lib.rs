@@ -194,6 +194,17 @@ pub struct WithheldMemory {
     pub flags: Vec<String>,
 }
 
+/// A memory a search withheld ([`SearchResults::withheld_memories`]): why, and its cosine
+/// similarity to the query (what a hit's `similarity` is), so a caller can tell which withheld
+/// memories bear on its request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WithheldHit {
+    /// The memory and why it is withheld.
+    pub memory: WithheldMemory,
+    /// Cosine similarity to the query.
+    pub similarity: f32,
+}
+
 impl WithheldMemory {
     fn of(id: ItemId, hold: Hold) -> Self {
         Self { id, layer: hold.layer, rule: hold.rule, flags: hold.flags }
@@ -223,11 +234,15 @@ pub struct Listing {
 pub struct SearchResults {
     /// The hits, best first.
     pub hits: Vec<SearchHit>,
-    /// Candidates the layers withheld (read firewall, broker, lineage read rule) that rank above
-    /// the last hit, or every one they withheld when fewer than `k` hits came back. Memories
+    /// Candidates the layers withheld (read firewall, broker, lineage read rule, confidential
+    /// sources) that would have been among the `k` hits had nothing been withheld. Memories
     /// below the caller's label floor (`min_label`, a planning session) are not counted: the
     /// caller asked for that.
     pub withheld: usize,
+    /// The withheld ones counted in [`SearchResults::withheld`], by id with the rule and
+    /// evidence (never the text), most relevant first: what get answers `403 withheld` for, so
+    /// an agent can cite them and the decision weighs them (issue 34.8).
+    pub withheld_memories: Vec<WithheldHit>,
 }
 
 /// A principal the engine authenticated (looked up from its own records). Only the engine makes
@@ -581,11 +596,42 @@ pub(crate) fn lifecycle_route(route: Route) -> Route {
 }
 
 /// Whether `item` exists for `reader` as a memory it may be told about: stored (not erased), not
-/// revoked, and its own scope admits the reader. A layer that holds such a memory back reports it
+/// revoked, and its own scope admits the reader (or its writer addressed it to the reader: see
+/// [`MemoryItem::addressed_to`]). A layer that holds such a memory back reports it
 /// withheld ([`EngineError::Withheld`]); anything else reads as not found.
 pub(crate) fn in_reader_scope(item: Option<&MemoryItem>, reader: &PrincipalId) -> bool {
-    item.is_some_and(|i| matches!(i.status(), Status::Active | Status::Superseded | Status::Quarantined) && i.scope().admits(reader))
+    item.is_some_and(|i| (matches!(i.status(), Status::Active | Status::Superseded | Status::Quarantined) && i.scope().admits(reader)) || i.addressed_to(reader))
 }
+
+/// The withheld candidates that would have been among the `k` best had no layer withheld them:
+/// each one's rank among the hits and the other withheld ones (relevance, then the older id),
+/// below `k`. Most relevant first.
+fn would_have_been_hits(mut held: Vec<(f64, WithheldHit)>, hits: &[Candidate], k: usize) -> Vec<WithheldHit> {
+    held.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.memory.id.cmp(&b.1.memory.id)));
+    let out: Vec<WithheldHit> = held
+        .into_iter()
+        .enumerate()
+        .filter(|(n, (r, w))| {
+            let hits_ahead = hits.iter().filter(|h| h.relevance.total_cmp(r).then(w.memory.id.cmp(&h.item().id())).is_gt()).count();
+            n + hits_ahead < k
+        })
+        .map(|(_, (_, w))| w)
+        .collect();
+    debug_assert!(out.len() <= k);
+    out
+}
+
+/// The most ancestors [`Engine::decide`] and a read walk to tell a confidential ancestry from a
+/// session's ceiling.
+pub const CONFIDENTIAL_ANCESTORS_MAX: usize = 64;
+
+/// The rule of a memory addressed to the reader and withheld because a source it declares is
+/// confidential to others: evidence the action reached restricted content.
+pub const CONFIDENTIAL_ANCESTRY: &str = "confidential_ancestry";
+/// The rule of a memory addressed to the reader and withheld only because its writer's session
+/// had read something confidential it does not declare (the session's readers ceiling): never
+/// handed over, and nothing it declares is restricted, so a decision does not weigh it.
+pub const CONFIDENTIAL_SESSION: &str = "confidential_session";
 
 /// Milliseconds since the Unix epoch.
 pub fn system_ms() -> u64 {
@@ -844,7 +890,16 @@ impl Engine {
                 // gate, or a blocked promotion's hold) exists for this reader: it is withheld,
                 // with what the scorer sees in it, not missing.
                 let held = i.status() == Status::Quarantined && i.scope().admits(actor.id());
-                c.withhold(if held { Withheld::Stage(self.quarantine_hold(&c.view)) } else { Withheld::Scope });
+                // One the writer addressed to this reader, narrowed away by the confidentiality
+                // of what it was written from, exists for it too: withheld, never its text.
+                let addressed = i.addressed_to(actor.id());
+                c.withhold(if held {
+                    Withheld::Stage(self.quarantine_hold(&c.view))
+                } else if addressed {
+                    Withheld::Stage(self.confidential_hold(i, actor)?)
+                } else {
+                    Withheld::Scope
+                });
             } else if i.label().integrity() < floor {
                 c.withhold(Withheld::SessionFloor);
             }
@@ -854,6 +909,41 @@ impl Engine {
             s.filter_reads(&cx, read, candidates, fx)?;
         }
         Ok(())
+    }
+
+    /// Why a memory addressed to `actor` is withheld (issue 34.8): a declared source of it that
+    /// `actor` may not read (`confidential_ancestry`), or only what its writer's session had read
+    /// (`confidential_session`: the session's readers ceiling, nothing it declares).
+    ///
+    /// A memory's own restriction, without any session's ceiling, is its audience (or its
+    /// readers when it has none); the ancestry is confidential to `actor` when some declared
+    /// ancestor's own restriction excludes it, walking at most [`CONFIDENTIAL_ANCESTORS_MAX`]
+    /// ancestors (past that, or at an ancestor that is gone: confidential, errors deny).
+    fn confidential_hold(&self, item: &MemoryItem, actor: &Actor) -> Result<Hold, EngineError> {
+        debug_assert!(!item.readable_by(actor.id()) && item.addressed_to(actor.id()));
+        let own = |i: &MemoryItem| i.scope().visibility == memwarden_core::item::Visibility::Revoked || !(i.scope().owner == *actor.id() || i.audience().unwrap_or(&i.scope().readers).admits(actor.id()));
+        let mut seen: std::collections::BTreeSet<ItemId> = std::collections::BTreeSet::new();
+        // Declared sources only: a `seen_in_session` edge records what the session was handed
+        // (its taint), which is the session's ceiling, not something the memory declares.
+        let declared = |i: &MemoryItem| -> Vec<ItemId> { i.parents().iter().filter(|p| p.kind != EdgeKind::SeenInSession).map(|p| p.id).collect() };
+        let mut frontier: Vec<ItemId> = declared(item);
+        let mut ancestry = false;
+        while !frontier.is_empty() && !ancestry {
+            frontier.retain(|id| seen.insert(*id));
+            if seen.len() > CONFIDENTIAL_ANCESTORS_MAX {
+                ancestry = true;
+                break;
+            }
+            let found = self.items_of(actor.tenant(), &frontier)?;
+            ancestry = found.iter().any(|p| p.as_ref().is_none_or(own));
+            frontier = found.iter().flatten().flat_map(declared).collect();
+        }
+        debug_assert!(seen.len() <= CONFIDENTIAL_ANCESTORS_MAX + frontier.len().max(1) + item.parents().len());
+        Ok(if ancestry {
+            Hold::new("authority", CONFIDENTIAL_ANCESTRY, vec!["declared_source_not_readable".to_owned()])
+        } else {
+            Hold::new("authority", CONFIDENTIAL_SESSION, vec!["writer_session_read_confidential".to_owned()])
+        })
     }
 
     /// Why a quarantined memory is withheld: the rule `quarantined` and the evidence the lifecycle
@@ -1471,17 +1561,25 @@ impl Engine {
         // source it cannot read — makes the request invalid, as does a held-back one without
         // a lineage layer.
         let mut unreadable: Vec<ItemId> = Vec::new();
+        // Cited memories withheld only by their writer's session ceiling
+        // ([`CONFIDENTIAL_SESSION`]): never handed over, nothing they declare is restricted, so
+        // they are left out of the decision (neither evidence nor an invalid citation).
+        let mut not_weighed: Vec<ItemId> = Vec::new();
         let mut invalid_context = None;
         if ids.len() <= memwarden_core::action::ACTION_CONTEXT_MAX * 2 {
             for (id, item) in ids.iter().zip(self.items_of(&tenant, &ids)?) {
                 let source = action.values.iter().any(|v| v.sources.contains(id));
                 match item {
                     Some(i) if i.readable_by(actor.id()) => items.push(i),
+                    Some(i) if !source && !i.scope().admits(actor.id()) && i.addressed_to(actor.id()) && self.confidential_hold(&i, actor)?.rule == CONFIDENTIAL_SESSION => {
+                        not_weighed.push(*id);
+                    }
                     Some(i) if self.lineage.is_some() && !source && in_reader_scope(Some(&i), actor.id()) => unreadable.push(*id),
                     _ => invalid_context = invalid_context.or(Some(*id)),
                 }
             }
         }
+        debug_assert!(not_weighed.iter().all(|id| !unreadable.contains(id)));
         // The cited memories' ancestors the actor may read, along declared parents: the gate
         // counts them as cited (a trusted record a note was derived from supports the note's
         // value; an untrusted one pushes it). One it may not read is simply not consulted.
@@ -1553,10 +1651,11 @@ impl Engine {
         // the lineage stage's evidence (above), not part of the analysis.
         let cited_context = action.context.clone();
         let pruned;
-        let action: &ActionRequest = if unreadable.is_empty() || invalid_context.is_some() {
+        let action: &ActionRequest = if (unreadable.is_empty() && not_weighed.is_empty()) || invalid_context.is_some() {
             action
         } else {
-            pruned = ActionRequest { context: action.context.iter().copied().filter(|id| !unreadable.contains(id)).collect(), ..action.clone() };
+            let kept = |id: &ItemId| !unreadable.contains(id) && !not_weighed.contains(id);
+            pruned = ActionRequest { context: action.context.iter().copied().filter(kept).collect(), ..action.clone() };
             &pruned
         };
         // An invalid request has no analysis: `Authority::decide` blocks it below.
@@ -1568,7 +1667,8 @@ impl Engine {
                 let mut classed = action.clone();
                 classed.kind = class.action.kind;
                 classed.risk = class.action.risk;
-                let input = DecideInput { classed: &classed, analysis, cited: &ids, unreadable: &unreadable };
+                let weighed: Vec<ItemId> = ids.iter().copied().filter(|id| !not_weighed.contains(id)).collect();
+                let input = DecideInput { classed: &classed, analysis, cited: &weighed, unreadable: &unreadable };
                 let cx = self.cx(actor, now);
                 // Every stage's verdict, in pipeline order; a stage that fails blocks.
                 let mut verdicts = Vec::with_capacity(self.stages.len());
@@ -2039,7 +2139,7 @@ impl Engine {
         }
         // A query without direction (no token the embedder knows) is similar to nothing.
         let Some(q) = self.embed_query(query)? else {
-            return Ok(SearchResults { hits: Vec::new(), withheld: 0 });
+            return Ok(SearchResults { hits: Vec::new(), withheld: 0, withheld_memories: Vec::new() });
         };
         let now = self.now_ms();
         // Eligibility is the store's permission filter (never a score); the read stages filter
@@ -2065,18 +2165,20 @@ impl Engine {
                 return Err(self.refuse(actor.tenant(), now, fx, e));
             }
             // What a layer held back, by relevance, to count the ones that would have been hits.
-            let held: Vec<(f64, ItemId)> =
-                candidates.iter().filter(|c| matches!(c.withheld, Some(Withheld::Stage(_)))).map(|c| (c.relevance, c.item().id())).collect();
+            let held: Vec<(f64, WithheldHit)> = candidates
+                .iter()
+                .filter_map(|c| match &c.withheld {
+                    Some(Withheld::Stage(hold)) => Some((c.relevance, WithheldHit { memory: WithheldMemory::of(c.item().id(), hold.clone()), similarity: c.similarity })),
+                    _ => None,
+                })
+                .collect();
             candidates.retain(|c| c.withheld.is_none());
             let trust = |c: &Candidate| c.path.as_ref().map_or(0.0, |p| p.scores.trust.get());
             // Relevance, then path trust, then the older memory (ids are time-ordered).
             candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then(trust(b).total_cmp(&trust(a))).then(a.item().id().cmp(&b.item().id())));
             candidates.truncate(k);
             if candidates.len() >= k || exhausted {
-                let withheld = match candidates.last() {
-                    Some(last) if candidates.len() >= k => held.iter().filter(|(r, id)| r.total_cmp(&last.relevance).then(last.item().id().cmp(id)).is_gt()).count(),
-                    _ => held.len(),
-                };
+                let withheld = would_have_been_hits(held, &candidates, k);
                 break (candidates, withheld, fx);
             }
             fetch = fetch.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
@@ -2084,7 +2186,7 @@ impl Engine {
         debug_assert!(handed.len() <= k);
         self.hand_out(actor, Read::Search { query }, &handed, now, &mut fx)?;
         self.finish(actor.tenant(), now, fx)?;
-        Ok(SearchResults { hits: handed.into_iter().map(SearchHit::of).collect(), withheld })
+        Ok(SearchResults { hits: handed.into_iter().map(SearchHit::of).collect(), withheld: withheld.len(), withheld_memories: withheld })
     }
 
     /// Search candidates for `actor`, best first: the store's vector hits and, under hybrid

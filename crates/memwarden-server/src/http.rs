@@ -1060,7 +1060,7 @@ impl utoipa::Modify for SecurityAddon {
         alias_add, alias_list, alias_get, alias_update, alias_delete, alias_history, alias_search,
         healthz, readyz, metrics_text, openapi_json,
     ),
-    components(schemas(Problem, WithheldOut, AddMemory, AddMany, ParentIn)),
+    components(schemas(Problem, WithheldOut, WithheldHitOut, AddMemory, AddMany, ParentIn)),
     modifiers(&SecurityAddon),
     security(("bearer" = [])),
     tags(

@@ -305,6 +305,11 @@ pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, 
     let found = engine.search_report(actor, &namespace(&s.namespace)?, &s.query, s.k, min_label)?;
     Ok(SearchOut {
         withheld: found.withheld,
+        withheld_memories: found
+            .withheld_memories
+            .iter()
+            .map(|w| WithheldHitOut { id: w.memory.id.to_string(), layer: w.memory.layer.to_owned(), rule: w.memory.rule.clone(), flags: w.memory.flags.clone(), similarity: w.similarity })
+            .collect(),
         results: found
             .hits
             .iter()

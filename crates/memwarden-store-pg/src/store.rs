@@ -298,7 +298,7 @@ impl PostgresStore {
         let tenant = TenantId::new(&row.tenant).ok()?;
         let id = <[u8; 16]>::try_from(row.id.as_slice()).ok().map(ItemId::from_bytes)?;
         let item = item_of(row, &tenant, &id).ok()?;
-        Some(NewVector { seq, id, tenant, namespace: item.namespace().clone(), embedding: decode_f32(emb), scope: item.scope().clone(), status: item.status() })
+        Some(NewVector { seq, id, tenant, namespace: item.namespace().clone(), embedding: decode_f32(emb), scope: item.scope().clone(), audience: item.audience().cloned(), status: item.status() })
     }
 
     /// The schema this store lives in.
@@ -465,7 +465,7 @@ impl PostgresStore {
                 Some((row, Some(emb))) => {
                     let Some(v) = Self::vector_of(&view.state, &row, &emb) else { continue };
                     if let Some((t, ns, seq)) = indexed.get(&id) {
-                        self.vectors.update_access(AccessChange { seq: *seq, tenant: t.clone(), namespace: ns.clone(), scope: v.scope, status: v.status, erased: false });
+                        self.vectors.update_access(AccessChange { seq: *seq, tenant: t.clone(), namespace: ns.clone(), scope: v.scope, audience: v.audience, status: v.status, erased: false });
                     } else {
                         if self.vectors.dims().is_none() {
                             self.vectors.set_dims(v.embedding.len());
@@ -480,7 +480,7 @@ impl PostgresStore {
                 None => {
                     let gone = view.state.check(&row_key(Table::Items, tenant, &[hex_id]), None) == Check::Ok;
                     if gone && let Some((t, ns, seq)) = indexed.remove(&id) {
-                        self.vectors.update_access(AccessChange { seq, tenant: t, namespace: ns, scope: erased_scope()?, status: Status::Revoked, erased: true });
+                        self.vectors.update_access(AccessChange { seq, tenant: t, namespace: ns, scope: erased_scope()?, audience: None, status: Status::Revoked, erased: true });
                     }
                 }
             }
@@ -1085,7 +1085,7 @@ impl Store for PostgresStore {
             if query.len() != dims || query.iter().any(|x| !x.is_finite()) || query.iter().all(|x| *x == 0.0) {
                 return Err(StoreError::BadQuery(format!("the query must be a finite, non-zero {dims}-dimensional vector (got {} dimensions)", query.len())));
             }
-            let eligible = |i: &MemoryItem| i.readable_by(reader);
+            let eligible = |i: &MemoryItem| i.searchable_by(reader);
             let Some(found) = self.vectors.search(tenant, namespace, query, k, reader)? else {
                 return Self::search_exact_in(conn, view, tenant, namespace, query, k, &eligible);
             };
@@ -1095,7 +1095,7 @@ impl Store for PostgresStore {
             for ((_, similarity), item) in found.hits.into_iter().zip(items) {
                 // The catalog said eligible; the item read back (verified against the log) must agree.
                 match item {
-                    Some(item) if item.namespace() == namespace && item.readable_by(reader) => out.push(Hit { item, similarity, lexical: None }),
+                    Some(item) if item.namespace() == namespace && item.searchable_by(reader) => out.push(Hit { item, similarity, lexical: None }),
                     // Out of step: never return it; answer from the table so the caller still
                     // gets min(k, eligible) items.
                     _ => return Self::search_exact_in(conn, view, tenant, namespace, query, k, &eligible),
@@ -1147,7 +1147,7 @@ impl Store for PostgresStore {
                 let items = read_items(conn, view, tenant, &ids)?;
                 for ((_, emb, rank), item) in matches.into_iter().zip(items) {
                     let Some(item) = item else { continue };
-                    if item.namespace() != namespace || !item.readable_by(reader) {
+                    if item.namespace() != namespace || !item.searchable_by(reader) {
                         continue;
                     }
                     let similarity = match emb {

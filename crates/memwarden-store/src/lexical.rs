@@ -2,13 +2,13 @@
 //!
 //! It is a candidate generator only, never a source of truth: a hit names a row id, and the item
 //! it returns is read back from `items` and verified against the log like every other read, then
-//! filtered by the same permission check as vector search ([`MemoryItem::readable_by`]). So an
+//! filtered by the same permission check as vector search ([`MemoryItem::searchable_by`]). So an
 //! edited index can change which eligible memories are proposed, never make an ineligible one
 //! readable. It is kept in step inside the commit's transaction: an item's text is indexed when
 //! its row is inserted and removed when it is erased (`secure-delete` is on, so an erased text's
 //! terms leave the index at once rather than at the next merge).
 //!
-//! [`MemoryItem::readable_by`]: memwarden_core::item::MemoryItem::readable_by
+//! [`MemoryItem::searchable_by`]: memwarden_core::item::MemoryItem::searchable_by
 
 use rusqlite::{Connection, OptionalExtension, params};
 

@@ -500,13 +500,15 @@ pub trait Store: Send + Sync {
     /// more): what it was handed anywhere, for the routes where it vouches (issue 34.3).
     fn sessions_of(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<(Vec<StoredSession>, bool), StoreError>;
     /// Semantic search over a namespace for `reader`. The permission filter (the item's status
-    /// and scope admit `reader`: [`MemoryItem::readable_by`]) decides eligibility *before*
-    /// ranking, never as a score penalty. Returns `min(k, eligible)` items, most similar first,
-    /// and never one `reader` may not read. `k` is 1..=[`SEARCH_K_MAX`].
+    /// and scope admit `reader`, or its writer addressed it to `reader`:
+    /// [`MemoryItem::searchable_by`]) decides eligibility *before* ranking, never as a score
+    /// penalty. Returns `min(k, eligible)` candidates, most similar first, and never one
+    /// `reader` may neither read nor be told of; the engine withholds the addressed ones it may
+    /// not read. `k` is 1..=[`SEARCH_K_MAX`].
     fn search(&self, tenant: &TenantId, namespace: &Namespace, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError>;
     /// Lexical search (BM25 over the words of `text`) under the same permission filter as
     /// [`Store::search`]: `min(k, eligible matches)` items, best match first, never one `reader`
-    /// may not read. Each hit's `similarity` is its embedding's cosine to `query` (0 without an
+    /// may neither read nor be told of. Each hit's `similarity` is its embedding's cosine to `query` (0 without an
     /// embedding). A store without a lexical index returns nothing (search is then vector-only).
     fn search_lexical(&self, tenant: &TenantId, namespace: &Namespace, text: &str, query: &[f32], k: usize, reader: &PrincipalId) -> Result<Vec<Hit>, StoreError> {
         let _ = (tenant, namespace, text, query, k, reader);

@@ -970,7 +970,7 @@ impl Store for SqliteStore {
         if query.len() != dims || query.iter().any(|x| !x.is_finite()) || query.iter().all(|x| *x == 0.0) {
             return Err(StoreError::BadQuery(format!("the query must be a finite, non-zero {dims}-dimensional vector (got {} dimensions)", query.len())));
         }
-        let exact = || self.search_exact(tenant, namespace, query, k, &|i: &MemoryItem| i.readable_by(reader));
+        let exact = || self.search_exact(tenant, namespace, query, k, &|i: &MemoryItem| i.searchable_by(reader));
         let Some(found) = self.shared.vectors.search(tenant, namespace, query, k, reader)? else {
             return exact();
         };
@@ -979,7 +979,7 @@ impl Store for SqliteStore {
         for (id, similarity) in found.hits {
             // The catalog said eligible; the item read back (verified against the log) must agree.
             match self.read_item(&conn, tenant, &id)? {
-                Some(item) if item.namespace() == namespace && item.readable_by(reader) => out.push(Hit { item, similarity, lexical: None }),
+                Some(item) if item.namespace() == namespace && item.searchable_by(reader) => out.push(Hit { item, similarity, lexical: None }),
                 // Out of step (a status change raced this search): never return it, and answer
                 // from the table instead so the caller still gets min(k, eligible) items.
                 _ => {
@@ -1019,7 +1019,7 @@ impl Store for SqliteStore {
                 let Ok(raw) = <[u8; 16]>::try_from(raw.as_slice()) else { continue };
                 let id = ItemId::from_bytes(raw);
                 let Some(item) = self.read_item(&conn, tenant, &id)? else { continue };
-                if item.namespace() != namespace || !item.readable_by(reader) {
+                if item.namespace() != namespace || !item.searchable_by(reader) {
                     continue;
                 }
                 let similarity = match emb {

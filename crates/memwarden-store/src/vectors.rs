@@ -76,6 +76,11 @@ pub struct NewVector {
     pub embedding: Vec<f32>,
     /// The item's scope.
     pub scope: Scope,
+    /// Who its writer addressed it to beyond its readers ([`MemoryItem::audience`]): a search
+    /// finds it for them too, and the engine withholds it from them.
+    ///
+    /// [`MemoryItem::audience`]: memwarden_core::item::MemoryItem::audience
+    pub audience: Option<Readers>,
     /// The item's status.
     pub status: Status,
 }
@@ -91,6 +96,8 @@ pub struct AccessChange {
     pub namespace: Namespace,
     /// The item's scope.
     pub scope: Scope,
+    /// Who its writer addressed it to beyond its readers (see [`NewVector::audience`]).
+    pub audience: Option<Readers>,
     /// The item's status.
     pub status: Status,
     /// The item was erased: its key leaves the catalog and the index altogether.
@@ -107,11 +114,17 @@ enum Access {
 }
 
 impl Access {
-    fn of(scope: &Scope, status: Status) -> Self {
+    /// Whom a search may find it for: its readers and owner, and the audience its writer
+    /// addressed (the engine withholds it from the audience; the store only finds candidates).
+    fn of(scope: &Scope, audience: Option<&Readers>, status: Status) -> Self {
         if !status.retrievable() || scope.visibility == Visibility::Revoked {
             return Self::Nobody;
         }
-        match &scope.readers {
+        let found_by = match audience {
+            Some(a) => scope.readers.union(a),
+            None => scope.readers.clone(),
+        };
+        match found_by {
             Readers::All => Self::Everyone,
             Readers::Only(set) => Self::Only(set.iter().chain(std::iter::once(&scope.owner)).cloned().collect()),
         }
@@ -263,6 +276,8 @@ fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 #[derive(Deserialize)]
 struct AccessView {
     scope: Scope,
+    #[serde(default)]
+    audience: Option<Readers>,
     status: Status,
 }
 
@@ -433,7 +448,7 @@ impl Vectors {
                 let namespace = Namespace::new(&vn).map_err(|e| StoreError::Corrupt(e.to_string()))?;
                 let trusted = verify_row(&row) && row.vseq == Some(seq_raw) && row.tenant == vt && row.namespace == vn;
                 let access = match serde_json::from_str::<AccessView>(&row.record) {
-                    Ok(view) if trusted => Access::of(&view.scope, view.status),
+                    Ok(view) if trusted => Access::of(&view.scope, view.audience.as_ref(), view.status),
                     _ => {
                         eprintln!("memwarden-store: item {id} does not match the verdict log; it is not searchable (see verify_log)");
                         Access::Nobody
@@ -609,7 +624,7 @@ impl Vectors {
             }
         };
         let mut catalog = write(&part.catalog);
-        let access = Access::of(&v.scope, v.status);
+        let access = Access::of(&v.scope, v.audience.as_ref(), v.status);
         let added = catalog.class_for(&access).and_then(|class| {
             part.index.add(v.seq, class, &v.embedding).map_err(index_err)?;
             Ok(class)
@@ -644,7 +659,7 @@ impl Vectors {
         let outcome = if a.erased {
             part.index.remove(a.seq).map(|_| ()).map_err(index_err)
         } else {
-            let access = Access::of(&a.scope, a.status);
+            let access = Access::of(&a.scope, a.audience.as_ref(), a.status);
             catalog.class_for(&access).and_then(|class| {
                 part.index.move_to(a.seq, class).map_err(index_err)?;
                 catalog.insert(a.seq, id, access, class);
@@ -742,7 +757,7 @@ mod tests {
     }
 
     fn put(c: &mut Catalog, key: u64, scope: &Scope, status: Status) {
-        let access = Access::of(scope, status);
+        let access = Access::of(scope, None, status);
         let class = c.class_for(&access).unwrap();
         c.insert(key, ItemId::from_bytes([key as u8; 16]), access, class);
     }

@@ -291,6 +291,7 @@ fn insert_item(db: &dyn Db, state: &StateIndex, now_ms: u64, write: &AdmittedWri
                 namespace: item.namespace().clone(),
                 embedding: e.clone(),
                 scope: item.scope().clone(),
+                audience: item.audience().cloned(),
                 status: item.status(),
             });
             Some(i64_of(seq))
@@ -391,6 +392,7 @@ fn access_changed(db: &dyn Db, state: &StateIndex, p: &mut Pending, now_ms: u64,
             tenant: item.tenant().clone(),
             namespace: item.namespace().clone(),
             scope: item.scope().clone(),
+            audience: item.audience().cloned(),
             status: item.status(),
             erased: false,
         });
@@ -564,7 +566,7 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
                     let namespace = Namespace::new(&row.namespace).map_err(|e| CommitError::Storage(e.to_string()))?;
                     let seq = u64::try_from(seq).map_err(|_| CommitError::Storage("negative vector sequence".into()))?;
                     let scope = Scope { owner: PrincipalId::new("erased").map_err(|e| CommitError::Storage(e.to_string()))?, readers: Readers::Only(Default::default()), visibility: Visibility::Revoked };
-                    p.access.push(AccessChange { seq, tenant: tenant.clone(), namespace, scope, status: Status::Revoked, erased: true });
+                    p.access.push(AccessChange { seq, tenant: tenant.clone(), namespace, scope, audience: None, status: Status::Revoked, erased: true });
                 }
                 rows.push(Binding::deleted(Table::Items, tenant.as_str(), vec![id.to_string()]));
                 rows.push(erased.binding());

@@ -14,15 +14,15 @@
 //! | the conversation shown to a role | `get` of each forwarded message by the role (what it may not read is not shown) |
 //! | retrieval | `search` by the role for the task's request, k = 5 |
 //! | revocation, poison flag, verification | `revoke`, `flag_poisoned`, `verify` by the principal the timeline names |
-//! | the last role's proposal | `decide`: the task's tool is registered with the task's class; the request cites what the role used and the forwarded messages of its scope (shown, or withheld by a layer: the engine's context rule weighs those), the value with the cited memories that carry it |
+//! | the last role's proposal | `decide`: the task's tool is registered with the task's class; the request cites what the role used, the forwarded messages it was shown or told are withheld, and what its search reported withheld (the engine's context rule weighs the withheld ones), the value with the cited memories that carry it |
 //!
 //! A parent the writer may not read is not declared (the engine refuses it); a write the engine
 //! refuses (the lifecycle write gate, say) leaves the record out of the engine, so later records
 //! cannot cite it. Search runs the engine's hybrid retrieval (vector + BM25) with the
 //! feature-hashing embedder; the benchmark's own semantic scorer is used only for the evaluator's
-//! ground truth (which records an unfiltered top 5 would have held). The engine has no notion of
-//! "withheld but relevant" records: contextual support comes from what the engine itself handed
-//! each session.
+//! ground truth (which records an unfiltered top 5 would have held). The "withheld but relevant"
+//! records are the engine's own: what its search reported withheld (`withheld_memories`) and the
+//! forwarded messages its get answered `403 withheld` for; nothing comes from the benchmark.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -75,6 +75,8 @@ pub struct EngineMemory {
     index: HashMap<ItemId, usize>,
     layers: Option<Layers>,
     stats: Option<Arc<EngineStats>>,
+    /// Records some principal's get was answered `403 withheld` for: (principal, record).
+    told_withheld: std::sync::Mutex<BTreeSet<(String, usize)>>,
     /// Declared last: dropped after the engine (which saves its indexes on drop).
     _tmp: tempfile::TempDir,
 }
@@ -149,6 +151,7 @@ impl EngineMemory {
             index: HashMap::new(),
             layers: None,
             stats,
+            told_withheld: std::sync::Mutex::new(BTreeSet::new()),
             _tmp: tmp,
         })
     }
@@ -162,8 +165,14 @@ impl EngineMemory {
         let Some(it) = self.items.get(&r) else { return Ok(false) };
         match self.engine.get(self.actor(who)?, &it.id()) {
             Ok(_) => Ok(true),
-            // Not readable, or held back by a layer (a 403 `withheld` since issue 34.8): refused.
-            Err(EngineError::NotFound(_) | EngineError::Withheld(_)) => Ok(false),
+            // Held back by a layer (a 403 `withheld` since issue 34.8): refused, and the
+            // principal knows the memory exists (it may cite it).
+            Err(EngineError::Withheld(_)) => {
+                self.told_withheld.lock().map_err(|_| BenchError::Invalid("lock poisoned".into()))?.insert((who.to_owned(), r));
+                Ok(false)
+            }
+            // Not readable: refused.
+            Err(EngineError::NotFound(_)) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
@@ -280,8 +289,16 @@ impl Memory for EngineMemory {
 
     fn retrieve(&mut self, w: &World<'_>, role: &str) -> Result<Retrieval, BenchError> {
         let actor = self.actor(role)?.clone();
-        let hits = self.engine.search(&actor, &self.memories, &w.task.action.request, K)?;
-        let handed: Vec<usize> = hits.iter().filter_map(|h| self.index.get(&h.item.id()).copied()).collect();
+        let found = self.engine.search_report(&actor, &self.memories, &w.task.action.request, K, memwarden_core::label::Integrity::Untrusted)?;
+        let handed: Vec<usize> = found.hits.iter().filter_map(|h| self.index.get(&h.item.id()).copied()).collect();
+        // What the search said it withheld (in the role's scope or addressed to it, held back
+        // by a layer), by id: the role cites them, as it cites a withheld message.
+        // The role cites those about as relevant as the best match, by the engine's own
+        // similarity (the thresholds the MAP-Graph row applies to its scorer).
+        let best = found.hits.iter().map(|h| h.similarity).chain(found.withheld_memories.iter().map(|m| m.similarity)).fold(0.0f32, f32::max);
+        let floor = super::methods::WITHHELD_SIMILARITY_MIN.max(super::methods::WITHHELD_RELATIVE_MIN * f64::from(best));
+        let withheld: Vec<usize> =
+            found.withheld_memories.iter().filter(|m| f64::from(m.similarity) >= floor).filter_map(|m| self.index.get(&m.memory.id).copied()).collect();
         // Ground truth for the evaluator: the top 5 by the benchmark's scorer, unfiltered.
         let pool = w.recs.iter().enumerate().filter(|(_, x)| x.retrievable && x.kind != RecKind::Trajectory).map(|(i, _)| i);
         let unfiltered = top_k(w, pool, K, &|r| similarity(w, r));
@@ -290,7 +307,7 @@ impl Memory for EngineMemory {
         // evaluator's own ranking would have held.
         let leaked: Vec<usize> = handed.iter().copied().filter(|r| !w.authorized(role, *r)).collect();
         attempts += leaked.iter().filter(|r| !unfiltered.contains(r)).count() as u64;
-        Ok(Retrieval { handed, attempts, successes: leaked.len() as u64, withheld: Vec::new() })
+        Ok(Retrieval { handed, attempts, successes: leaked.len() as u64, withheld })
     }
 
     fn decide(&mut self, w: &World<'_>, d: &DecideInput<'_>) -> Result<BackendDecision, BenchError> {
@@ -299,13 +316,18 @@ impl Memory for EngineMemory {
         let used: Vec<&MemoryItem> = d.used.iter().filter_map(|r| self.items.get(r)).collect();
         let mut context: Vec<ItemId> = used.iter().map(|i| i.id()).collect();
         // The messages forwarded to the role that it was shown or told are withheld (get
-        // answered, or `403 withheld`: the message is in its scope): the role cites its
-        // conversation, and the engine's context rule weighs a withheld one (a disclosure is
-        // redacted, an act re-verified or blocked). One outside its scope answered 404: the
-        // role never learned it exists.
-        for m in &d.conversation {
+        // answered, or `403 withheld`), and the memories its search said it withheld that were
+        // addressed to it (written for it, narrowed by a confidential source): the role cites
+        // them, and the engine's context rule weighs a withheld one (a disclosure is redacted,
+        // an act re-verified or blocked). Other withheld search results (quarantined, poisoned
+        // or revoked ancestry) are not cited: nothing tells the role they bear on its request,
+        // and with this embedder their similarity does not either (citing every one above the
+        // MAP-Graph row's relevance floor blocked 45% of the clean tasks on unrelated poisoned
+        // notes). One answered 404: the role never learned it exists.
+        let told = self.told_withheld.lock().map_err(|_| BenchError::Invalid("lock poisoned".into()))?.clone();
+        let shown = |m: &usize| told.contains(&(d.role.to_owned(), *m)) || self.items.get(m).is_some_and(|it| it.readable_by(actor.id()));
+        for m in d.conversation.iter().filter(|m| shown(m)).chain(d.withheld.iter().filter(|r| self.items.get(r).is_some_and(|it| it.addressed_to(actor.id())))) {
             if let Some(it) = self.items.get(m)
-                && it.scope().admits(actor.id())
                 && !context.contains(&it.id())
             {
                 context.push(it.id());

@@ -826,11 +826,15 @@ impl Authority {
             }
         }
         debug_assert!(label.integrity() <= floor);
-        if let Some(asked) = req.readers.take() {
-            let mut asked = asked;
-            asked.insert(writer.id.clone());
-            readers = readers.intersect(&Readers::Only(asked));
-        }
+        // Who the writer addresses: its declared readers (and itself), or everyone.
+        let addressed = match req.readers.take() {
+            Some(mut asked) => {
+                asked.insert(writer.id.clone());
+                Readers::Only(asked)
+            }
+            None => Readers::All,
+        };
+        readers = readers.intersect(&addressed);
         // Confidentiality: nobody outside what the session could read may read its write,
         // declared parents or not (a permission, so it holds in every preset).
         readers = readers.intersect(observed.readers());
@@ -838,6 +842,9 @@ impl Authority {
             && s.is_empty() {
                 s.insert(writer.id.clone());
             }
+        // The addressees the confidentiality of its sources left out are told it is withheld.
+        let audience = (readers != addressed).then_some(addressed);
+        debug_assert!(audience.as_ref().is_none_or(|a| readers_within(&readers, a)), "readers are a subset of the audience");
         let visibility = if readers == Readers::All { Visibility::Shared } else { Visibility::Private };
         let ceiling = session_ceiling(observed.readers(), &writer.id);
         // Invariant: a label never rises through derivation.
@@ -859,6 +866,7 @@ impl Authority {
             parents: req.parents,
             scope: Scope { owner: writer.id.clone(), readers, visibility },
             ceiling,
+            audience,
             status: Status::Active,
             guard: GuardState::initial(label),
             created_ms: now_ms,
@@ -989,6 +997,8 @@ impl Authority {
             s.insert(caller.id.clone());
         }
         admitted.item.scope.visibility = if admitted.item.scope.readers == Readers::All { Visibility::Shared } else { Visibility::Private };
+        // A tool output is addressed to its caller's view only (its readers).
+        admitted.item.audience = None;
         // The caller's session bounds the output for good, not only now (issue 34.5).
         if let Some(c) = session_ceiling(caller_observed.readers(), &caller.id) {
             let bound = admitted.item.ceiling.take().map_or(c.clone(), |own| own.intersect(&c));
