@@ -287,7 +287,7 @@ pub struct WithheldOut {
     /// The memory's id.
     pub id: String,
     /// The layer that held it back: `lifecycle`, `lineage`, or `authority` (rule
-    /// `confidential_ancestry` or `confidential_session`: the writer addressed it to the caller,
+    /// `confidential_ancestry` or `narrowed_at_write`: the writer addressed it to the caller,
     /// and the confidentiality of what it was written from narrowed its readers).
     pub layer: String,
     /// The rule that fired: the lifecycle layer's (`quarantined`, `tainted_directive`,

@@ -628,10 +628,11 @@ pub const CONFIDENTIAL_ANCESTORS_MAX: usize = 64;
 /// The rule of a memory addressed to the reader and withheld because a source it declares is
 /// confidential to others: evidence the action reached restricted content.
 pub const CONFIDENTIAL_ANCESTRY: &str = "confidential_ancestry";
-/// The rule of a memory addressed to the reader and withheld only because its writer's session
-/// had read something confidential it does not declare (the session's readers ceiling): never
+/// The rule of a memory addressed to the reader and withheld although nothing it declares is
+/// confidential to the reader now: its readers were narrowed when it was written (by what its
+/// writer's session had read, or by a source shared since; its owner may promote it). Never
 /// handed over, and nothing it declares is restricted, so a decision does not weigh it.
-pub const CONFIDENTIAL_SESSION: &str = "confidential_session";
+pub const NARROWED_AT_WRITE: &str = "narrowed_at_write";
 
 /// Milliseconds since the Unix epoch.
 pub fn system_ms() -> u64 {
@@ -912,8 +913,8 @@ impl Engine {
     }
 
     /// Why a memory addressed to `actor` is withheld (issue 34.8): a declared source of it that
-    /// `actor` may not read (`confidential_ancestry`), or only what its writer's session had read
-    /// (`confidential_session`: the session's readers ceiling, nothing it declares).
+    /// `actor` may not read ([`CONFIDENTIAL_ANCESTRY`]), or nothing it declares
+    /// ([`NARROWED_AT_WRITE`]: its writer's session's readers ceiling, or a source since shared).
     ///
     /// A memory's own restriction, without any session's ceiling, is its audience (or its
     /// readers when it has none); the ancestry is confidential to `actor` when some declared
@@ -942,7 +943,7 @@ impl Engine {
         Ok(if ancestry {
             Hold::new("authority", CONFIDENTIAL_ANCESTRY, vec!["declared_source_not_readable".to_owned()])
         } else {
-            Hold::new("authority", CONFIDENTIAL_SESSION, vec!["writer_session_read_confidential".to_owned()])
+            Hold::new("authority", NARROWED_AT_WRITE, vec!["readers_narrowed_at_write".to_owned()])
         })
     }
 
@@ -988,8 +989,13 @@ impl Engine {
             // A memory of the caller's own scope that the graph holds back (a revoked ancestor,
             // an ancestor outside the caller's scope, a pending propagation) is withheld, with the
             // reason; anything else (missing, erased, revoked, out of scope) is not found.
-            if !in_reader_scope(self.store.item(actor.tenant(), id)?.as_ref(), actor.id()) {
+            let item = self.store.item(actor.tenant(), id)?;
+            if !in_reader_scope(item.as_ref(), actor.id()) {
                 return Err(lineage::deny(*id, reason));
+            }
+            // Addressed to the caller but outside its readers: why its readers were narrowed.
+            if let Some(i) = item.as_ref().filter(|i| !i.scope().admits(actor.id())) {
+                return Err(EngineError::Withheld(WithheldMemory::of(*id, self.confidential_hold(i, actor)?)));
             }
             return Err(EngineError::Withheld(WithheldMemory::of(*id, stages::lineage_hold(&g, actor.id(), *id))));
         }
@@ -1562,7 +1568,7 @@ impl Engine {
         // a lineage layer.
         let mut unreadable: Vec<ItemId> = Vec::new();
         // Cited memories withheld only by their writer's session ceiling
-        // ([`CONFIDENTIAL_SESSION`]): never handed over, nothing they declare is restricted, so
+        // ([`NARROWED_AT_WRITE`]): never handed over, nothing they declare is restricted, so
         // they are left out of the decision (neither evidence nor an invalid citation).
         let mut not_weighed: Vec<ItemId> = Vec::new();
         let mut invalid_context = None;
@@ -1571,7 +1577,7 @@ impl Engine {
                 let source = action.values.iter().any(|v| v.sources.contains(id));
                 match item {
                     Some(i) if i.readable_by(actor.id()) => items.push(i),
-                    Some(i) if !source && !i.scope().admits(actor.id()) && i.addressed_to(actor.id()) && self.confidential_hold(&i, actor)?.rule == CONFIDENTIAL_SESSION => {
+                    Some(i) if !source && !i.scope().admits(actor.id()) && i.addressed_to(actor.id()) && self.confidential_hold(&i, actor)?.rule == NARROWED_AT_WRITE => {
                         not_weighed.push(*id);
                     }
                     Some(i) if self.lineage.is_some() && !source && in_reader_scope(Some(&i), actor.id()) => unreadable.push(*id),

@@ -99,15 +99,32 @@ fn private_derivations_stay_private_on_every_door() {
     req.readers = Some([PrincipalId::new("ana").unwrap()].into());
     let private = e.add(&ana, req).unwrap().0;
     let summary = e.derive(&ana, ns(), &[private.id()], "Vendors team salary bands rose".into()).unwrap().0;
+    // The memory Ana addressed to Ana alone does not exist for Ben.
+    assert!(matches!(e.get(&ben, &private.id()), Err(EngineError::NotFound(_))));
+    assert!(matches!(e.lineage_of(&ben, &private.id()), Err(EngineError::NotFound(_))));
+    // The summary she addressed to the namespace (no readers declared) was narrowed by its
+    // private source: Ben is told it is withheld and why, never its text (issue 34.8).
+    for r in [e.get(&ben, &summary.id()).map(|_| ()), e.lineage_of(&ben, &summary.id()).map(|_| ())] {
+        match r {
+            Err(EngineError::Withheld(w)) => {
+                assert_eq!((w.id, w.layer, w.rule.as_str()), (summary.id(), "authority", memwarden_engine::CONFIDENTIAL_ANCESTRY));
+                assert!(!format!("{w}").contains("salary"), "a withheld answer never carries the text");
+            }
+            other => panic!("expected withheld, got {other:?}"),
+        }
+    }
     for id in [private.id(), summary.id()] {
-        assert!(matches!(e.get(&ben, &id), Err(EngineError::NotFound(_))));
-        assert!(matches!(e.lineage_of(&ben, &id), Err(EngineError::NotFound(_))));
         assert!(e.lineage_of(&ana, &id).is_ok());
     }
-    assert!(e.search(&ben, &ns(), "salary bands vendors team", 5).unwrap().is_empty());
-    assert!(e.list(&ben, &ns(), 100).unwrap().is_empty());
+    let found = e.search_report(&ben, &ns(), "salary bands vendors team", 5, memwarden_core::label::Integrity::Untrusted).unwrap();
+    assert!(found.hits.is_empty());
+    assert_eq!(found.withheld_memories.iter().map(|w| w.memory.id).collect::<Vec<_>>(), vec![summary.id()]);
+    let listing = e.list_report(&ben, &ns(), 100).unwrap();
+    assert!(listing.memories.is_empty());
+    assert_eq!(listing.withheld.iter().map(|w| w.id).collect::<Vec<_>>(), vec![summary.id()]);
     // Ben cannot launder it by naming it as a parent either.
-    assert!(matches!(e.derive(&ben, ns(), &[summary.id()], "copy".into()), Err(EngineError::NotFound(_))));
+    assert!(e.derive(&ben, ns(), &[summary.id()], "copy".into()).is_err());
+    assert!(!e.list(&ben, &ns(), 100).unwrap().iter().any(|m| m.content().contains("copy")));
 }
 
 #[test]

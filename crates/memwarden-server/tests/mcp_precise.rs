@@ -179,3 +179,58 @@ fn mcp_a_cited_poisoned_or_held_back_memory_is_weighed_by_the_context_rule() {
     assert_eq!(v["decision"], "block", "an answer citing a poisoned note is blocked: {v}");
     assert!(v["cause"].as_str().unwrap().contains("poisoned"), "{v}");
 }
+
+/// Issue 34.8 through MCP (the real Python SDK). Regression: a note an agent wrote for everyone
+/// from a user's private memory answered `not_found` to the other agents, and an answer citing it
+/// was an invalid request. `get_memory` now names it withheld (`confidential_ancestry`, never the
+/// text), `search_memories` lists it among `withheld_memories`, and `propose_action` citing it
+/// redacts; a memory addressed to its readers alone stays `not_found`.
+#[test]
+fn mcp_a_note_narrowed_by_a_private_source_is_withheld_from_its_addressees() {
+    if skip() {
+        return;
+    }
+    let w = world();
+    let helper = w.s.principal_key("acme", "helper", "agent");
+    let reply = json!({"kind": "answer", "risk": "low", "values": []});
+    let r = w.s.post("/v1/admin/principals", Some(ADMIN), &json!({"tenant": "acme", "id": "reply", "kind": "tool", "action": reply}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let private = ok(&mcp(&w.s, &w.user, json!([["add_memory", {"namespace": "notes", "content": "Personnel note: Dana's salary band is B7.", "readers": ["helper"]}]]))[0])["item"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let wrote = mcp(
+        &w.s,
+        &helper,
+        json!([
+            ["get_memory", {"memory_id": private}],
+            ["add_memory", {"namespace": "notes", "content": "Dana's team review is due Friday; band B7 applies.", "parents": [{"id": private}]}],
+            ["add_memory", {"namespace": "notes", "content": "My own reminder about Dana's band.", "readers": []}]
+        ]),
+    );
+    ok(&wrote[0]);
+    let note = ok(&wrote[1])["item"]["id"].as_str().unwrap().to_owned();
+    let own = ok(&wrote[2])["item"]["id"].as_str().unwrap().to_owned();
+    let seen = mcp(
+        &w.s,
+        &w.agent,
+        json!([
+            ["get_memory", {"memory_id": note}],
+            ["get_memory", {"memory_id": own}],
+            ["search_memories", {"namespace": "notes", "query": "Dana team review band", "k": 5}],
+            ["propose_action", {"tool": "reply", "kind": "answer", "risk": "low", "values": [], "context": [note]}]
+        ]),
+    );
+    assert_eq!(seen[0]["error"], true, "{}", seen[0]);
+    assert_eq!(seen[0]["result"]["code"], "withheld", "{}", seen[0]);
+    assert_eq!(seen[0]["result"]["withheld"]["rule"], "confidential_ancestry", "{}", seen[0]);
+    assert!(!seen[0].to_string().contains("B7"), "never the text: {}", seen[0]);
+    assert_eq!(seen[1]["error"], true, "{}", seen[1]);
+    assert_eq!(seen[1]["result"]["code"], "not_found", "not addressed to the agent: {}", seen[1]);
+    let found = ok(&seen[2]);
+    assert!(found["withheld_memories"].as_array().unwrap().iter().any(|m| m["id"] == note.as_str()), "{found}");
+    assert!(!found.to_string().contains("B7"), "{found}");
+    let v = &ok(&seen[3])["verdict"];
+    assert_eq!(v["decision"], "redact", "{v}");
+    assert!(v["affected"].as_array().unwrap().iter().any(|a| a == note.as_str()), "{v}");
+}

@@ -183,7 +183,12 @@ fn a_note_written_after_reading_a_private_memory_cannot_be_promoted_past_its_rea
         let p = r.problem(403, "forbidden");
         assert!(p["detail"].as_str().unwrap().contains("session that read memories"), "{p}");
     }
-    assert_eq!(w.s.get(&format!("/v1/memories/{note}"), Some(&helper)).status, 404);
+    // The note was written for everyone, so the helper is told it exists and is withheld (its
+    // readers were narrowed when it was written), never its text.
+    let r = w.s.get(&format!("/v1/memories/{note}"), Some(&helper));
+    let p = r.problem(403, "withheld");
+    assert_eq!(p["withheld"]["rule"], "narrowed_at_write", "{p}");
+    assert!(!r.text.contains("4417"), "{}", r.text);
     // Benign: the agent may still share the note with the user it came from (already a reader),
     // and a note written in a session that read only shared memories is promoted as before.
     let fresh = w.s.open_session(&w.agent, "fork");
@@ -378,4 +383,63 @@ fn a_grant_signed_for_another_store_is_refused() {
     let here = mint_grant(&w.alice_key, &tenant, &alice, &GrantSpec { store: &store, ..spec }, w.s.engine().now_ms()).unwrap();
     assert_eq!(pay(&here)["decision"], "allow");
     assert_eq!(pay(&here)["code"], "reused");
+}
+
+/// 34.8, regression: a note an agent wrote for everyone from a user's private memory answered
+/// 404 to the other agents (it looked missing, and the README-style "why is my note gone?" had
+/// no answer), and an answer citing it was an invalid request. Its addressees are now told it is
+/// withheld (`confidential_ancestry`, never its text), search lists it among the withheld, and an
+/// answer citing it is redacted. A memory addressed to its readers alone still does not exist for
+/// anyone else; declaring readers cannot widen what the sources allow; a benign caller citing a
+/// readable note is not refused.
+#[test]
+fn a_note_narrowed_by_a_private_source_is_withheld_from_its_addressees_and_redacts_an_answer() {
+    let w = world(pay_tool());
+    let helper = w.s.principal_key("acme", "helper", "agent");
+    let r = w.s.post("/v1/admin/principals", Some(ADMIN), &json!({"tenant": "acme", "id": "reply", "kind": "tool", "action": {"kind": "answer", "risk": "low", "values": []}}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    let add = |key: &str, body: Value| -> String {
+        let r = w.s.post("/v1/memories", Some(key), &body);
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.json()["item"]["id"].as_str().unwrap().to_owned()
+    };
+    let answer = |context: &[&str]| -> Value {
+        let body = json!({"tool": "reply", "kind": "answer", "risk": "low", "values": [], "context": context});
+        let r = w.s.post("/v1/actions/decide", Some(&w.agent), &body);
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.json()["verdict"].clone()
+    };
+    let private = add(&w.alice, json!({"namespace": "vendors", "content": "Personnel note: Dana's salary band is B7.", "readers": ["helper"]}));
+    assert_eq!(w.s.get(&format!("/v1/memories/{private}"), Some(&helper)).status, 200);
+    let note = add(&helper, json!({"namespace": "vendors", "content": "Dana's team review is due Friday; band B7 applies.", "parents": [{"id": private}]}));
+    // The helper tries to address the assistant explicitly: the source still decides.
+    let lying = add(&helper, json!({"namespace": "vendors", "content": "For the assistant: Dana is on band B7.", "parents": [{"id": private}], "readers": ["assistant"]}));
+    // Addressed to the helper alone: nobody else hears of it.
+    let own = add(&helper, json!({"namespace": "vendors", "content": "My own reminder about Dana's band.", "readers": []}));
+    for id in [&note, &lying] {
+        let r = w.s.get(&format!("/v1/memories/{id}"), Some(&w.agent));
+        assert_eq!(r.status, 403, "{}", r.text);
+        let p = r.json();
+        assert_eq!((p["code"].as_str(), p["withheld"]["rule"].as_str()), (Some("withheld"), Some("confidential_ancestry")), "{p}");
+        assert!(!r.text.contains("B7"), "a withheld answer never carries the text: {}", r.text);
+    }
+    for id in [&private, &own] {
+        assert_eq!(w.s.get(&format!("/v1/memories/{id}"), Some(&w.agent)).status, 404, "not addressed to the assistant: it does not exist for it");
+    }
+    let found = w.s.post("/v1/search", Some(&w.agent), &json!({"namespace": "vendors", "query": "Dana team review band", "k": 5}));
+    assert_eq!(found.status, 200, "{}", found.text);
+    let found = found.json();
+    assert!(!found.to_string().contains("B7"), "{found}");
+    let withheld: Vec<&str> = found["withheld_memories"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert!(withheld.contains(&note.as_str()) && withheld.contains(&lying.as_str()) && !withheld.contains(&own.as_str()), "{found}");
+    assert_eq!(found["withheld"].as_u64(), Some(withheld.len() as u64), "{found}");
+    // The answer citing the withheld note goes out without it.
+    let v = answer(&[&note]);
+    check(&v, "redact", "withheld");
+    assert!(v["affected"].as_array().unwrap().iter().any(|a| a == note.as_str()), "{v}");
+    // A benign caller citing a note it can read is not refused.
+    let public = w.write(&w.alice, "The quarterly review is on Friday at 10.");
+    check(&answer(&[&public]), "allow", "");
+    // The owner's own note is still an invalid citation for another agent (same as a missing id).
+    check(&answer(&[&own]), "block", "unknown or not readable");
 }
