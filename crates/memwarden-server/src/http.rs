@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub metrics: Arc<Metrics>,
     pub batch_max: usize,
     pub body_bytes_max: usize,
+    /// Which key opened each MCP session (issue 35.5).
+    pub mcp_sessions: crate::mcp::SessionOwners,
 }
 
 /// Router state.
@@ -1093,6 +1095,33 @@ async fn strict_json_mw(State(st): State<AppState>, req: Request, next: Next) ->
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
+/// MCP sessions belong to the key that opened them (issue 35.5): a request naming a session
+/// another key (or the admin token) opened, or one this server does not know, is answered
+/// exactly as the MCP library answers an unknown session (404 "Session not found"), so a key can
+/// neither use, nor end, nor learn of a foreign session. The session a successful initialize
+/// opens is bound to the caller; a successful DELETE unbinds it.
+async fn mcp_session_mw(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let owner = match req.extensions().get::<Auth>() {
+        Some(Auth::Key { key_id, .. }) => crate::mcp::SessionOwner::Key(key_id.clone()),
+        Some(Auth::Admin) => crate::mcp::SessionOwner::Admin,
+        None => return ApiError::unauthorized("no authenticated principal").into_response(),
+    };
+    let asked = req.headers().get(crate::mcp::SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    if let Some(id) = &asked
+        && !st.0.mcp_sessions.may_use(id, &owner)
+    {
+        return crate::mcp::unknown_session_response();
+    }
+    let deleting = req.method() == axum::http::Method::DELETE;
+    let resp = next.run(req).await;
+    match (&asked, resp.headers().get(crate::mcp::SESSION_HEADER).and_then(|v| v.to_str().ok())) {
+        (None, Some(opened)) if resp.status().is_success() => st.0.mcp_sessions.bind(opened, owner),
+        (Some(id), _) if deleting && resp.status().is_success() => st.0.mcp_sessions.unbind(id),
+        _ => {}
+    }
+    resp
+}
+
 /// The whole application: public routes, authenticated routes, the MCP service at `/mcp`.
 pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router {
     let authed = Router::new()
@@ -1127,7 +1156,12 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/memories/{id}", get(alias_get).put(alias_update).delete(alias_delete))
         .route("/memories/{id}/history", get(alias_history))
         .route("/search", post(alias_search))
-        .merge(Router::new().route_service("/mcp", mcp).route_layer(middleware::from_fn_with_state(state.clone(), strict_json_mw)))
+        .merge(
+            Router::new()
+                .route_service("/mcp", mcp)
+                .route_layer(middleware::from_fn_with_state(state.clone(), strict_json_mw))
+                .route_layer(middleware::from_fn_with_state(state.clone(), mcp_session_mw)),
+        )
         .route_layer(middleware::from_fn_with_state(state.clone(), auth_mw));
     Router::new()
         .route("/healthz", get(healthz))

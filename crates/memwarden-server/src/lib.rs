@@ -152,6 +152,7 @@ impl Server {
             metrics: Arc::clone(&metrics),
             batch_max: config.batch_max,
             body_bytes_max: config.body_bytes_max,
+            mcp_sessions: mcp::SessionOwners::default(),
         }));
         let app = http::router(state, mcp);
         let listener = tokio::net::TcpListener::bind(config.addr).await?;

@@ -643,3 +643,37 @@ fn eight_concurrent_puts_of_one_memory_leave_one_new_version() {
     let history = s.get(&format!("/v1/memories/{}/history", id(active[0])), Some(&owner)).json();
     assert_eq!(history["versions"].as_array().unwrap().len(), 2, "{history}");
 }
+
+/// Issue 35.5, regression: MCP sessions were not bound to their caller; another tenant's key
+/// could `DELETE /mcp` a foreign `Mcp-Session-Id` (and use it). A foreign session is now answered
+/// exactly as an unknown one (404 "Session not found"), for another tenant's key, another key of
+/// the same tenant and the admin token; the key that opened it uses and ends it as before.
+#[test]
+fn an_mcp_session_belongs_to_the_key_that_opened_it() {
+    let s = TestServer::start();
+    let owner = s.principal_key("acme", "agent", "agent");
+    let same_tenant = s.principal_key("acme", "other", "agent");
+    let foreign = s.principal_key("globex", "agent", "agent");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bind-test", "version": "1"}}});
+    let r = s.mcp_raw(&owner, None, Some(&init));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let session = r.header("mcp-session-id").expect("a session id").to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert!((200..300).contains(&s.mcp_raw(&owner, Some(&session), Some(&initialized)).status));
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let unknown = s.mcp_raw(&owner, Some("00000000-0000-0000-0000-000000000000"), Some(&list));
+    for key in [&foreign, &same_tenant, ADMIN] {
+        let used = s.mcp_raw(key, Some(&session), Some(&list));
+        let ended = s.mcp_raw(key, Some(&session), None);
+        for r in [&used, &ended] {
+            assert_eq!((r.status, r.text.as_str()), (unknown.status, unknown.text.as_str()), "a foreign session looks unknown");
+        }
+    }
+    assert_eq!(unknown.status, 404, "{}", unknown.text);
+    // The owner's session survived every attempt, and the owner ends it.
+    let r = s.mcp_raw(&owner, Some(&session), Some(&list));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.text.contains("add_memory"), "{}", r.text);
+    assert!((200..300).contains(&s.mcp_raw(&owner, Some(&session), None).status));
+    assert_eq!(s.mcp_raw(&owner, Some(&session), Some(&list)).status, 404);
+}

@@ -166,6 +166,29 @@ impl TestServer {
         Self::finish(rq.call())
     }
 
+    /// A raw streamable-HTTP MCP request to `/mcp`: POST `body` (or DELETE without one), as
+    /// `key`, in MCP session `session` (`Mcp-Session-Id`).
+    pub fn mcp_raw(&self, key: &str, session: Option<&str>, body: Option<&Value>) -> Resp {
+        let url = format!("{}/mcp", self.base);
+        let auth = format!("Bearer {key}");
+        match body {
+            Some(b) => {
+                let mut rq = self.agent.post(url).content_type("application/json").header("Accept", "application/json, text/event-stream").header("Authorization", auth);
+                if let Some(s) = session {
+                    rq = rq.header("Mcp-Session-Id", s);
+                }
+                Self::finish(rq.send(b.to_string().as_bytes()))
+            }
+            None => {
+                let mut rq = self.agent.delete(url).header("Authorization", auth);
+                if let Some(s) = session {
+                    rq = rq.header("Mcp-Session-Id", s);
+                }
+                Self::finish(rq.call())
+            }
+        }
+    }
+
     pub fn post_raw(&self, path: &str, key: Option<&str>, body: &[u8]) -> Resp {
         self.post_typed(path, key, "application/json", body)
     }
