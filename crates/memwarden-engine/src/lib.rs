@@ -947,6 +947,28 @@ impl Engine {
         })
     }
 
+    /// Refuse an operation whose free-text fields carry credential material (issue 35.7: what
+    /// the write gate refuses in a memory's text is refused in an attestation, a tool call's
+    /// arguments and an action's values too, before anything reaches the store or the log).
+    /// Scanned by the lifecycle layer's detector, so only where that layer is on, as content
+    /// is. The refusal is logged with the field and the credential's kind, never the text.
+    fn refuse_credentials(&self, actor: &Actor, now: u64, what: &str, fields: &[(&str, &str)]) -> Result<(), EngineError> {
+        let Some(scorer) = &self.lifecycle else { return Ok(()) };
+        let findings: Vec<String> = fields
+            .iter()
+            .flat_map(|(name, text)| scorer.find_credentials(text).into_iter().map(move |c| format!("{:?} in {what} {name}", c.kind)))
+            .collect();
+        if findings.is_empty() {
+            return Ok(());
+        }
+        let mut fx = Effects::default();
+        let decision = json!({"layer": "lifecycle", "decision": {"outcome": "reject", "rule": "credential", "where": what, "findings": findings}});
+        fx.log(Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision });
+        let e = EngineError::Refused { layer: "lifecycle", rule: "credential".into(), reason: format!("credential material: {}", findings.join(", ")) };
+        debug_assert!(findings.len() <= fields.len() * scorer.config().limits.credential_findings_max.max(1));
+        Err(self.refuse(actor.tenant(), now, fx, e))
+    }
+
     /// Why a quarantined memory is withheld: the rule `quarantined` and the evidence the lifecycle
     /// scorer finds in it (its write-time flags; `unscored` if it cannot score it; none with the
     /// layer off).
@@ -1460,6 +1482,9 @@ impl Engine {
         output: String,
         signature: Option<&[u8; 64]>,
     ) -> Result<(MemoryItem, Receipt), EngineError> {
+        let fields: Vec<(String, &str)> = args.iter().flat_map(|a| [(format!("argument {:?} (key)", a.key), a.key.as_str()), (format!("argument {:?} (value)", a.key), a.value.as_str())]).collect();
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        self.refuse_credentials(caller, self.now_ms(), "tool call", &fields)?;
         let tool = self.authenticate(caller.tenant(), tool)?;
         let input_ids = inputs;
         let inputs = self.resolve(caller, inputs)?;
@@ -1524,9 +1549,10 @@ impl Engine {
     /// `actor` attests `value` for `key`. Kept for audit whatever its label; counts toward
     /// elevation only at trusted.
     pub fn attest(&self, actor: &Actor, key: &str, value: &str, kind: ValueKind, sources: &[ItemId]) -> Result<(Attestation, Receipt), EngineError> {
+        let now = self.now_ms();
+        self.refuse_credentials(actor, now, "attestation", &[("key", key), ("value", value)])?;
         let src = self.resolve(actor, sources)?;
         let refs: Vec<&MemoryItem> = src.iter().collect();
-        let now = self.now_ms();
         // A tool attests from whatever it was handed in any session (issue 34.3).
         let observed = self.observed(actor)?.meet(&self.principal_observed(actor.tenant(), actor.principal())?);
         let a = self.authority.admit_attestation(actor.principal(), &observed, key, value, kind, &refs, now)?;
@@ -1554,6 +1580,11 @@ impl Engine {
     /// decision's log entry.
     pub fn decide(&self, actor: &Actor, action: &ActionRequest) -> Result<(Verdict, Receipt), EngineError> {
         let now = self.now_ms();
+        // What the verdict log would keep: the action's values and amount (issue 35.7).
+        let mut fields: Vec<(String, &str)> = action.values.iter().flat_map(|v| [(format!("value {:?} (key)", v.key), v.key.as_str()), (format!("value {:?}", v.key), v.value.as_str())]).collect();
+        fields.extend(action.amount.as_deref().map(|a| ("amount".to_owned(), a)));
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        self.refuse_credentials(actor, now, "action", &fields)?;
         let tenant = actor.tenant().clone();
         let mut ids: Vec<ItemId> = action.context.clone();
         ids.extend(action.values.iter().flat_map(|v| v.sources.iter().copied()));

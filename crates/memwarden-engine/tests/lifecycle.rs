@@ -239,3 +239,46 @@ fn a_credential_in_metadata_is_refused_like_one_in_the_text() {
     assert_eq!(e.list(&a, &ns(), 10).unwrap().len(), 1);
     assert!(!log_text(&e).contains(secret));
 }
+
+/// Issue 35.7, regression: a token refused in a memory's text was stored in an attestation
+/// (and kept in the verdict log for good). Attestation keys and values, a tool call's argument
+/// keys and values, and an action's values and amount are now scanned like content: refused,
+/// logged with the field and the credential's kind, never the text. A benign caller is not
+/// refused.
+#[test]
+fn a_credential_in_an_attestation_tool_argument_or_action_value_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine(dir.path(), true);
+    let a = agent(&e);
+    let secret = "AKIAIOSFODNN7EXAMPLE";
+    let refused = |r: Result<(), EngineError>, field: &str| {
+        let Err(EngineError::Refused { layer, rule, reason }) = r else { panic!("{field}: {r:?}") };
+        assert_eq!((layer, rule.as_str()), ("lifecycle", "credential"), "{field}");
+        assert!(reason.contains("AwsAccessKeyId") && reason.contains(field), "{field}: {reason}");
+        assert!(!reason.contains(secret), "{reason}");
+    };
+    let before = decisions(&e);
+    refused(e.attest(&a, "payee", &format!("token {secret}"), ValueKind::Text, &[]).map(|_| ()), "attestation value");
+    refused(e.attest(&a, secret, "x", ValueKind::Text, &[]).map(|_| ()), "attestation key");
+    let arg = |k: &str, v: &str| memwarden_core::authority::ToolArg { key: k.into(), value: v.into(), kind: ValueKind::Text, sources: Vec::new() };
+    refused(e.tool_call(&a, a.id(), ns(), vec![arg("auth", secret)], &[], "ok".into()).map(|_| ()), "tool call argument");
+    let action = |v: &str| ActionRequest {
+        tool: "send".into(),
+        kind: ActionKind::Act,
+        risk: Risk::Low,
+        values: vec![ActionValue { key: "body".into(), value: v.into(), kind: ValueKind::Text, sources: Vec::new() }],
+        amount: None,
+        context: Vec::new(),
+        grants: Vec::new(),
+    };
+    refused(e.decide(&a, &action(&format!("here is {secret}"))).map(|_| ()), "action value");
+    assert_eq!(decisions(&e), before + 4, "every refusal is logged");
+    assert!(!log_text(&e).contains(secret));
+    // Benign: the same calls without the secret go through.
+    e.attest(&a, "payee", "ACCT-LAND-4242", ValueKind::Account, &[]).unwrap();
+    let t = TenantId::new("acme").unwrap();
+    let weather = PrincipalId::new("weather").unwrap();
+    e.register_principal(Principal { id: weather.clone(), tenant: t, kind: PrincipalKind::Tool, domain: None, allow_listed: false, public_key: None, action: None }).unwrap();
+    e.tool_call(&a, &weather, ns(), vec![arg("city", "Lyon")], &[], "Sunny in Lyon.".into()).unwrap();
+    e.decide(&a, &action("See you on Friday.")).unwrap();
+}

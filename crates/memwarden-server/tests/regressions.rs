@@ -677,3 +677,27 @@ fn an_mcp_session_belongs_to_the_key_that_opened_it() {
     assert!((200..300).contains(&s.mcp_raw(&owner, Some(&session), None).status));
     assert_eq!(s.mcp_raw(&owner, Some(&session), Some(&list)).status, 404);
 }
+
+/// Issue 35.7 over HTTP, regression: a token refused in a memory's text was stored in an
+/// attestation. Attestations, tool calls and proposed actions carrying credential material are
+/// refused (422 `refused`) without echoing it; the same calls without it go through.
+#[test]
+fn a_credential_is_refused_in_attestations_tool_calls_and_actions() {
+    let s = TestServer::start();
+    let key = s.principal_key("acme", "agent", "agent");
+    s.register("acme", "weather", "tool", None, false, None);
+    let secret = "AKIAIOSFODNN7EXAMPLE";
+    let calls = [
+        ("/v1/attestations", json!({"key": "payee", "value": format!("token {secret}")})),
+        ("/v1/tool-calls", json!({"tool": "weather", "args": [{"key": "auth", "value": secret}], "output": "ok"})),
+        ("/v1/actions/decide", json!({"tool": "send", "kind": "act", "risk": "low", "values": [{"key": "body", "value": format!("use {secret}")}]})),
+    ];
+    for (path, body) in &calls {
+        let r = s.post(path, Some(&key), body);
+        let p = r.problem(422, "refused");
+        assert!(!r.text.contains(secret), "{path}: {p}");
+        let benign = body.to_string().replace(&format!("token {secret}"), "ACCT-1").replace(&format!("use {secret}"), "hello").replace(secret, "x");
+        let r = s.post(path, Some(&key), &serde_json::from_str::<Value>(&benign).unwrap());
+        assert!(r.status == 200 || r.status == 201, "{path}: {} {}", r.status, r.text);
+    }
+}
