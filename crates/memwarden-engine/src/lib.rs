@@ -954,6 +954,10 @@ impl Engine {
     /// is. The refusal is logged with the field and the credential's kind, never the text.
     fn refuse_credentials(&self, actor: &Actor, now: u64, what: &str, fields: &[(&str, &str)]) -> Result<(), EngineError> {
         let Some(scorer) = &self.lifecycle else { return Ok(()) };
+        // The detector's contract: texts within a memory's size limit (no field is longer).
+        if let Some((name, _)) = fields.iter().find(|(_, t)| t.len() > memwarden_core::item::CONTENT_BYTES_MAX) {
+            return Err(EngineError::Invalid(format!("{what} {name} is longer than {} bytes", memwarden_core::item::CONTENT_BYTES_MAX)));
+        }
         let findings: Vec<String> = fields
             .iter()
             .flat_map(|(name, text)| scorer.find_credentials(text).into_iter().map(move |c| format!("{:?} in {what} {name}", c.kind)))
