@@ -1375,6 +1375,11 @@ impl Engine {
     pub fn update(&self, actor: &Actor, id: &ItemId, content: String) -> Result<(MemoryItem, Receipt), EngineError> {
         let old = match self.store.item(actor.tenant(), id)? {
             Some(i) if i.readable_by(actor.id()) => i,
+            // Updated by someone else since the caller read it: a lost compare-and-set (409),
+            // whichever side of the winner's commit this read fell (issue 35.4).
+            Some(i) if i.status() == Status::Superseded && i.scope().admits(actor.id()) => {
+                return Err(EngineError::Commit(memwarden_store::CommitError::Conflict { id: id.to_string() }));
+            }
             _ => return Err(EngineError::NotFound(*id)),
         };
         let now = self.now_ms();

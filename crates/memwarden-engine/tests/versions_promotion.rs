@@ -64,8 +64,16 @@ fn an_update_is_a_new_version_and_the_old_one_leaves_every_read() {
         assert_eq!(listed, vec![v2.id()]);
         let hits: Vec<ItemId> = e.search(&ana, &ns(), "supplier ships", 5).unwrap().iter().map(|h| h.item.id()).collect();
         assert_eq!(hits, vec![v2.id()]);
-        // Superseded versions are not updated again; the latest is.
-        assert!(matches!(e.update(&ana, &v1.id(), "again".into()), Err(EngineError::NotFound(_))));
+        // Superseded versions are not updated again; the latest is. Updating one is a lost
+        // compare-and-set (409 over HTTP), never "not found" (issue 35.4, regression: the loser
+        // of an update race through two servers got 404 when its read came after the winner's
+        // commit).
+        assert!(matches!(e.update(&ana, &v1.id(), "again".into()), Err(EngineError::Commit(memwarden_store::CommitError::Conflict { .. }))));
+        // Someone outside a superseded version's scope still learns nothing.
+        let bob = principal(&e, "bob", PrincipalKind::Agent);
+        let (draft, _) = e.add(&ana, private("My draft.", Route::PostTaskExperience)).unwrap();
+        e.update(&ana, &draft.id(), "My second draft.".into()).unwrap();
+        assert!(matches!(e.update(&bob, &draft.id(), "x".into()), Err(EngineError::NotFound(_))));
         (v1.id(), v2.id())
     };
     // After a restart: the history from either end, oldest first; the log verifies.
