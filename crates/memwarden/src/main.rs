@@ -78,8 +78,7 @@ enum Cmd {
     /// Create the store (also done implicitly by every command).
     Init,
     /// Manage principals.
-    #[command(subcommand)]
-    Principal(PrincipalCmd),
+    Principal(PrincipalArgs),
     /// Add a memory as a principal.
     Add(AddArgs),
     /// Import memories from a JSON Lines file as a principal: each line a string, or an object
@@ -363,9 +362,9 @@ enum Cmd {
         #[arg(long = "as")]
         actor: String,
     },
-    /// API keys of the HTTP/MCP server (stored hashed in <data>/api-keys.sqlite3).
-    #[command(subcommand)]
-    Key(KeyCmd),
+    /// API keys of the HTTP/MCP server (stored hashed in <data>/api-keys.sqlite3, or in the
+    /// PostgreSQL store with --store).
+    Key(KeyArgs),
     /// Test support: write memories in a loop as `--as`, printing `ACK <id>` after each
     /// acknowledged (durable) write. Used by the crash test, which kills it with SIGKILL.
     #[command(hide = true)]
@@ -377,6 +376,39 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         batch: usize,
     },
+}
+
+/// The store an administrative command works on: the data directory's SQLite store, or the
+/// PostgreSQL store several servers share (`serve --store`), so principals and keys made here
+/// are the ones those servers see (issue 35.1).
+#[derive(clap::Args, Clone, Default)]
+struct StoreArgs {
+    /// A PostgreSQL store (`postgres://user@host/db?schema=NAME`, as `serve --store`) instead
+    /// of the data directory.
+    #[arg(long, global = true, env = "MEMWARDEN_STORE")]
+    store: Option<String>,
+    /// The store key directory of that PostgreSQL store (as `serve --store-key-dir`; default
+    /// `<data>/store-key`). Every server and command of one store needs the same key.
+    #[arg(long, global = true, env = "MEMWARDEN_STORE_KEY_DIR")]
+    store_key_dir: Option<PathBuf>,
+}
+
+/// `memwarden principal …`.
+#[derive(clap::Args)]
+struct PrincipalArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(subcommand)]
+    cmd: PrincipalCmd,
+}
+
+/// `memwarden key …`.
+#[derive(clap::Args)]
+struct KeyArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(subcommand)]
+    cmd: KeyCmd,
 }
 
 #[derive(Subcommand)]
@@ -895,9 +927,21 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         }
         _ => None,
     };
-    // `serve --store postgres://...`: the engine runs over the shared store (the data
-    // directory's SQLite store is never opened, so no lock is taken on it).
-    let shared = match &serve_config {
+    // `principal` and `key` with --store: the shared store's configuration, as serve reads it.
+    let admin_store = match &cli.cmd {
+        Cmd::Principal(PrincipalArgs { store, .. }) | Cmd::Key(KeyArgs { store, .. }) if store.store.is_some() => {
+            let mut c = memwarden_server::ServeConfig::load_with(None, &|_| None).map_err(|e| fail(e.to_string()))?;
+            c.data_dir = cli.data.clone();
+            c.store.clone_from(&store.store);
+            c.store_key_dir.clone_from(&store.store_key_dir);
+            Some(c)
+        }
+        _ => None,
+    };
+    // `serve --store postgres://...` (or `principal` / `key` with --store): the engine runs over
+    // the shared store (the data directory's SQLite store is never opened, so no lock is taken
+    // on it).
+    let shared = match serve_config.as_ref().or(admin_store.as_ref()) {
         Some(c) => c.open_shared_store().map_err(|e| fail(e.to_string()))?,
         None => None,
     };
@@ -927,8 +971,12 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let who = actor(&a)?;
             memwarden_server::serve_mcp_stdio_blocking(std::sync::Arc::clone(&engine), who).map_err(|e| fail(e.to_string()))?;
         }
-        Cmd::Key(k) => {
-            let keys = memwarden_server::ApiKeys::open(&cli.data).map_err(|e| fail(e.to_string()))?;
+        Cmd::Key(KeyArgs { cmd: k, .. }) => {
+            let keys = match admin_store.as_ref().and_then(memwarden_server::ServeConfig::pg_config) {
+                Some(pg) => memwarden_server::ApiKeys::open_postgres(&pg.url, &pg.schema),
+                None => memwarden_server::ApiKeys::open(&cli.data),
+            }
+            .map_err(|e| fail(e.to_string()))?;
             match k {
                 KeyCmd::Mint { actor: a, label } => {
                     let who = actor(&a)?;
@@ -946,7 +994,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             }
         }
         Cmd::Init => println!("store ready in {} ({} log entries of tenant {tenant})", cli.data.display(), engine.store().log_len_of(&tenant)),
-        Cmd::Principal(PrincipalCmd::Add { id, kind, domain, allow_listed, action, public_key }) => {
+        Cmd::Principal(PrincipalArgs { cmd: PrincipalCmd::Add { id, kind, domain, allow_listed, action, public_key }, .. }) => {
             let id = parse::<PrincipalId>("principal", &id)?;
             let kind = parse::<PrincipalKind>("kind", &kind)?;
             let domain = domain.map(|d| parse::<Domain>("domain", &d)).transpose()?;
@@ -971,7 +1019,7 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             }
             print_json(&json!({"principal": p, "integrity": p.integrity(), "log_index": r.log_index}));
         }
-        Cmd::Principal(PrincipalCmd::List) => {
+        Cmd::Principal(PrincipalArgs { cmd: PrincipalCmd::List, .. }) => {
             let ps = engine.store().principals(&tenant)?;
             print_json(&json!(ps.iter().map(|p| json!({"principal": p, "integrity": p.integrity()})).collect::<Vec<_>>()));
         }

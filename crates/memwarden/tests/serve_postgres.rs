@@ -176,3 +176,40 @@ fn sigterm_stops_a_postgres_backed_server_cleanly() {
     let status = s.child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "a PostgreSQL-backed server exits 0 on SIGTERM: {status}");
 }
+
+/// Issue 35.1, regression: `principal add` and `key mint` could not reach a PostgreSQL store; they
+/// silently wrote `./memwarden-data` and printed a key the servers answered 401 to. With
+/// `--store` (and the servers' `--store-key-dir`) they work on the shared store: a principal and a
+/// key made from the CLI authenticate on a server of that store; a principal the CLI lists is the
+/// one the server registered; and nothing is written to the data directory's SQLite store.
+#[test]
+fn principals_and_keys_made_from_the_cli_reach_the_postgres_store() {
+    let schema = format!("mw_cli_{}_{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos());
+    let spec = format!("{} schema={schema}", pg_url());
+    let dir = tempfile::tempdir().unwrap();
+    let key_dir = dir.path().join("store-key");
+    let cli_data = dir.path().join("cli-data");
+    let a = serve(&dir.path().join("a"), &spec, &key_dir);
+    let cli = |args: &[&str]| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_memwarden"))
+            .arg("--data")
+            .arg(&cli_data)
+            .args(["--embedder", "hash", "--tenant", "acme"])
+            .args(args)
+            .args(["--store", &spec, "--store-key-dir"])
+            .arg(&key_dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    };
+    cli(&["principal", "add", "--id", "ops-agent", "--kind", "agent"]);
+    let minted = cli(&["key", "mint", "--as", "ops-agent", "--label", "from-cli"]);
+    let token = minted["token"].as_str().unwrap().to_owned();
+    assert_eq!(ok(&a, "GET", "/v1/principals/me", &token, &Value::Null)["principal"]["id"], "ops-agent");
+    ok(&a, "POST", "/v1/admin/principals", ADMIN, &json!({"tenant": "acme", "id": "from-server", "kind": "agent"}));
+    let listed = cli(&["principal", "list"]);
+    assert!(listed.as_array().unwrap().iter().any(|p| p["principal"]["id"] == "from-server"), "{listed}");
+    assert!(cli(&["key", "list"]).as_array().unwrap().iter().any(|k| k["label"] == "from-cli"));
+    assert!(!cli_data.join("memwarden.db").exists() && !cli_data.join("api-keys.sqlite3").exists(), "nothing went to the data directory's SQLite store");
+}
