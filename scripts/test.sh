@@ -19,6 +19,8 @@ MEMWARDEN_REQUIRE_PYTHON=1 cargo test --workspace --locked
 demo_dir="$(mktemp -d)"
 ./target/debug/memwarden demo --dir "$demo_dir/demo"
 rm -rf "$demo_dir"
+# The README's "Run several servers" block, as written, on the local PostgreSQL (issue 35.1).
+bash scripts/test-several-servers.sh
 # The Python package against the real mem0ai and langgraph packages (issue 18), and its examples.
 bash scripts/test-python.sh
 # Fuzz the HTTP API from its own OpenAPI document (bounded): no 5xx.
