@@ -1373,15 +1373,7 @@ impl Engine {
     /// search, list or get. Nothing is overwritten. Allowed to the memory's owner and to users
     /// of its tenant. The write stages decide about the new version as for any write.
     pub fn update(&self, actor: &Actor, id: &ItemId, content: String) -> Result<(MemoryItem, Receipt), EngineError> {
-        let old = match self.store.item(actor.tenant(), id)? {
-            Some(i) if i.readable_by(actor.id()) => i,
-            // Updated by someone else since the caller read it: a lost compare-and-set (409),
-            // whichever side of the winner's commit this read fell (issue 35.4).
-            Some(i) if i.status() == Status::Superseded && i.scope().admits(actor.id()) => {
-                return Err(EngineError::Commit(memwarden_store::CommitError::Conflict { id: id.to_string() }));
-            }
-            _ => return Err(EngineError::NotFound(*id)),
-        };
+        let old = self.current_item(actor, id)?;
         let now = self.now_ms();
         let observed = self.observed(actor)?;
         let mut update = self.authority.admit_update(actor.principal(), &old, content, &observed, new_id(now)?, now).map_err(|e| match e {
@@ -2027,6 +2019,20 @@ impl Engine {
         self.finish_one(actor.tenant(), now, fx)
     }
 
+    /// The current version of a memory `actor` may read, for a read-modify-write: a version of
+    /// its scope that was updated since (superseded) is a lost compare-and-set (409 over HTTP),
+    /// whichever side of the winner's commit this read fell (issue 35.4); anything else it may
+    /// not read is `NotFound` (whether it exists is not disclosed).
+    fn current_item(&self, actor: &Actor, id: &ItemId) -> Result<MemoryItem, EngineError> {
+        match self.store.item(actor.tenant(), id)? {
+            Some(i) if i.readable_by(actor.id()) => Ok(i),
+            Some(i) if i.status() == Status::Superseded && i.scope().admits(actor.id()) => {
+                Err(EngineError::Commit(memwarden_store::CommitError::Conflict { id: id.to_string() }))
+            }
+            _ => Err(EngineError::NotFound(*id)),
+        }
+    }
+
     /// A memory `actor` may read, or `NotFound` (whether it exists is not disclosed).
     fn readable_item(&self, actor: &Actor, id: &ItemId) -> Result<MemoryItem, EngineError> {
         match self.store.item(actor.tenant(), id)? {
@@ -2313,10 +2319,7 @@ impl Engine {
     /// (logged) and is refused. With the lineage layer on, the graph checks the ancestry
     /// ceiling too and records the promotion. Returns the memory as promoted.
     pub fn promote(&self, actor: &Actor, id: &ItemId, readers: Readers) -> Result<(MemoryItem, Receipt), EngineError> {
-        let item = match self.store.item(actor.tenant(), id)? {
-            Some(i) if i.readable_by(actor.id()) => i,
-            _ => return Err(EngineError::NotFound(*id)),
-        };
+        let item = self.current_item(actor, id)?;
         // The version chain: superseded predecessors of the same owner, oldest first, then the item.
         let mut chain = Vec::new();
         let mut cur = item.supersedes();

@@ -69,6 +69,7 @@ fn an_update_is_a_new_version_and_the_old_one_leaves_every_read() {
         // of an update race through two servers got 404 when its read came after the winner's
         // commit).
         assert!(matches!(e.update(&ana, &v1.id(), "again".into()), Err(EngineError::Commit(memwarden_store::CommitError::Conflict { .. }))));
+        assert!(matches!(e.promote(&ana, &v1.id(), Readers::All), Err(EngineError::Commit(memwarden_store::CommitError::Conflict { .. }))));
         // Someone outside a superseded version's scope still learns nothing.
         let bob = principal(&e, "bob", PrincipalKind::Agent);
         let (draft, _) = e.add(&ana, private("My draft.", Route::PostTaskExperience)).unwrap();
