@@ -20,6 +20,13 @@ pub const DEFAULT_RATE_PER_SEC: f64 = 50.0;
 pub const DEFAULT_RATE_BURST: u32 = 100;
 /// Default time to wait for in-flight engine calls at shutdown (seconds).
 pub const DEFAULT_DRAIN_SECS: u64 = 30;
+/// Default seconds a connection may take to send a request's headers, counted from when the
+/// server waits for them (an idle keep-alive connection included).
+pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
+/// Default seconds a request's body may take to arrive in full.
+pub const DEFAULT_BODY_TIMEOUT_SECS: u64 = 30;
+/// Default number of connections one client address may hold open at once.
+pub const DEFAULT_CONNECTIONS_PER_ADDRESS_MAX: usize = 256;
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +81,8 @@ pub enum EmbedderChoice {
 /// Server configuration.
 ///
 /// TOML keys (all optional): `data_dir`, `addr`, `body_bytes_max`, `batch_max`, `rate_per_sec`,
-/// `rate_burst`, `drain_secs`, `admin_token`, `mcp_allowed_hosts`, `log`, `embedder`
+/// `rate_burst`, `drain_secs`, `header_timeout_secs`, `body_timeout_secs`,
+/// `connections_per_address_max`, `admin_token`, `mcp_allowed_hosts`, `log`, `embedder`
 /// (`minilm`, `openai`, `hash`, `none`), `model_dir`, `openai_url`, `openai_model`, `openai_dims`,
 /// `openai_key`, `preset`, `store`, `store_key_dir`. Environment variables: the same names upper-cased with a `MEMWARDEN_` prefix,
 /// except `data_dir`, which is `MEMWARDEN_DATA` as for the CLI (lists are comma-separated).
@@ -95,6 +103,15 @@ pub struct ServeConfig {
     pub rate_burst: u32,
     /// Seconds to wait at shutdown for engine calls still running.
     pub drain_secs: u64,
+    /// Seconds a connection may take to send a request's headers, idle keep-alive time included
+    /// (`header_timeout_secs` / `MEMWARDEN_HEADER_TIMEOUT_SECS`): then it is closed.
+    pub header_timeout_secs: u64,
+    /// Seconds a request's body may take to arrive in full (`body_timeout_secs` /
+    /// `MEMWARDEN_BODY_TIMEOUT_SECS`): then the request is answered 408 `request_timeout`.
+    pub body_timeout_secs: u64,
+    /// Connections one client address may hold open at once (`connections_per_address_max` /
+    /// `MEMWARDEN_CONNECTIONS_PER_ADDRESS_MAX`): more are closed at accept.
+    pub connections_per_address_max: usize,
     /// The admin token. None: read `<data_dir>/admin.token`, creating it (mode 0600) if absent.
     pub admin_token: Option<String>,
     /// `Host` header values accepted by the MCP endpoint (DNS-rebinding protection). Empty:
@@ -129,6 +146,9 @@ impl Default for ServeConfig {
             rate_per_sec: DEFAULT_RATE_PER_SEC,
             rate_burst: DEFAULT_RATE_BURST,
             drain_secs: DEFAULT_DRAIN_SECS,
+            header_timeout_secs: DEFAULT_HEADER_TIMEOUT_SECS,
+            body_timeout_secs: DEFAULT_BODY_TIMEOUT_SECS,
+            connections_per_address_max: DEFAULT_CONNECTIONS_PER_ADDRESS_MAX,
             admin_token: None,
             mcp_allowed_hosts: Vec::new(),
             log: "info".into(),
@@ -151,6 +171,9 @@ struct FileConfig {
     rate_per_sec: Option<f64>,
     rate_burst: Option<u32>,
     drain_secs: Option<u64>,
+    header_timeout_secs: Option<u64>,
+    body_timeout_secs: Option<u64>,
+    connections_per_address_max: Option<usize>,
     admin_token: Option<String>,
     mcp_allowed_hosts: Option<Vec<String>>,
     log: Option<String>,
@@ -209,6 +232,15 @@ impl ServeConfig {
         }
         if let Some(v) = s("MEMWARDEN_DRAIN_SECS") {
             raw.drain_secs = Some(parse_num("MEMWARDEN_DRAIN_SECS", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_HEADER_TIMEOUT_SECS") {
+            raw.header_timeout_secs = Some(parse_num("MEMWARDEN_HEADER_TIMEOUT_SECS", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_BODY_TIMEOUT_SECS") {
+            raw.body_timeout_secs = Some(parse_num("MEMWARDEN_BODY_TIMEOUT_SECS", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_CONNECTIONS_PER_ADDRESS_MAX") {
+            raw.connections_per_address_max = Some(parse_num("MEMWARDEN_CONNECTIONS_PER_ADDRESS_MAX", &v)?);
         }
         if let Some(v) = s("MEMWARDEN_ADMIN_TOKEN") {
             raw.admin_token = Some(v);
@@ -279,6 +311,9 @@ impl ServeConfig {
             rate_per_sec: raw.rate_per_sec.unwrap_or(d.rate_per_sec),
             rate_burst: raw.rate_burst.unwrap_or(d.rate_burst),
             drain_secs: raw.drain_secs.unwrap_or(d.drain_secs),
+            header_timeout_secs: raw.header_timeout_secs.unwrap_or(d.header_timeout_secs),
+            body_timeout_secs: raw.body_timeout_secs.unwrap_or(d.body_timeout_secs),
+            connections_per_address_max: raw.connections_per_address_max.unwrap_or(d.connections_per_address_max),
             admin_token: raw.admin_token,
             mcp_allowed_hosts: raw.mcp_allowed_hosts.unwrap_or_default(),
             log: raw.log.unwrap_or(d.log),
@@ -296,6 +331,12 @@ impl ServeConfig {
 
     /// Check ranges.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=3600).contains(&self.header_timeout_secs) || !(1..=3600).contains(&self.body_timeout_secs) {
+            return Err(invalid(format!("header_timeout_secs {} and body_timeout_secs {} must be 1..=3600", self.header_timeout_secs, self.body_timeout_secs)));
+        }
+        if !(1..=1_000_000).contains(&self.connections_per_address_max) {
+            return Err(invalid(format!("connections_per_address_max {} must be 1..=1000000", self.connections_per_address_max)));
+        }
         if self.body_bytes_max < 1024 || self.body_bytes_max > 256 * 1024 * 1024 {
             return Err(invalid(format!("body_bytes_max {} must be 1024..=268435456", self.body_bytes_max)));
         }

@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub metrics: Arc<Metrics>,
     pub batch_max: usize,
     pub body_bytes_max: usize,
+    /// How long a request's body may take to arrive in full (issue 35.5).
+    pub body_timeout: std::time::Duration,
     /// Which key opened each MCP session (issue 35.5).
     pub mcp_sessions: crate::mcp::SessionOwners,
 }
@@ -1095,6 +1097,43 @@ async fn strict_json_mw(State(st): State<AppState>, req: Request, next: Next) ->
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
+/// A request's body must arrive in full within `body_timeout` (issue 35.5: a slow body held a
+/// connection for a minute): it is read here, bounded by `body_bytes_max`, before any route
+/// sees it. Late: 408 `request_timeout`; too large: 413 `payload_too_large`.
+async fn body_deadline_mw(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let limit = st.0.body_bytes_max;
+    match tokio::time::timeout(st.0.body_timeout, read_bounded(body, limit)).await {
+        Err(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", format!("the request body did not arrive within {} s", st.0.body_timeout.as_secs())).into_response(),
+        Ok(Err(e)) => e.into_response(),
+        Ok(Ok(bytes)) => next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await,
+    }
+}
+
+/// A request body of at most `limit` bytes. A larger one is read on (and dropped) up to
+/// `DRAIN_BYTES_MAX` more, so a client still sending gets the 413 rather than a reset
+/// connection.
+async fn read_bounded(mut body: axum::body::Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    use http_body_util::BodyExt;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::invalid(format!("cannot read the request body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen = seen.saturating_add(data.len());
+        if seen <= limit {
+            buf.extend_from_slice(&data);
+        } else if seen > limit.saturating_add(DRAIN_BYTES_MAX) {
+            break;
+        }
+    }
+    if seen > limit {
+        return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", format!("request body is larger than the limit of {limit} bytes")));
+    }
+    debug_assert!(buf.len() <= limit);
+    Ok(buf)
+}
+
 /// MCP sessions belong to the key that opened them (issue 35.5): a request naming a session
 /// another key (or the admin token) opened, or one this server does not know, is answered
 /// exactly as the MCP library answers an unknown session (404 "Session not found"), so a key can
@@ -1171,6 +1210,7 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .merge(authed)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), body_deadline_mw))
         .layer(middleware::from_fn_with_state(state.clone(), observe_mw))
         .with_state(state)
 }

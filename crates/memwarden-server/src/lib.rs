@@ -61,6 +61,7 @@
 
 
 pub mod config;
+mod conn;
 pub use memwarden_api::dto;
 pub mod http;
 pub mod keys;
@@ -112,6 +113,7 @@ pub struct Server {
     metrics: Arc<metrics::Metrics>,
     cancel_mcp: Box<dyn FnOnce() + Send>,
     drain: Duration,
+    limits: conn::ConnLimits,
     /// Held to the end of [`Server::run`], so the server's last references to the engine and the
     /// key table are released off the async runtime (see there).
     engine: Arc<Engine>,
@@ -152,11 +154,13 @@ impl Server {
             metrics: Arc::clone(&metrics),
             batch_max: config.batch_max,
             body_bytes_max: config.body_bytes_max,
+            body_timeout: Duration::from_secs(config.body_timeout_secs),
             mcp_sessions: mcp::SessionOwners::default(),
         }));
         let app = http::router(state, mcp);
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
-        Ok(Self { listener, app, keys, admin, metrics, cancel_mcp, drain: Duration::from_secs(config.drain_secs), engine })
+        let limits = conn::ConnLimits { header_timeout: Duration::from_secs(config.header_timeout_secs), per_address_max: config.connections_per_address_max };
+        Ok(Self { listener, app, keys, admin, metrics, cancel_mcp, drain: Duration::from_secs(config.drain_secs), limits, engine })
     }
 
     /// The address actually bound (useful with port 0).
@@ -184,13 +188,15 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let addr = self.local_addr();
         tracing::info!(%addr, "memwarden server listening");
-        let Self { listener, app, keys, admin, metrics, cancel_mcp, drain, engine } = self;
+        let Self { listener, app, keys, admin, metrics, cancel_mcp, drain, limits, engine } = self;
         let signal = async move {
             shutdown.await;
             tracing::info!("shutting down: draining in-flight requests");
             cancel_mcp();
         };
-        let served = axum::serve(listener, app).with_graceful_shutdown(signal).await;
+        // The accept loop with bounded connections; its graceful shutdown waits for requests in
+        // flight, at most the drain period.
+        conn::serve(listener, app, limits, signal, drain).await;
         let deadline = Instant::now() + drain;
         while (metrics.engine_calls_in_flight() > 0 || Arc::strong_count(&keys) > 1) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -205,7 +211,6 @@ impl Server {
             Ok(Err(_)) => tracing::error!("releasing the key table or the engine panicked"),
             Err(e) => tracing::error!(error = %e, "no thread to release the key table and the engine on"),
         }
-        served?;
         tracing::info!("memwarden server stopped");
         Ok(())
     }

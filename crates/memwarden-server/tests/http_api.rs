@@ -215,7 +215,8 @@ fn updates_are_versions_with_a_history_and_promotion_shares() {
     assert_eq!(versions.len(), 2);
     assert_eq!((versions[0]["status"].as_str(), versions[0]["superseded_by"].as_str()), (Some("superseded"), Some(v2.as_str())));
     assert_eq!(versions[1]["content"], "standup is at 10:00");
-    s.put(&format!("/v1/memories/{v1}"), Some(&owner), &json!({"content": "stale"})).problem(404, "not_found");
+    // Updating a superseded version is a lost compare-and-set (issue 35.4), not "not found".
+    s.put(&format!("/v1/memories/{v1}"), Some(&owner), &json!({"content": "stale"})).problem(409, "conflict");
     s.put(&format!("/v1/memories/{v2}"), Some(&owner), &json!({"content": ""})).problem(422, "write_refused");
     s.put(&format!("/v1/memories/{v2}"), Some(&owner), &json!({"content": "x", "origin": "user"})).problem(400, "invalid_input");
     // Promote to the peer only, then to everyone; only the owner may.

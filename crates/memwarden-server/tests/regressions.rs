@@ -702,3 +702,56 @@ fn a_credential_is_refused_in_attestations_tool_calls_and_actions() {
         assert!(r.status == 200 || r.status == 201, "{path}: {} {}", r.status, r.text);
     }
 }
+
+/// Issue 35.5, regression: partial headers, a slow body and an idle connection each held a
+/// connection open for 40–70 s, and a few hundred of them starved other clients. Now a
+/// connection has `header_timeout_secs` to send a request's headers (idle keep-alive time
+/// included), a body `body_timeout_secs` to arrive (then 408 `request_timeout`), and one client
+/// address holds at most `connections_per_address_max` connections. A benign client on a
+/// keep-alive connection is served as before.
+#[test]
+fn stalled_connections_are_closed_and_one_address_cannot_hold_them_all() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+    let s = TestServer::start_with(|c| memwarden_server::ServeConfig { header_timeout_secs: 1, body_timeout_secs: 1, connections_per_address_max: 3, ..c });
+    // How long until the server closes `t` (reading whatever it answers first).
+    let closed_after = |t: &mut TcpStream| -> (Duration, String) {
+        t.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let start = Instant::now();
+        let mut out = Vec::new();
+        let _ = t.read_to_end(&mut out);
+        (start.elapsed(), String::from_utf8_lossy(&out).into_owned())
+    };
+    // Idle: nothing sent.
+    let mut idle = TcpStream::connect(s.addr).unwrap();
+    let (took, _) = closed_after(&mut idle);
+    assert!(took < Duration::from_secs(10), "an idle connection stayed {took:?}");
+    // Partial headers.
+    let mut partial = TcpStream::connect(s.addr).unwrap();
+    partial.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let (took, _) = closed_after(&mut partial);
+    assert!(took < Duration::from_secs(10), "partial headers stayed {took:?}");
+    // A slow body: headers complete, the body never does.
+    let mut slow = TcpStream::connect(s.addr).unwrap();
+    slow.write_all(b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"query\":").unwrap();
+    let (took, answer) = closed_after(&mut slow);
+    assert!(took < Duration::from_secs(10), "a slow body stayed {took:?}");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_timeout"), "{answer}");
+    // Three connections from one address are held open (each sends a request line slowly
+    // enough to stay under the header timeout only briefly); a fourth is closed at accept.
+    let held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(s.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut fourth = TcpStream::connect(s.addr).unwrap();
+    fourth.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap_or(());
+    let (_, answer) = closed_after(&mut fourth);
+    assert!(answer.is_empty(), "a fourth connection from one address is closed unanswered: {answer}");
+    drop(held);
+    // Once they close, the address is served again, on a keep-alive connection.
+    std::thread::sleep(Duration::from_millis(300));
+    let r = s.get("/healthz", None);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let r = s.get("/healthz", None);
+    assert_eq!(r.status, 200, "{}", r.text);
+}

@@ -196,7 +196,7 @@ fn update_history_and_promote_from_the_cli() {
     let h = ok(data, &["history", "--as", "agent", &v1]);
     let ids: Vec<&str> = h.as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap()).collect();
     assert_eq!(ids, vec![v1.as_str(), v2.as_str()]);
-    check_error(data, &["update", "--as", "agent", &v1, "stale"], "not found");
+    check_error(data, &["update", "--as", "agent", &v1, "stale"], "changed concurrently");
     check_error(data, &["promote", "--as", "peer", &v2], "not found");
     ok(data, &["promote", "--as", "agent", "--reader", "peer", &v2]);
     assert_eq!(ok(data, &["get", "--as", "peer", &v2])["content"], "standup at 10:00");
