@@ -158,27 +158,10 @@ fn is_json(headers: &axum::http::HeaderMap) -> bool {
 impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     type Rejection = ApiError;
     async fn from_request(req: Request, st: &AppState) -> Result<Self, ApiError> {
-        use http_body_util::BodyExt;
         if !is_json(req.headers()) {
             return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "expected `Content-Type: application/json`"));
         }
-        let limit = st.0.body_bytes_max;
-        let mut body = req.into_body();
-        let mut buf: Vec<u8> = Vec::new();
-        let mut seen = 0usize;
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| ApiError::invalid(format!("cannot read the request body: {e}")))?;
-            let Ok(data) = frame.into_data() else { continue };
-            seen = seen.saturating_add(data.len());
-            if seen <= limit {
-                buf.extend_from_slice(&data);
-            } else if seen > limit.saturating_add(DRAIN_BYTES_MAX) {
-                break;
-            }
-        }
-        if seen > limit {
-            return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", format!("request body is larger than the limit of {limit} bytes")));
-        }
+        let buf = read_bounded(req.into_body(), st.0.body_bytes_max).await?;
         crate::strict::from_slice::<T>(&buf).map(ApiJson).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))
     }
 }
