@@ -921,6 +921,16 @@ impl Engine {
     /// ancestor's own restriction excludes it, walking at most [`CONFIDENTIAL_ANCESTORS_MAX`]
     /// ancestors (past that, or at an ancestor that is gone: confidential, errors deny).
     fn confidential_hold(&self, item: &MemoryItem, actor: &Actor) -> Result<Hold, EngineError> {
+        Ok(if self.confidential_ancestry(item, actor)? {
+            Hold::new("authority", CONFIDENTIAL_ANCESTRY, vec!["declared_source_not_readable".to_owned()])
+        } else {
+            Hold::new("authority", NARROWED_AT_WRITE, vec!["readers_narrowed_at_write".to_owned()])
+        })
+    }
+
+    /// Whether some declared ancestor of `item` is confidential to `actor` (see
+    /// [`Engine::confidential_hold`]).
+    fn confidential_ancestry(&self, item: &MemoryItem, actor: &Actor) -> Result<bool, EngineError> {
         debug_assert!(!item.readable_by(actor.id()) && item.addressed_to(actor.id()));
         let own = |i: &MemoryItem| i.scope().visibility == memwarden_core::item::Visibility::Revoked || !(i.scope().owner == *actor.id() || i.audience().unwrap_or(&i.scope().readers).admits(actor.id()));
         let mut seen: std::collections::BTreeSet<ItemId> = std::collections::BTreeSet::new();
@@ -939,12 +949,8 @@ impl Engine {
             ancestry = found.iter().any(|p| p.as_ref().is_none_or(own));
             frontier = found.iter().flatten().flat_map(declared).collect();
         }
-        debug_assert!(seen.len() <= CONFIDENTIAL_ANCESTORS_MAX + frontier.len().max(1) + item.parents().len());
-        Ok(if ancestry {
-            Hold::new("authority", CONFIDENTIAL_ANCESTRY, vec!["declared_source_not_readable".to_owned()])
-        } else {
-            Hold::new("authority", NARROWED_AT_WRITE, vec!["readers_narrowed_at_write".to_owned()])
-        })
+        debug_assert!(ancestry || seen.len() <= CONFIDENTIAL_ANCESTORS_MAX);
+        Ok(ancestry)
     }
 
     /// Refuse an operation whose free-text fields carry credential material (issue 35.7: what
@@ -952,7 +958,7 @@ impl Engine {
     /// arguments and an action's values too, before anything reaches the store or the log).
     /// Scanned by the lifecycle layer's detector, so only where that layer is on, as content
     /// is. The refusal is logged with the field and the credential's kind, never the text.
-    fn refuse_credentials(&self, actor: &Actor, now: u64, what: &str, fields: &[(&str, &str)]) -> Result<(), EngineError> {
+    fn refuse_credentials(&self, actor: &Actor, now: u64, what: &str, fields: &[(String, &str)]) -> Result<(), EngineError> {
         let Some(scorer) = &self.lifecycle else { return Ok(()) };
         // The detector's contract: texts within a memory's size limit (no field is longer).
         if let Some((name, _)) = fields.iter().find(|(_, t)| t.len() > memwarden_core::item::CONTENT_BYTES_MAX) {
@@ -1484,7 +1490,6 @@ impl Engine {
         signature: Option<&[u8; 64]>,
     ) -> Result<(MemoryItem, Receipt), EngineError> {
         let fields: Vec<(String, &str)> = args.iter().flat_map(|a| [(format!("argument {:?} (key)", a.key), a.key.as_str()), (format!("argument {:?} (value)", a.key), a.value.as_str())]).collect();
-        let fields: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (n.as_str(), *v)).collect();
         self.refuse_credentials(caller, self.now_ms(), "tool call", &fields)?;
         let tool = self.authenticate(caller.tenant(), tool)?;
         let input_ids = inputs;
@@ -1551,7 +1556,7 @@ impl Engine {
     /// elevation only at trusted.
     pub fn attest(&self, actor: &Actor, key: &str, value: &str, kind: ValueKind, sources: &[ItemId]) -> Result<(Attestation, Receipt), EngineError> {
         let now = self.now_ms();
-        self.refuse_credentials(actor, now, "attestation", &[("key", key), ("value", value)])?;
+        self.refuse_credentials(actor, now, "attestation", &[("key".to_owned(), key), ("value".to_owned(), value)])?;
         let src = self.resolve(actor, sources)?;
         let refs: Vec<&MemoryItem> = src.iter().collect();
         // A tool attests from whatever it was handed in any session (issue 34.3).
@@ -1584,7 +1589,6 @@ impl Engine {
         // What the verdict log would keep: the action's values and amount (issue 35.7).
         let mut fields: Vec<(String, &str)> = action.values.iter().flat_map(|v| [(format!("value {:?} (key)", v.key), v.key.as_str()), (format!("value {:?}", v.key), v.value.as_str())]).collect();
         fields.extend(action.amount.as_deref().map(|a| ("amount".to_owned(), a)));
-        let fields: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (n.as_str(), *v)).collect();
         self.refuse_credentials(actor, now, "action", &fields)?;
         let tenant = actor.tenant().clone();
         let mut ids: Vec<ItemId> = action.context.clone();
@@ -1609,7 +1613,7 @@ impl Engine {
                 let source = action.values.iter().any(|v| v.sources.contains(id));
                 match item {
                     Some(i) if i.readable_by(actor.id()) => items.push(i),
-                    Some(i) if !source && !i.scope().admits(actor.id()) && i.addressed_to(actor.id()) && self.confidential_hold(&i, actor)?.rule == NARROWED_AT_WRITE => {
+                    Some(i) if !source && !i.scope().admits(actor.id()) && i.addressed_to(actor.id()) && !self.confidential_ancestry(&i, actor)? => {
                         not_weighed.push(*id);
                     }
                     Some(i) if self.lineage.is_some() && !source && in_reader_scope(Some(&i), actor.id()) => unreadable.push(*id),
