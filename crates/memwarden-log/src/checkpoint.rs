@@ -77,6 +77,58 @@ impl SignedCheckpoint {
     }
 }
 
+/// Domain-separation prefix of [`head_signing_bytes`].
+pub const HEAD_DOMAIN: &[u8] = b"memwarden-head-v1\n";
+
+/// Longest store id or log name a signed head may carry (they are length-prefixed).
+pub const HEAD_NAME_BYTES_MAX: usize = 1024;
+
+/// The bytes a store signs at every commit to vouch for one log's recorded head:
+/// [`HEAD_DOMAIN`], then the store id and the log's name (each a u32 BE length and the bytes),
+/// the size (u64 BE) and the head (32 B). Unambiguous, and bound to one store and one log, so
+/// an entry appended without the key leaves a recorded head that no signature covers.
+pub fn head_signing_bytes(store: &str, log: &str, size: u64, head: &Hash) -> Vec<u8> {
+    debug_assert!(store.len() <= HEAD_NAME_BYTES_MAX && log.len() <= HEAD_NAME_BYTES_MAX);
+    let mut out = Vec::with_capacity(HEAD_DOMAIN.len() + 8 + store.len() + log.len() + 8 + 32);
+    out.extend_from_slice(HEAD_DOMAIN);
+    for name in [store, log] {
+        let len = u32::try_from(name.len()).unwrap_or(u32::MAX);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(name.as_bytes());
+    }
+    out.extend_from_slice(&size.to_be_bytes());
+    out.extend_from_slice(head);
+    out
+}
+
+/// Sign a log's recorded head (see [`head_signing_bytes`]).
+pub fn sign_head(key: &SigningKey, store: &str, log: &str, size: u64, head: &Hash) -> [u8; 64] {
+    key.sign(&head_signing_bytes(store, log, size, head)).to_bytes()
+}
+
+/// Check a recorded head's signature (strict Ed25519). A missing or malformed signature is
+/// [`CheckpointError::BadSignature`].
+pub fn verify_head(
+    key: &VerifyingKey,
+    store: &str,
+    log: &str,
+    size: u64,
+    head: &Hash,
+    signature: Option<&[u8]>,
+) -> Result<(), CheckpointError> {
+    let bytes: [u8; 64] = signature
+        .and_then(|s| s.try_into().ok())
+        .ok_or(CheckpointError::BadSignature)?;
+    if store.len() > HEAD_NAME_BYTES_MAX || log.len() > HEAD_NAME_BYTES_MAX {
+        return Err(CheckpointError::BadSignature);
+    }
+    key.verify_strict(
+        &head_signing_bytes(store, log, size, head),
+        &Signature::from_bytes(&bytes),
+    )
+    .map_err(|_| CheckpointError::BadSignature)
+}
+
 /// Serde helpers: fixed-size byte arrays as lowercase hex strings.
 mod hex_array {
     use serde::{Deserialize, Deserializer, Serializer, de::Error as _};

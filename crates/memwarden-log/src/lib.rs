@@ -53,7 +53,10 @@ mod log;
 mod merkle;
 mod verify;
 
-pub use checkpoint::{CHECKPOINT_DOMAIN, Checkpoint, SignedCheckpoint};
+pub use checkpoint::{
+    CHECKPOINT_DOMAIN, Checkpoint, HEAD_DOMAIN, HEAD_NAME_BYTES_MAX, SignedCheckpoint, head_signing_bytes,
+    sign_head, verify_head,
+};
 pub use entry::{Entry, EntryKind};
 pub use log::VerdictLog;
 pub use merkle::{

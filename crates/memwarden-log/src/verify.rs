@@ -123,6 +123,15 @@ pub enum Problem {
         /// The size the checkpoint claims.
         size: u64,
     },
+    /// The recorded head (`size` entries) carries no valid signature by the store's key: an
+    /// entry was appended, or the recorded head edited, by someone without the key. A bad entry
+    /// lies at an index in `first_bad_after..size` (after the last signed checkpoint or witness).
+    UnsignedHead {
+        /// The recorded size.
+        size: u64,
+        /// The size the last trusted checkpoint covers (0 if none).
+        first_bad_after: u64,
+    },
     /// A row the store keeps beside the log (an item, a principal, a used
     /// grant, ...) differs from what the log committed to: forged (no entry
     /// binds it), edited or rolled back (its digest differs from the one its
@@ -164,6 +173,9 @@ impl Problem {
             Problem::Truncated { found, .. } => Some(found),
             Problem::Extended { expected, .. } => Some(expected),
             Problem::CheckpointRootMismatch {
+                first_bad_after, ..
+            }
+            | Problem::UnsignedHead {
                 first_bad_after, ..
             } => Some(first_bad_after),
             Problem::CheckpointBeyondLog { len, .. } => Some(len),
@@ -231,6 +243,15 @@ impl fmt::Display for Problem {
             Problem::BadSignature { size } => write!(
                 f,
                 "no bad index: checkpoint at size {size} is not validly signed by the trusted key"
+            ),
+            Problem::UnsignedHead {
+                size,
+                first_bad_after,
+            } => write!(
+                f,
+                "first bad index {first_bad_after}: the recorded head at size {size} is not signed by \
+                 the store's key (an entry appended, or the head edited, without the key); a bad \
+                 entry lies in {first_bad_after}..{size}"
             ),
             Problem::BadRow {
                 table,

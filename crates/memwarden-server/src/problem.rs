@@ -70,6 +70,27 @@ impl ApiError {
         e.error_id = Some(id);
         (e, line)
     }
+    /// A stored row or log entry failed its integrity check: 503 `tampered` (the request is
+    /// refused, nothing is served from the row), with an error id; the log line names the row.
+    /// Never a 500: the server did not fail, the data did (`memwarden audit verify` names it).
+    pub fn tampered(cause: &memwarden_store::StoreError) -> Self {
+        let id = error_id();
+        let what = match cause {
+            memwarden_store::StoreError::RowTampered { table, .. } => format!("a stored {table} row"),
+            memwarden_store::StoreError::ItemTampered { .. } => "a stored memory".to_owned(),
+            _ => "the verdict log".to_owned(),
+        };
+        let line = format!("store integrity check failed (error {id}): {cause}");
+        if tracing::dispatcher::has_been_set() {
+            tracing::error!("{line}");
+        } else {
+            eprintln!("memwarden-server: {line}");
+        }
+        let detail = format!("{what} does not match the verdict log (error {id}): the request is refused; an operator should run `memwarden audit verify`");
+        let mut e = Self::new(StatusCode::SERVICE_UNAVAILABLE, "tampered", detail);
+        e.error_id = Some(id);
+        e
+    }
     /// The response body: the problem details, plus `error_id` for a 500.
     pub fn problem_json(&self) -> serde_json::Value {
         serde_json::to_value(self.problem()).unwrap_or_default()
@@ -142,6 +163,11 @@ impl From<EngineError> for ApiError {
             // Another process (or store) has the data directory open: say which, not a 500.
             EngineError::Store(memwarden_store::StoreError::Locked(_)) => Self::new(StatusCode::CONFLICT, "conflict", e.to_string()),
             EngineError::Store(memwarden_store::StoreError::Database(_)) => Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the database is unavailable; retry later"),
+            EngineError::Store(
+                t @ (memwarden_store::StoreError::RowTampered { .. }
+                | memwarden_store::StoreError::ItemTampered { .. }
+                | memwarden_store::StoreError::LogTampered(_)),
+            ) => Self::tampered(t),
             EngineError::Commit(_) | EngineError::Store(_) | EngineError::Lineage(_) => Self::internal(&e),
         }
     }

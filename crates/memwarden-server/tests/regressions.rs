@@ -755,3 +755,24 @@ fn stalled_connections_are_closed_and_one_address_cannot_hold_them_all() {
     let r = s.get("/healthz", None);
     assert_eq!(r.status, 200, "{}", r.text);
 }
+
+/// A forged elevation row (written into the database under the running server, no log entry
+/// behind it) made the payment decision that read it answer a bare 500 (issue 35.6). It is a
+/// 503 `tampered` naming the table and carrying an error id, and the payment is not allowed.
+#[test]
+fn a_forged_elevation_row_answers_tampered_not_a_500() {
+    let w = world();
+    let e = json!({"tenant": "acme", "key": "payee", "value": NormValue::new(ValueKind::Account, "ACCT-666").unwrap(), "attesters": ["ocr", "ocr2"], "created_ms": 1});
+    let conn = rusqlite::Connection::open(w.s.dir.path().join("memwarden.db")).unwrap();
+    conn.execute(
+        "INSERT INTO elevations(tenant, key, value, record, log_index) VALUES('acme', 'payee', ?1, ?2, 3)",
+        rusqlite::params![e["value"]["canonical"].as_str().unwrap(), e.to_string()],
+    )
+    .unwrap();
+    let r = w.s.post("/v1/actions/decide", Some(&w.asst), &pay("ACCT-666", &[], vec![]));
+    let p = r.problem(503, "tampered");
+    assert!(p["detail"].as_str().unwrap().contains("elevations"), "{p}");
+    assert!(p["error_id"].as_str().is_some_and(|id| !id.is_empty()), "{p}");
+    let report = w.s.get("/v1/audit/verify", Some(&w.alice)).json();
+    assert_eq!(report["ok"], false, "{report}");
+}

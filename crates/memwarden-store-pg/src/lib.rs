@@ -79,9 +79,10 @@
 //!
 //! # Not (yet) done
 //!
-//! - No witness: the signed tree heads are stored in the database (checkpoints) only, so a
-//!   consistent rollback of the whole database is not detected unless a signed head was exported
-//!   (`checkpoint_of`) and compared.
+//! - No witness: the signed tree heads are stored in the database (checkpoints, and the head
+//!   signed at every commit in `heads.sig`) only, so an entry appended without the key is
+//!   refused, but a consistent rollback of the whole database to an earlier signed state is not
+//!   detected unless a signed head was exported (`checkpoint_of`) and compared.
 //! - The global view (`log_len`, `log_root`, ...) is every tenant's log in tenant order; since
 //!   there is no global sequence its positions move when an earlier tenant grows, so its
 //!   checkpoints are signed but not stored (`checkpoints()` is empty). Use the per-tenant API.

@@ -10,15 +10,16 @@
 //! integers are `BIGINT`.
 
 use memwarden_store::StoreError;
-use memwarden_store::backend::Arg;
+use ed25519_dalek::SigningKey;
+use memwarden_store::backend::{Arg, Cols};
 
-use crate::conn::{Conn, quote_ident, store_db_err};
+use crate::conn::{Conn, PgRow, quote_ident, store_db_err};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 1] = ["
+const MIGRATIONS: [&str; 2] = ["
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE principals(tenant TEXT NOT NULL, id TEXT NOT NULL, record TEXT NOT NULL, log_index BIGINT NOT NULL, PRIMARY KEY(tenant, id));
 CREATE TABLE items(
@@ -44,7 +45,12 @@ CREATE TABLE reputation(tenant TEXT NOT NULL, principal TEXT NOT NULL, value DOU
 CREATE TABLE log(tenant TEXT NOT NULL, idx BIGINT NOT NULL, entry BYTEA NOT NULL, PRIMARY KEY(tenant, idx));
 CREATE TABLE checkpoints(tenant TEXT NOT NULL, size BIGINT NOT NULL, record TEXT NOT NULL, PRIMARY KEY(tenant, size));
 CREATE TABLE heads(tenant TEXT PRIMARY KEY, size BIGINT NOT NULL, head BYTEA NOT NULL);
+", "
+ALTER TABLE heads ADD COLUMN sig BYTEA;
 "];
+
+/// The first version whose recorded heads carry the store's signature.
+const SIGNED_HEADS: i64 = 2;
 
 /// The store's identity and log key, as recorded in its schema.
 pub(crate) struct Meta {
@@ -53,9 +59,9 @@ pub(crate) struct Meta {
 
 /// Create the schema if needed, apply missing migrations, and record (or check) the store id
 /// and the log's public key, all in one transaction under an advisory lock on the schema.
-pub(crate) fn prepare(conn: &mut Conn, schema: &str, log_key: &[u8; 32]) -> Result<Meta, StoreError> {
+pub(crate) fn prepare(conn: &mut Conn, schema: &str, key: &SigningKey) -> Result<Meta, StoreError> {
     conn.batch("BEGIN").map_err(store_db_err)?;
-    let out = prepare_in(conn, schema, log_key);
+    let out = prepare_in(conn, schema, key);
     match &out {
         Ok(_) => conn.batch("COMMIT").map_err(store_db_err)?,
         Err(_) => {
@@ -65,7 +71,8 @@ pub(crate) fn prepare(conn: &mut Conn, schema: &str, log_key: &[u8; 32]) -> Resu
     out
 }
 
-fn prepare_in(conn: &mut Conn, schema: &str, log_key: &[u8; 32]) -> Result<Meta, StoreError> {
+fn prepare_in(conn: &mut Conn, schema: &str, signing_key: &SigningKey) -> Result<Meta, StoreError> {
+    let log_key = &signing_key.verifying_key().to_bytes();
     let lock = format!("memwarden/migrate/{schema}");
     conn.query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))", &[Arg::Text(&lock)]).map_err(store_db_err)?;
     conn.batch(&format!("CREATE SCHEMA IF NOT EXISTS {}; CREATE TABLE IF NOT EXISTS schema_version(version BIGINT PRIMARY KEY, applied_ms BIGINT NOT NULL)", quote_ident(schema)))
@@ -97,5 +104,25 @@ fn prepare_in(conn: &mut Conn, schema: &str, log_key: &[u8; 32]) -> Result<Meta,
             "schema {schema} is signed by log key {stored_key}, but the key directory holds {key}: every server of one store needs the same key"
         )));
     }
-    Ok(Meta { store_id: get(conn, "store_id")? })
+    let store_id = get(conn, "store_id")?;
+    if (1..SIGNED_HEADS).contains(&current) {
+        sign_heads(conn, signing_key, &store_id)?;
+    }
+    Ok(Meta { store_id })
+}
+
+/// A store made before signed heads signs its recorded heads once, in the migration's
+/// transaction (trusted once, like the rest of its log at this open); from then on every commit
+/// signs the heads it moves, and an unsigned head is a forgery.
+fn sign_heads(conn: &mut Conn, key: &SigningKey, store_id: &str) -> Result<(), StoreError> {
+    let rows = conn.query("SELECT tenant, size, head FROM heads WHERE sig IS NULL", &[]).map_err(store_db_err)?;
+    for r in &rows {
+        let r = PgRow(r);
+        let tenant = r.text(0).map_err(store_db_err)?;
+        let size = u64::try_from(r.int(1).map_err(store_db_err)?).unwrap_or(0);
+        let head: [u8; 32] = r.blob(2).map_err(store_db_err)?.try_into().map_err(|_| StoreError::Corrupt(format!("recorded head of {tenant} is malformed")))?;
+        let sig = memwarden_log::sign_head(key, store_id, &tenant, size, &head);
+        conn.execute("UPDATE heads SET sig = ?1 WHERE tenant = ?2", &[Arg::Blob(&sig), Arg::Text(&tenant)]).map_err(store_db_err)?;
+    }
+    Ok(())
 }

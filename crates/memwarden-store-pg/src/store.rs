@@ -11,7 +11,7 @@ use memwarden_log::{Entry, EntryKind, Hash, Problem, SignedCheckpoint, VerdictLo
 use memwarden_store::backend::{
     AccessChange, Arg, AttestationRow, BoundRow, Check, Cols, ElevationRow, ErasedRow, GlobalView, ItemRow, LineageRow, Logs, NewVector, OrderKind,
     Pending, PrincipalRow, ReputationRow, RowKey, SessionRow, StateIndex, StoredLogs, Table, Vectors, apply_caller, attestation_of, audit,
-    bindings_of, cosine, create_key, decode_f32, embedding_digest, item_of, load, load_key, principal_of, row_key, set_heads, tenant_of, verify,
+    bindings_of, cosine, create_key, decode_f32, embedding_digest, item_of, load, load_key, principal_of, row_key, set_heads, tenant_of, verify, HeadSigner,
 };
 use memwarden_store::{BATCH_MUTATIONS_MAX, CommitError, Hit, ITEMS_BATCH_MAX, Mutation, OrderedItem, PAGE_ROWS_MAX, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 
@@ -213,12 +213,16 @@ fn read_logs(conn: &mut Conn, only: Option<&str>) -> Result<StoredLogs, StoreErr
             out.tenants.entry(t).or_default().checkpoints.push(cp);
         }
     }
-    let rows = conn.query("SELECT tenant, size, head FROM heads WHERE ?1::text IS NULL OR tenant = ?1", &[only.map_or(Arg::Null, Arg::Text)]).map_err(store_db_err)?;
+    let rows = conn.query("SELECT tenant, size, head, sig FROM heads WHERE ?1::text IS NULL OR tenant = ?1", &[only.map_or(Arg::Null, Arg::Text)]).map_err(store_db_err)?;
     for r in &rows {
         let r = PgRow(r);
         let t = r.text(0).map_err(store_db_err)?;
         let head = hash_of(&r.blob(2).map_err(store_db_err)?).ok_or_else(|| StoreError::Corrupt(format!("recorded head of {t} is malformed")))?;
-        out.tenants.entry(t).or_default().expected = Some((u64_of(r.int(1).map_err(store_db_err)?), head));
+        let size = u64_of(r.int(1).map_err(store_db_err)?);
+        let sig = r.opt_blob(3).map_err(store_db_err)?;
+        let s = out.tenants.entry(t).or_default();
+        s.expected = Some((size, head));
+        s.head_sig = sig;
     }
     if only.is_some() {
         out.global.clear();
@@ -248,20 +252,20 @@ impl PostgresStore {
             None => create_key(&config.key_dir)?,
         };
         let mut writer = Conn::connect(&config.url, &config.schema)?;
-        let meta = crate::schema::prepare(&mut writer, &config.schema, &key.verifying_key().to_bytes())?;
+        let meta = crate::schema::prepare(&mut writer, &config.schema, &key)?;
         let reader = Conn::connect(&config.url, &config.schema)?;
         let readers: Vec<Mutex<Conn>> =
             std::iter::once(reader).chain((1..config.read_connections.max(1)).map(|_| Conn::lazy(&config.url, &config.schema))).map(Mutex::new).collect();
         writer.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(store_db_err)?;
-        let loaded = Self::load_all(&mut writer, &key, config.vector_exact_below);
+        let loaded = Self::load_all(&mut writer, &key, &meta.store_id, config.vector_exact_below);
         let _ = writer.batch("COMMIT");
         let (view, vectors) = loaded?;
         Ok(Self { config, key, store_id: meta.store_id, writer: Mutex::new(writer), readers, next_reader: std::sync::atomic::AtomicUsize::new(0), view: RwLock::new(view), vectors })
     }
 
-    fn load_all(conn: &mut Conn, key: &SigningKey, exact_below: Option<usize>) -> Result<(View, Vectors), StoreError> {
+    fn load_all(conn: &mut Conn, key: &SigningKey, store_id: &str, exact_below: Option<usize>) -> Result<(View, Vectors), StoreError> {
         let all = read_logs(conn, None)?;
-        let report = verify(&all, &key.verifying_key(), &HashMap::new(), None);
+        let report = verify(&all, &key.verifying_key(), store_id, &HashMap::new(), None);
         if let Some(p) = &report.problem {
             return Err(StoreError::LogTampered(p.to_string()));
         }
@@ -351,13 +355,19 @@ impl PostgresStore {
         // committed before this point (own commits join the view after their COMMIT), so a
         // smaller recorded size is a cut, never a race with a commit or another catch-up.
         let (known, known_head) = read(&self.view).logs.of(tenant).map_or((0, [0; 32]), |l| (l.len(), l.head()));
-        let rows = conn.query("SELECT size, head FROM heads WHERE tenant = ?1", &[Arg::Text(tenant)]).map_err(store_db_err)?;
+        let rows = conn.query("SELECT size, head, sig FROM heads WHERE tenant = ?1", &[Arg::Text(tenant)]).map_err(store_db_err)?;
         let (size, head) = match rows.first() {
             None => (0, [0u8; 32]),
             Some(r) => {
                 let r = PgRow(r);
                 let head = hash_of(&r.blob(1).map_err(store_db_err)?).ok_or_else(|| tampered_log(tenant, "recorded head is malformed".into()))?;
-                (u64_of(r.int(0).map_err(store_db_err)?), head)
+                let size = u64_of(r.int(0).map_err(store_db_err)?);
+                let sig = r.opt_blob(2).map_err(store_db_err)?;
+                // Entries another server appended count only under a head the store's key signed.
+                if size > known && memwarden_log::verify_head(&self.key.verifying_key(), &self.store_id, tenant, size, &head, sig.as_deref()).is_err() {
+                    return Err(tampered_log(tenant, format!("the recorded head at {size} entries is not signed by the store's key (an entry appended, or the head edited, without the key)")));
+                }
+                (size, head)
             }
         };
         if size < known {
@@ -598,7 +608,7 @@ impl PostgresStore {
         let mut pending = Pending::new(0, self.vectors.dims(), &self.store_id, &self.key.verifying_key().to_bytes());
         let db = PgDb::new(conn);
         let results = apply_caller(&db, &view.logs, &view.state, now_ms, mutations, atomic, &mut pending).map_err(store_db_err)?;
-        set_heads(&db, &pending.chains).map_err(store_db_err)?;
+        set_heads(&db, &pending.chains, HeadSigner { key: &self.key, store_id: &self.store_id }).map_err(store_db_err)?;
         Ok((results, pending))
     }
 
@@ -711,7 +721,7 @@ impl PostgresStore {
         conn.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
         let out = (|| -> Result<VerifyReport, StoreError> {
             let all = read_logs(&mut conn, only)?;
-            let mut report = verify(&all, &self.key.verifying_key(), &HashMap::new(), only);
+            let mut report = verify(&all, &self.key.verifying_key(), &self.store_id, &HashMap::new(), only);
             if report.problem.is_none() {
                 for (t, mine) in &before {
                     let stored = all.tenants.get(t).map_or(&[][..], |s| s.entries.as_slice());
@@ -1343,7 +1353,7 @@ impl PostgresStore {
             let name = self.lock_name(&tenant);
             conn.query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))", &[Arg::Text(&name)]).map_err(store_db_err)?;
             let witnessed = HashMap::new();
-            let target = Target { key: &self.key, gseq: 0, witnessed: &witnessed, now_ms };
+            let target = Target { key: &self.key, store_id: &self.store_id, gseq: 0, witnessed: &witnessed, now_ms };
             let imported = import_rows(&PgDb::new(&mut conn), head, &mut lines, &target)?;
             let base = imported.max_vseq.map_or(0, |m| m.saturating_add(1).saturating_sub(i64_of(size)).max(0));
             if base > 0 {

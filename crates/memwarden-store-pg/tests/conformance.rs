@@ -631,6 +631,66 @@ fn a_cut_or_rewritten_log_is_refused_by_the_running_process_and_at_open() {
     assert!(matches!(PostgresStore::open(config.clone()), Err(StoreError::LogTampered(_))));
 }
 
+/// Append a well-formed entry chained onto `tenant`'s log and move the recorded head to it, as
+/// someone with write access to the database but not the key would.
+fn append_forged_entry(raw: &PgRaw) -> u64 {
+    let mut c = raw.client();
+    let rows = c.query("SELECT entry FROM log WHERE tenant = $1 ORDER BY idx", &[&tenant().as_str()]).unwrap();
+    let leaves = rows.iter().map(|r| memwarden_log::leaf_hash(&r.get::<_, Vec<u8>>(0))).collect();
+    let log = memwarden_log::VerdictLog::from_leaves(leaves);
+    let body = serde_json::to_vec(&serde_json::json!({"tenant": tenant().as_str(), "forged": true})).unwrap();
+    let entry = log.prepare(memwarden_log::EntryKind::Admin, 4_000_000_000_000, body).encode();
+    let n = log.len();
+    let head = memwarden_log::leaf_hash(&entry).to_vec();
+    c.execute("INSERT INTO log(tenant, idx, entry) VALUES($1, $2, $3)", &[&tenant().as_str(), &(n as i64), &entry]).unwrap();
+    c.execute("UPDATE heads SET size = $1, head = $2 WHERE tenant = $3", &[&(n as i64 + 1), &head, &tenant().as_str()]).unwrap();
+    n
+}
+
+#[test]
+fn an_entry_appended_without_the_key_is_refused_by_the_running_process_and_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pg_config(dir.path());
+    let _drop = DropSchema(config.clone());
+    let a = open_pg(&config);
+    setup(&a);
+    let ana = principal("ana", PrincipalKind::Agent);
+    write_as(&a, &ana, 1, "one", Route::Direct, false);
+    a.checkpoint_of(&tenant(), 2).unwrap();
+    let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
+    let n = append_forged_entry(&raw);
+    let report = a.verify_log().unwrap();
+    assert!(matches!(&report.problem, Some(Problem::InLog { problem, .. }) if matches!(**problem, Problem::UnsignedHead { size, .. } if size == n + 1)), "{:?}", report.problem);
+    let r = a.commit(9, vec![item_mutation("ana", 2, "two")]);
+    assert!(matches!(r, Err(StoreError::LogTampered(ref m)) if m.contains("not signed")), "the writer refuses to build on a forged head: {r:?}");
+    match PostgresStore::open(config.clone()) {
+        Err(StoreError::LogTampered(m)) => assert!(m.contains("not signed by the store's key"), "{m}"),
+        other => panic!("a log with an appended forgery opened: {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn a_store_made_before_signed_heads_signs_them_once_at_its_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = pg_config(dir.path());
+    let _drop = DropSchema(config.clone());
+    {
+        let a = open_pg(&config);
+        setup(&a);
+        write_as(&a, &principal("ana", PrincipalKind::Agent), 1, "one", Route::Direct, false);
+    }
+    let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
+    raw.exec("ALTER TABLE heads DROP COLUMN sig; DELETE FROM schema_version WHERE version = 2");
+    let a = open_pg(&config);
+    assert_eq!(raw.count("SELECT count(*) FROM heads WHERE sig IS NULL"), 0, "every head is signed after the migration");
+    assert!(a.verify_log().unwrap().is_ok());
+    assert_eq!(a.item(&tenant(), &id(1)).unwrap().unwrap().content(), "one");
+    // From then on, a head without a signature is a forgery.
+    drop(a);
+    raw.exec("UPDATE heads SET sig = NULL");
+    assert!(matches!(PostgresStore::open(config.clone()), Err(StoreError::LogTampered(_))));
+}
+
 #[test]
 fn another_key_is_refused_and_a_newer_schema_too() {
     let dir = tempfile::tempdir().unwrap();

@@ -93,7 +93,7 @@ pub mod backend {
     pub use crate::sqlite::{attestation_of, cosine, item_of, principal_of};
     pub use crate::stored::{StoredLogs, TenantStored, last_time_ms, load, verify};
     pub use crate::vectors::{AccessChange, Found, NewVector, Vectors, decode_f32};
-    pub use crate::write::{Pending, apply_all, apply_caller, set_heads, tenant_of};
+    pub use crate::write::{HeadSigner, Pending, apply_all, apply_caller, set_heads, sign_unsigned_heads, tenant_of};
 }
 pub use sqlite::{SqliteStore, StoreConfig};
 pub use vectors::{Progress, SAVE_AFTER_ADDS_COUNT};

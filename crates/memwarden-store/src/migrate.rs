@@ -114,6 +114,18 @@ pub(crate) fn prepare(conn: &Connection) -> Result<Option<i64>, StoreError> {
     }
 }
 
+/// Give the `heads` table of a store made before signed heads its `sig` column. `true` when
+/// it was added now: the store's recorded heads are then signed once, at this open
+/// ([`crate::backend::sign_unsigned_heads`]); from then on an unsigned head is a forgery.
+pub(crate) fn add_head_signatures(conn: &Connection) -> Result<bool, StoreError> {
+    let has_heads: i64 = conn.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'heads'", [], |r| r.get(0))?;
+    if has_heads == 0 || has_column(conn, "heads", "sig")? {
+        return Ok(false);
+    }
+    conn.execute_batch("ALTER TABLE heads ADD COLUMN sig BLOB")?;
+    Ok(true)
+}
+
 /// Every bound row's binding.
 fn all_bindings(conn: &Connection) -> Result<Vec<Binding>, StoreError> {
     let mut b = Vec::new();
@@ -271,9 +283,11 @@ pub(crate) fn relog(conn: &mut Connection, key: &SigningKey, store_id: &str, tim
         }
     }
     for (tenant, l) in &logs {
+        let (size, head) = (l.log.len(), l.log.head());
+        let sig = memwarden_log::sign_head(key, store_id, tenant, size, &head);
         tx.execute(
-            "INSERT INTO heads(tenant, size, head) VALUES(?1, ?2, ?3)",
-            params![tenant, i64::try_from(l.log.len()).unwrap_or(i64::MAX), l.log.head().as_slice()],
+            "INSERT INTO heads(tenant, size, head, sig) VALUES(?1, ?2, ?3, ?4)",
+            params![tenant, i64::try_from(size).unwrap_or(i64::MAX), head.as_slice(), sig.as_slice()],
         )?;
     }
     tx.execute("UPDATE meta SET value = ?1 WHERE key = 'schema'", params![SCHEMA_VERSION])?;

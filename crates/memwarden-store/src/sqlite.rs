@@ -181,7 +181,7 @@ pub(crate) const SCHEMA_LOGS: &str = "
 CREATE TABLE IF NOT EXISTS log(tenant TEXT NOT NULL, idx INTEGER NOT NULL, entry BLOB NOT NULL, gseq INTEGER NOT NULL, PRIMARY KEY(tenant, idx));
 CREATE UNIQUE INDEX IF NOT EXISTS log_by_gseq ON log(gseq);
 CREATE TABLE IF NOT EXISTS checkpoints(tenant TEXT NOT NULL, size INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY(tenant, size));
-CREATE TABLE IF NOT EXISTS heads(tenant TEXT PRIMARY KEY, size INTEGER NOT NULL, head BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS heads(tenant TEXT PRIMARY KEY, size INTEGER NOT NULL, head BLOB NOT NULL, sig BLOB);
 ";
 
 pub(crate) fn open_conn(path: &Path, read_only: bool, durability: Durability) -> Result<Connection, StoreError> {
@@ -301,6 +301,7 @@ impl SqliteStore {
         }
         let mut writer = open_conn(&db, false, durability)?;
         let legacy = crate::migrate::prepare(&writer)?;
+        let heads_unsigned = crate::migrate::add_head_signatures(&writer)?;
         let key_dir = keys::resolve(dir, &config.keys)?;
         keys::private_dir(&key_dir)?;
         // A store created by an earlier version's default has its key directory outside, in
@@ -378,8 +379,12 @@ impl SqliteStore {
         if bound.is_some() && !any_witness && log_entries > 0 && legacy.is_none() {
             return Err(StoreError::LogTampered(format!("the witness of this store is missing from {}", key_dir.join(keys::WITNESS_DIR).display())));
         }
-        let all = stored::read_logs(&writer, None)?;
-        let report = stored::verify(&all, &key.verifying_key(), &witnessed, None);
+        let mut all = stored::read_logs(&writer, None)?;
+        if heads_unsigned {
+            let signer = crate::write::HeadSigner { key: &key, store_id: &store_id };
+            crate::write::sign_unsigned_heads(&crate::db::SqliteDb(&writer), &mut all, signer, &witnessed)?;
+        }
+        let report = stored::verify(&all, &key.verifying_key(), &store_id, &witnessed, None);
         if let Some(p) = &report.problem {
             return Err(StoreError::LogTampered(p.to_string()));
         }
@@ -553,7 +558,7 @@ impl SqliteStore {
             None => Default::default(),
         };
         let all = stored::read_logs(&conn, None)?;
-        let mut report = stored::verify(&all, &key.verifying_key(), &witnessed, None);
+        let mut report = stored::verify(&all, &key.verifying_key(), store_id.as_deref().unwrap_or(""), &witnessed, None);
         if report.problem.is_none() {
             report.problem = crate::audit::audit(&crate::db::SqliteDb(&conn), &all, None)?;
         }
@@ -1146,7 +1151,7 @@ impl SqliteStore {
         let conn = lock(&self.shared.reader);
         let all = stored::read_logs(&conn, only)?;
         let witnessed = stored::witnesses(&self.shared.key_dir, &self.shared.store_id)?;
-        let mut report = stored::verify(&all, &self.shared.key.verifying_key(), &witnessed, only);
+        let mut report = stored::verify(&all, &self.shared.key.verifying_key(), &self.shared.store_id, &witnessed, only);
         if report.problem.is_none() {
             // A consistent rewrite of the database under a running store is caught here.
             let logs = read_guard(&self.shared.logs);

@@ -22,6 +22,8 @@ pub struct TenantStored {
     pub checkpoints: Vec<SignedCheckpoint>,
     /// The recorded (size, head) from `heads`.
     pub expected: Option<(u64, Hash)>,
+    /// The store's signature over the recorded head ([`memwarden_log::head_signing_bytes`]).
+    pub head_sig: Option<Vec<u8>>,
 }
 
 /// Every stored log.
@@ -75,14 +77,16 @@ pub fn read_logs(conn: &Connection, only: Option<&str>) -> Result<StoredLogs, St
             out.tenants.entry(t).or_default().checkpoints.push(cp);
         }
     }
-    let mut stmt = conn.prepare("SELECT tenant, size, head FROM heads")?;
-    for r in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, Vec<u8>>(2)?)))? {
-        let (t, size, head) = r?;
+    let mut stmt = conn.prepare("SELECT tenant, size, head, sig FROM heads")?;
+    for r in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, Vec<u8>>(2)?, r.get::<_, Option<Vec<u8>>>(3)?)))? {
+        let (t, size, head, sig) = r?;
         if only.is_some_and(|o| o != t) {
             continue;
         }
         let head = hash32(&head).ok_or_else(|| StoreError::Corrupt(format!("recorded head of {t} is malformed")))?;
-        out.tenants.entry(t).or_default().expected = Some((u64::try_from(size).unwrap_or(0), head));
+        let s = out.tenants.entry(t).or_default();
+        s.expected = Some((u64::try_from(size).unwrap_or(0), head));
+        s.head_sig = sig;
     }
     Ok(out)
 }
@@ -117,7 +121,7 @@ fn genesis_tenant(bytes: &[u8]) -> Option<String> {
 /// checkpoints, recorded head and witness (a witness whose log is missing is a cut log), its
 /// genesis naming it; then the global view's order and checkpoints. The report's figures are the
 /// global view's (one tenant's for `only`).
-pub fn verify(stored: &StoredLogs, key: &VerifyingKey, witnessed: &HashMap<String, SignedCheckpoint>, only: Option<&str>) -> VerifyReport {
+pub fn verify(stored: &StoredLogs, key: &VerifyingKey, store_id: &str, witnessed: &HashMap<String, SignedCheckpoint>, only: Option<&str>) -> VerifyReport {
     let mut names: Vec<&str> = stored.tenants.keys().map(String::as_str).collect();
     for t in witnessed.keys() {
         if only.is_none_or(|o| o == t) && !stored.tenants.contains_key(t) {
@@ -139,6 +143,9 @@ pub fn verify(stored: &StoredLogs, key: &VerifyingKey, witnessed: &HashMap<Strin
             && genesis_tenant(first).as_deref() != Some(t)
         {
             r.problem = Some(Problem::BrokenLink { index: 0 });
+        }
+        if r.problem.is_none() {
+            r.problem = unsigned_head(s, &anchors, key, store_id, t);
         }
         total.entries += r.entries;
         total.checkpoints_checked += r.checkpoints_checked;
@@ -186,6 +193,23 @@ pub fn verify(stored: &StoredLogs, key: &VerifyingKey, witnessed: &HashMap<Strin
         }
     }
     total
+}
+
+/// A log whose recorded head the store's key does not vouch for (no head recorded for stored
+/// entries, or no valid signature over it): an entry was appended, or the head row edited or
+/// deleted, by someone without the key.
+fn unsigned_head(s: &TenantStored, anchors: &[SignedCheckpoint], key: &VerifyingKey, store_id: &str, tenant: &str) -> Option<Problem> {
+    let stored_len = s.entries.len() as u64;
+    let (size, signed) = match s.expected {
+        Some((size, head)) => (size, memwarden_log::verify_head(key, store_id, tenant, size, &head, s.head_sig.as_deref()).is_ok()),
+        None => (stored_len, stored_len == 0),
+    };
+    if signed {
+        return None;
+    }
+    let first_bad_after = anchors.iter().map(|a| a.checkpoint.size).filter(|n| *n <= size).max().unwrap_or(0);
+    debug_assert!(first_bad_after <= size);
+    Some(Problem::UnsignedHead { size, first_bad_after })
 }
 
 /// The verified logs in memory, and the state their bindings commit every row to.

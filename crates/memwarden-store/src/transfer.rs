@@ -395,10 +395,12 @@ fn read_tenant_log(db: &dyn Db, tenant: &str) -> Result<TenantStored, TransferEr
     for rec in query_all(db, "SELECT record FROM checkpoints WHERE tenant = ?1 ORDER BY size", &[Arg::Text(tenant)], |r| r.text(0)).map_err(dberr)? {
         out.checkpoints.push(serde_json::from_str(&rec).map_err(|e| TransferError::Store(StoreError::Corrupt(format!("checkpoint: {e}"))))?);
     }
-    let head: Option<(i64, Vec<u8>)> = query_opt(db, "SELECT size, head FROM heads WHERE tenant = ?1", &[Arg::Text(tenant)], |r| Ok((r.int(0)?, r.blob(1)?))).map_err(dberr)?;
-    if let Some((size, head)) = head {
+    let head: Option<(i64, Vec<u8>, Option<Vec<u8>>)> =
+        query_opt(db, "SELECT size, head, sig FROM heads WHERE tenant = ?1", &[Arg::Text(tenant)], |r| Ok((r.int(0)?, r.blob(1)?, r.opt_blob(2)?))).map_err(dberr)?;
+    if let Some((size, head, sig)) = head {
         let head: Hash = head.try_into().map_err(|_| TransferError::Verify(format!("the recorded head of {tenant} is malformed")))?;
         out.expected = Some((u64::try_from(size).unwrap_or(0), head));
+        out.head_sig = sig;
     }
     Ok(out)
 }
@@ -452,7 +454,7 @@ impl Checker {
             return Err(verify_err(format!("entry 0 is not the genesis entry of tenant {tenant}")));
         }
         let mut stored = StoredLogs::default();
-        stored.tenants.insert(tenant.to_owned(), TenantStored { entries: entries.to_vec(), checkpoints: Vec::new(), expected: None });
+        stored.tenants.insert(tenant.to_owned(), TenantStored { entries: entries.to_vec(), checkpoints: Vec::new(), expected: None, head_sig: None });
         let (_, state) = crate::stored::load(&stored).map_err(|e| verify_err(e.to_string()))?;
         let mut live = HashMap::new();
         for (i, bytes) in entries.iter().enumerate() {
@@ -619,6 +621,10 @@ pub fn export_from(db: &dyn Db, tenant: &TenantId, source: &Source, now_ms: u64,
     if stored.expected.is_some_and(|(s, h)| s != log.size || h != log.head) {
         return Err(verify_err(format!("the recorded head of {t} does not match its stored entries")));
     }
+    let key = VerifyingKey::from_bytes(&source.log_key).map_err(|e| verify_err(format!("the source log key is not an Ed25519 key: {e}")))?;
+    if memwarden_log::verify_head(&key, &source.store_id, t, log.size, &log.head, stored.head_sig.as_deref()).is_err() {
+        return Err(verify_err(format!("the recorded head of {t} (size {}) is not signed by this store's key", log.size)));
+    }
     let dims = vector_dims(db)?;
     let mut checker = Checker::new(t, &stored.entries, &stored.checkpoints, &source.log_key, &log, dims)?;
     let mut rows: Vec<(&'static Spec, Vals)> = Vec::new();
@@ -773,6 +779,8 @@ pub fn read_head(lines: &mut Lines<'_>) -> Result<Head, TransferError> {
 pub struct Target<'a> {
     /// The target's checkpoint-signing key.
     pub key: &'a SigningKey,
+    /// The target's store id (its signed heads name it).
+    pub store_id: &'a str,
     /// The global sequence number the first imported entry takes (a backend without a global
     /// order ignores it).
     pub gseq: u64,
@@ -859,7 +867,8 @@ pub fn import_rows(db: &dyn Db, head: Head, lines: &mut Lines<'_>, target: &Targ
         return Err(lines.format("a line after the trailer"));
     }
     checker.finish()?;
-    crate::write::set_heads(db, &HashMap::from([(t.to_owned(), (log.size, log.head))])).map_err(dberr)?;
+    let signer = crate::write::HeadSigner { key: target.key, store_id: target.store_id };
+    crate::write::set_heads(db, &HashMap::from([(t.to_owned(), (log.size, log.head))]), signer).map_err(dberr)?;
     let checkpoint = Checkpoint { size: log.size, root: log.root, head: log.head, time_ms: target.now_ms }.sign(target.key);
     let record = serde_json::to_string(&checkpoint).map_err(|e| TransferError::Store(StoreError::Corrupt(e.to_string())))?;
     let size = i64::try_from(log.size).unwrap_or(i64::MAX);
@@ -879,7 +888,7 @@ pub fn import_rows(db: &dyn Db, head: Head, lines: &mut Lines<'_>, target: &Targ
     let back = read_tenant_log(db, t)?;
     let mut stored = StoredLogs::default();
     stored.tenants.insert(t.to_owned(), back);
-    let report = crate::stored::verify(&stored, &target.key.verifying_key(), target.witnessed, Some(t));
+    let report = crate::stored::verify(&stored, &target.key.verifying_key(), target.store_id, target.witnessed, Some(t));
     if let Some(p) = report.problem {
         return Err(verify_err(format!("the target's verifier refuses the imported log: {p}")));
     }
@@ -930,7 +939,7 @@ impl crate::SqliteStore {
         let out = (|| {
             let witnessed = crate::stored::witnesses(&key_dir, &store_id)?;
             let gseq: i64 = conn.query_row("SELECT coalesce(max(gseq) + 1, 0) FROM log", [], |r| r.get(0)).map_err(StoreError::from)?;
-            let target = Target { key: &key, gseq: u64::try_from(gseq).unwrap_or(0), witnessed: &witnessed, now_ms };
+            let target = Target { key: &key, store_id: &store_id, gseq: u64::try_from(gseq).unwrap_or(0), witnessed: &witnessed, now_ms };
             import_rows(&crate::db::SqliteDb(&conn), head, &mut lines, &target)
         })();
         let imported = match out {

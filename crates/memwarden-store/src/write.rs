@@ -832,15 +832,56 @@ pub(crate) fn write_checkpoint(conn: &Connection, shared: &Shared, tenant: &str,
     Ok(cp)
 }
 
-/// Record each touched tenant log's new (length, head), in the transaction.
-pub fn set_heads(db: &dyn Db, chains: &HashMap<String, (u64, Hash)>) -> Result<(), DbError> {
+/// Who signs the recorded heads: the store's key, and the store id the signature names.
+#[derive(Clone, Copy)]
+pub struct HeadSigner<'a> {
+    /// The store's log key.
+    pub key: &'a ed25519_dalek::SigningKey,
+    /// The store's id.
+    pub store_id: &'a str,
+}
+
+/// Record each touched tenant log's new (length, head) with the store's signature over it, in
+/// the transaction: an entry appended later without the key leaves a head no signature covers.
+pub fn set_heads(db: &dyn Db, chains: &HashMap<String, (u64, Hash)>, signer: HeadSigner<'_>) -> Result<(), DbError> {
     for (tenant, (len, head)) in chains {
+        debug_assert!(*len > 0, "a touched log has at least its genesis entry");
+        let sig = memwarden_log::sign_head(signer.key, signer.store_id, tenant, *len, head);
         db.execute(
-            "INSERT INTO heads(tenant, size, head) VALUES(?1, ?2, ?3) ON CONFLICT(tenant) DO UPDATE SET size = excluded.size, head = excluded.head",
-            crate::args![tenant, i64_of(*len), head.as_slice()],
+            "INSERT INTO heads(tenant, size, head, sig) VALUES(?1, ?2, ?3, ?4) \
+             ON CONFLICT(tenant) DO UPDATE SET size = excluded.size, head = excluded.head, sig = excluded.sig",
+            crate::args![tenant, i64_of(*len), head.as_slice(), sig.as_slice()],
         )?;
     }
     Ok(())
+}
+
+/// A store that has just gained signed heads (its `heads` rows carry none yet) signs each
+/// recorded head once, at this open, before verifying. A head beyond its tenant's witness is not
+/// signed: those entries were appended after the last commit this store vouched for.
+pub fn sign_unsigned_heads(
+    db: &dyn Db,
+    stored: &mut crate::stored::StoredLogs,
+    signer: HeadSigner<'_>,
+    witnessed: &HashMap<String, SignedCheckpoint>,
+) -> Result<usize, crate::StoreError> {
+    let mut signed = 0;
+    for (tenant, s) in &mut stored.tenants {
+        let Some((size, head)) = s.expected else { continue };
+        if s.head_sig.is_some() {
+            continue;
+        }
+        if let Some(w) = witnessed.get(tenant)
+            && w.checkpoint.size != size
+        {
+            let problem = memwarden_log::Problem::UnsignedHead { size, first_bad_after: w.checkpoint.size.min(size) };
+            return Err(crate::StoreError::LogTampered(memwarden_log::Problem::InLog { log: tenant.clone(), problem: Box::new(problem) }.to_string()));
+        }
+        set_heads(db, &HashMap::from([(tenant.clone(), (size, head))]), signer).map_err(|e| crate::StoreError::Corrupt(format!("signing the head of {tenant}: {e:?}")))?;
+        s.head_sig = Some(memwarden_log::sign_head(signer.key, signer.store_id, tenant, size, &head).to_vec());
+        signed += 1;
+    }
+    Ok(signed)
 }
 
 /// Apply one caller's mutations: all in one savepoint (`atomic`: every receipt, or the one
@@ -889,7 +930,7 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
                 results.push(apply_caller(&db, &logs, &state, g.now_ms, &g.mutations, g.atomic, &mut pending)?);
             }
         }
-        set_heads(&db, &pending.chains)?;
+        set_heads(&db, &pending.chains, HeadSigner { key: &shared.key, store_id: &shared.store_id })?;
         // While the transaction commits, readers accept a changed row in its old or new state.
         let staged: Vec<(Binding, u64)> = pending.bindings.iter().map(|(_, b, e)| (b.clone(), *e)).collect();
         write_guard(&shared.state).stage(&staged);

@@ -562,6 +562,57 @@ fn log_entries_changed_dropped_swapped_inserted_or_truncated_are_named() {
     check("checkpoints deleted", &|r| sql(r, &format!("DELETE FROM checkpoints; DELETE FROM log WHERE idx = {}", n - 1)), Expect::Refused { first_bad: (n - 1) as u64 });
 }
 
+/// A well-formed entry chained onto the stored log of `acme`, as someone with write access to
+/// the database but not the key would append it.
+fn forge_next_entry(root: &Path) -> (u64, Vec<u8>) {
+    let es = entries(root);
+    let log = memwarden_log::VerdictLog::from_leaves(es.iter().map(|(_, e)| memwarden_log::leaf_hash(e)).collect());
+    let body = serde_json::to_vec(&serde_json::json!({"tenant": "acme", "forged": true})).unwrap();
+    let entry = log.prepare(memwarden_log::EntryKind::Admin, 4_000_000_000_000, body).encode();
+    (log.len(), entry)
+}
+
+fn append_forged(root: &Path, update_head: bool, delete_head: bool) {
+    let (n, entry) = forge_next_entry(root);
+    let conn = rusqlite::Connection::open(db(root)).unwrap();
+    conn.execute("INSERT INTO log(tenant, idx, entry, gseq) VALUES('acme', ?1, ?2, (SELECT max(gseq) + 1 FROM log))", params![n as i64, entry]).unwrap();
+    if update_head {
+        let head = memwarden_log::leaf_hash(&entry);
+        conn.execute("UPDATE heads SET size = ?1, head = ?2 WHERE tenant = 'acme'", params![n as i64 + 1, head.as_slice()]).unwrap();
+    }
+    if delete_head {
+        conn.execute("DELETE FROM heads WHERE tenant = 'acme'", []).unwrap();
+    }
+}
+
+#[test]
+fn an_entry_appended_without_the_key_is_refused_even_with_the_head_updated() {
+    let n = {
+        let root = tempfile::tempdir().unwrap();
+        build(root.path());
+        entries(root.path()).len() as u64
+    };
+    check("appended, head not updated", &|r| append_forged(r, false, false), Expect::Refused { first_bad: n });
+    check("appended, head updated", &|r| append_forged(r, true, false), Expect::Refused { first_bad: n });
+    check("appended, head deleted", &|r| append_forged(r, false, true), Expect::Refused { first_bad: n });
+    check("head signature removed", &|r| sql(r, "UPDATE heads SET sig = NULL"), Expect::Refused { first_bad: n });
+    // A store made before signed heads (no `sig` column) signs its heads once at the next open,
+    // when its witness vouches for them; after an appended entry it does not.
+    check(
+        "a store without signed heads, appended and head updated",
+        &|r| {
+            append_forged(r, true, false);
+            sql(r, "ALTER TABLE heads DROP COLUMN sig");
+        },
+        Expect::RefusedWith("first bad index"),
+    );
+    check(
+        "a store without signed heads",
+        &|r| sql(r, "ALTER TABLE heads DROP COLUMN sig"),
+        Expect::Served { probe: |s| s.item(&tenant(), &id(SHARED)).unwrap().is_some() },
+    );
+}
+
 #[test]
 fn an_emptied_or_replaced_data_directory_is_refused() {
     check("emptied", &|r| std::fs::remove_dir_all(r.join("data")).unwrap(), Expect::RefusedWith("belongs to store"));
