@@ -30,6 +30,7 @@ mod pipeline;
 mod stages;
 
 pub use lineage::RERANK_FETCH_FACTOR;
+mod idempotency;
 pub use memwarden_lineage as lineage_layer;
 use memwarden_lineage::{AuditTrail, LineageConfig, RecordState, TrustBreakdown};
 
@@ -741,8 +742,19 @@ impl Engine {
         if p.mutations.is_empty() {
             return Ok(None);
         }
-        let committed = match self.store.commit_atomic(now, p.mutations).map_err(EngineError::from).and_then(|r| r.map_err(EngineError::from)) {
-            Ok(receipts) => receipts,
+        let tagged = idempotency::take_tag();
+        let was_tagged = tagged.is_some();
+        let commit = match tagged {
+            Some(tag) => self.store.commit_idempotent(now, p.mutations, tag),
+            None => self.store.commit_atomic(now, p.mutations),
+        };
+        let committed = match commit.map_err(EngineError::from).and_then(|r| r.map_err(EngineError::from)) {
+            Ok(receipts) => {
+                if was_tagged {
+                    idempotency::mark_claimed();
+                }
+                receipts
+            }
             Err(e) => {
                 if p.graph_ahead
                     && let Some(l) = &self.lineage

@@ -12,7 +12,7 @@ use memwarden_core::prelude::*;
 use memwarden_engine::embed::HashEmbedder;
 use memwarden_engine::{Actor, Engine, EngineConfig, EngineError, Preset, SessionKind};
 use memwarden_log::{Hash, SignedCheckpoint, VerifyReport};
-use memwarden_store::{CommitError, Hit, Mutation, OrderedItem, Receipt, SqliteStore, Store, StoreError, StoredSession};
+use memwarden_store::{CommitError, Hit, IdempotencyRecord, IdempotencyTag, Mutation, OrderedItem, Receipt, SqliteStore, Store, StoreError, StoredSession};
 
 /// A store that counts its commits (every other call goes straight through).
 struct Counting {
@@ -31,6 +31,16 @@ impl Store for Counting {
     fn commit_atomic(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
         self.commits.fetch_add(1, Ordering::SeqCst);
         self.inner.commit_atomic(now_ms, mutations)
+    }
+    fn commit_idempotent(&self, now_ms: u64, mutations: Vec<Mutation>, tag: IdempotencyTag) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        self.inner.commit_idempotent(now_ms, mutations, tag)
+    }
+    fn idempotency_record(&self, tenant: &TenantId, principal: &PrincipalId, key: &str, now_ms: u64) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.inner.idempotency_record(tenant, principal, key, now_ms)
+    }
+    fn record_answer(&self, tag: &IdempotencyTag, status: u16, body: &[u8]) -> Result<bool, StoreError> {
+        self.inner.record_answer(tag, status, body)
     }
     fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError> {
         self.inner.principal(tenant, id)
@@ -330,4 +340,38 @@ fn a_planning_session_is_not_handed_untrusted_memory_through_history() {
     assert!(w.engine.observed(&planner).unwrap().floor() >= Integrity::Agent, "the planner stays clean");
     // The same memory through a default session: handed over, labelled.
     assert_eq!(w.engine.history(&ana, &page).unwrap().len(), 1);
+}
+
+/// Issue 35.4: a write whose answer was lost (the commit succeeded, the caller heard a 503) is
+/// retried with its idempotency key: the retry is refused (`IdempotencyKeyUsed`) and nothing is
+/// stored twice, under every preset. The key rides the operation's one commit; an operation
+/// that fails leaves it free.
+#[test]
+fn a_write_retried_under_its_idempotency_key_is_applied_once() {
+    for preset in Preset::ALL {
+        let w = World::new(preset);
+        let ana = w.actor("ana");
+        let tag = IdempotencyTag::new(w.tenant.clone(), pid("ana"), "retry-1", [7; 32]).unwrap();
+        let write = |e: &Engine| e.add(&ana, WriteRequest::new(ns(), "The office moved to the 4th floor.", Route::Direct));
+        let (first, claimed) = w.engine.idempotent(tag.clone(), write);
+        assert!(first.is_ok() && claimed, "{}: {first:?}", preset.as_str());
+        let record = w.engine.store().idempotency_record(&w.tenant, &pid("ana"), "retry-1", w.engine.now_ms()).unwrap().unwrap();
+        assert_eq!((record.digest, record.answer.clone()), ([7; 32], None), "claimed in the write's commit, no answer yet");
+        let (again, claimed) = w.engine.idempotent(tag.clone(), write);
+        assert!(matches!(again, Err(EngineError::Commit(CommitError::IdempotencyKeyUsed(_)))) && !claimed, "{}: {again:?}", preset.as_str());
+        assert_eq!(w.engine.store().list(&w.tenant, &ns(), 100).unwrap().len(), 1, "{}: stored once", preset.as_str());
+        assert!(w.engine.store().record_answer(&tag, 201, b"{\"ok\":true}").unwrap());
+        let record = w.engine.store().idempotency_record(&w.tenant, &pid("ana"), "retry-1", w.engine.now_ms()).unwrap().unwrap();
+        assert_eq!(record.answer, Some((201, b"{\"ok\":true}".to_vec())));
+        // A refused operation (an unknown parent) commits nothing under its key: it stays free.
+        let free = IdempotencyTag::new(w.tenant.clone(), pid("ana"), "retry-2", [8; 32]).unwrap();
+        let bad = |e: &Engine| {
+            let mut r = WriteRequest::new(ns(), "derived", Route::Direct);
+            r.parents = vec![ParentRef { id: ItemId::from_bytes([9; 16]), kind: EdgeKind::DerivedFrom }];
+            e.add(&ana, r)
+        };
+        let (out, claimed) = w.engine.idempotent(free, bad);
+        assert!(out.is_err() && !claimed, "{}: {out:?}", preset.as_str());
+        assert!(w.engine.store().idempotency_record(&w.tenant, &pid("ana"), "retry-2", w.engine.now_ms()).unwrap().is_none());
+    }
 }

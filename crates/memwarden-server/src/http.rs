@@ -73,12 +73,25 @@ where
 }
 
 impl AppState {
+    /// Run an operation on the blocking pool; a request with an `Idempotency-Key` runs it under
+    /// the key (`crate::idempotency`).
     async fn run<T, F>(&self, f: F) -> Result<T, ApiError>
     where
         T: Send + 'static,
         F: FnOnce(&Engine) -> Result<T, ApiError> + Send + 'static,
     {
-        blocking(Arc::clone(&self.0.engine), Some(Arc::clone(&self.0.metrics)), f).await
+        let pending = crate::idempotency::current();
+        blocking(Arc::clone(&self.0.engine), Some(Arc::clone(&self.0.metrics)), move |e| match pending {
+            None => f(e),
+            Some(p) => {
+                let (out, claimed) = e.idempotent(p.tag.clone(), f);
+                if claimed {
+                    p.claimed.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                out
+            }
+        })
+        .await
     }
 }
 
@@ -1178,6 +1191,7 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/memories/{id}", get(alias_get).put(alias_update).delete(alias_delete))
         .route("/memories/{id}/history", get(alias_history))
         .route("/search", post(alias_search))
+        .route_layer(middleware::from_fn_with_state(state.clone(), crate::idempotency::idempotency_mw))
         .merge(
             Router::new()
                 .route_service("/mcp", mcp)

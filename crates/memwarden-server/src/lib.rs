@@ -64,6 +64,7 @@ pub mod config;
 mod conn;
 pub use memwarden_api::dto;
 pub mod http;
+mod idempotency;
 pub mod keys;
 pub mod limit;
 pub mod mcp;

@@ -153,6 +153,10 @@ impl From<EngineError> for ApiError {
             ) => Self::new(StatusCode::CONFLICT, "conflict", e.to_string()),
             // Erased between the read and the commit.
             EngineError::Commit(CommitError::ItemMissing(_)) => Self::not_found(e.to_string()),
+            // Another request holds the idempotency key (still running): retry after it.
+            EngineError::Commit(CommitError::IdempotencyKeyUsed(_)) => {
+                Self::new(StatusCode::CONFLICT, "idempotency_in_flight", "another request with this idempotency key is running or has just committed; retry it to get its answer")
+            }
             EngineError::Commit(CommitError::BatchTooLarge(_)) => Self::invalid(e.to_string()),
             EngineError::Refused { .. } => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", e.to_string()),
             // A configuration choice, not a server fault (and not a 5xx).

@@ -16,10 +16,10 @@ use memwarden_store::backend::{Arg, Cols};
 use crate::conn::{Conn, PgRow, quote_ident, store_db_err};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 2] = ["
+const MIGRATIONS: [&str; 3] = ["
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE principals(tenant TEXT NOT NULL, id TEXT NOT NULL, record TEXT NOT NULL, log_index BIGINT NOT NULL, PRIMARY KEY(tenant, id));
 CREATE TABLE items(
@@ -47,6 +47,10 @@ CREATE TABLE checkpoints(tenant TEXT NOT NULL, size BIGINT NOT NULL, record TEXT
 CREATE TABLE heads(tenant TEXT PRIMARY KEY, size BIGINT NOT NULL, head BYTEA NOT NULL);
 ", "
 ALTER TABLE heads ADD COLUMN sig BYTEA;
+", "
+CREATE TABLE idempotency(tenant TEXT NOT NULL, principal TEXT NOT NULL, key TEXT NOT NULL, digest BYTEA NOT NULL, created_ms BIGINT NOT NULL,
+  log_index BIGINT NOT NULL, status BIGINT, answer BYTEA, mac BYTEA NOT NULL, PRIMARY KEY(tenant, principal, key));
+CREATE INDEX idempotency_by_age ON idempotency(created_ms);
 "];
 
 /// The first version whose recorded heads carry the store's signature.

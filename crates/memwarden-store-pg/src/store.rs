@@ -11,9 +11,9 @@ use memwarden_log::{Entry, EntryKind, Hash, Problem, SignedCheckpoint, VerdictLo
 use memwarden_store::backend::{
     AccessChange, Arg, AttestationRow, BoundRow, Check, Cols, ElevationRow, ErasedRow, GlobalView, ItemRow, LineageRow, Logs, NewVector, OrderKind,
     Pending, PrincipalRow, ReputationRow, RowKey, SessionRow, StateIndex, StoredLogs, Table, Vectors, apply_caller, attestation_of, audit,
-    bindings_of, cosine, create_key, decode_f32, embedding_digest, item_of, load, load_key, principal_of, row_key, set_heads, tenant_of, verify, HeadSigner,
+    bindings_of, cosine, create_key, decode_f32, embedding_digest, item_of, load, load_key, principal_of, row_key, set_heads, tenant_of, verify, HeadSigner, apply_tagged,
 };
-use memwarden_store::{BATCH_MUTATIONS_MAX, CommitError, Hit, ITEMS_BATCH_MAX, Mutation, OrderedItem, PAGE_ROWS_MAX, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
+use memwarden_store::{BATCH_MUTATIONS_MAX, CommitError, Hit, ITEMS_BATCH_MAX, IdempotencyRecord, IdempotencyTag, Mutation, OrderedItem, PAGE_ROWS_MAX, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 
 use crate::conn::{Conn, PgDb, PgRow, quote_ident, store_db_err};
 use memwarden_store::transfer::{Exported, Imported, Lines, Source, Target, TransferError, export_from, import_rows, read_head};
@@ -545,11 +545,11 @@ impl PostgresStore {
         applied.into_iter().collect()
     }
 
-    fn commit_inner(&self, now_ms: u64, mutations: &[Mutation], atomic: bool) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
+    fn commit_inner(&self, now_ms: u64, mutations: &[Mutation], atomic: bool, tag: Option<&IdempotencyTag>) -> Result<Vec<Result<Receipt, CommitError>>, StoreError> {
         let tenants: BTreeSet<String> = mutations.iter().map(|m| tenant_of(m).as_str().to_owned()).collect();
         let mut conn = ready(&self.writer)?;
         conn.begin("BEGIN")?;
-        let out = self.commit_in(&mut conn, now_ms, mutations, atomic, &tenants);
+        let out = self.commit_in(&mut conn, now_ms, mutations, atomic, tag, &tenants);
         let (results, pending) = match out {
             Ok(v) => v,
             Err(e) => {
@@ -590,7 +590,15 @@ impl PostgresStore {
     /// Inside the commit's transaction: serialise on each tenant's log (advisory lock held to
     /// the end of the transaction), catch up with what other processes appended, then run the
     /// shared write path.
-    fn commit_in(&self, conn: &mut Conn, now_ms: u64, mutations: &[Mutation], atomic: bool, tenants: &BTreeSet<String>) -> Result<(Vec<Result<Receipt, CommitError>>, Pending), StoreError> {
+    fn commit_in(
+        &self,
+        conn: &mut Conn,
+        now_ms: u64,
+        mutations: &[Mutation],
+        atomic: bool,
+        tag: Option<&IdempotencyTag>,
+        tenants: &BTreeSet<String>,
+    ) -> Result<(Vec<Result<Receipt, CommitError>>, Pending), StoreError> {
         for t in tenants {
             let name = self.lock_name(t);
             conn.query("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))", &[Arg::Text(&name)]).map_err(store_db_err)?;
@@ -607,7 +615,15 @@ impl PostgresStore {
         let view = read(&self.view);
         let mut pending = Pending::new(0, self.vectors.dims(), &self.store_id, &self.key.verifying_key().to_bytes());
         let db = PgDb::new(conn);
-        let results = apply_caller(&db, &view.logs, &view.state, now_ms, mutations, atomic, &mut pending).map_err(store_db_err)?;
+        let results = match tag {
+            Some(tag) => {
+                debug_assert!(atomic, "an idempotency key rides an atomic commit");
+                let mac_key = memwarden_store::backend::idempotency::mac_key(&self.key);
+                apply_tagged(&db, &view.logs, &view.state, now_ms, mutations, tag, &mac_key, &mut pending)
+            }
+            None => apply_caller(&db, &view.logs, &view.state, now_ms, mutations, atomic, &mut pending),
+        }
+        .map_err(store_db_err)?;
         set_heads(&db, &pending.chains, HeadSigner { key: &self.key, store_id: &self.store_id }).map_err(store_db_err)?;
         Ok((results, pending))
     }
@@ -887,7 +903,7 @@ impl Store for PostgresStore {
         if mutations.is_empty() {
             return Ok(Vec::new());
         }
-        self.commit_inner(now_ms, &mutations, false)
+        self.commit_inner(now_ms, &mutations, false, None)
     }
 
     fn commit_atomic(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
@@ -897,8 +913,31 @@ impl Store for PostgresStore {
         if mutations.is_empty() {
             return Ok(Ok(Vec::new()));
         }
-        let rs = self.commit_inner(now_ms, &mutations, true)?;
+        let rs = self.commit_inner(now_ms, &mutations, true, None)?;
         Ok(rs.into_iter().collect())
+    }
+
+    fn commit_idempotent(&self, now_ms: u64, mutations: Vec<Mutation>, tag: IdempotencyTag) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
+        if mutations.len() > BATCH_MUTATIONS_MAX {
+            return Ok(Err(CommitError::BatchTooLarge(mutations.len())));
+        }
+        if mutations.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
+        let rs = self.commit_inner(now_ms, &mutations, true, Some(&tag))?;
+        Ok(rs.into_iter().collect())
+    }
+
+    fn idempotency_record(&self, tenant: &TenantId, principal: &PrincipalId, key: &str, now_ms: u64) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let mut conn = self.reader()?;
+        let mac_key = memwarden_store::backend::idempotency::mac_key(&self.key);
+        memwarden_store::backend::idempotency::get(&PgDb::new(&mut conn), tenant, principal, key, now_ms, &mac_key)
+    }
+
+    fn record_answer(&self, tag: &IdempotencyTag, status: u16, body: &[u8]) -> Result<bool, StoreError> {
+        let mut conn = ready(&self.writer)?;
+        let mac_key = memwarden_store::backend::idempotency::mac_key(&self.key);
+        memwarden_store::backend::idempotency::answer(&PgDb::new(&mut conn), tag, status, body, &mac_key)
     }
 
     fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError> {

@@ -63,6 +63,7 @@
 mod audit;
 mod binding;
 mod db;
+mod idempotency;
 pub mod decode;
 mod keys;
 pub mod lexical;
@@ -74,6 +75,7 @@ pub mod transfer;
 mod vectors;
 mod write;
 
+pub use idempotency::{IDEMPOTENCY_ANSWER_BYTES_MAX, IDEMPOTENCY_KEY_BYTES_MAX, IDEMPOTENCY_TTL_MS, IdempotencyRecord, IdempotencyTag};
 pub use keys::KeyLocation;
 
 /// Building blocks for a second backend (`memwarden-store-pg`): the row bindings and their
@@ -93,7 +95,11 @@ pub mod backend {
     pub use crate::sqlite::{attestation_of, cosine, item_of, principal_of};
     pub use crate::stored::{StoredLogs, TenantStored, last_time_ms, load, verify};
     pub use crate::vectors::{AccessChange, Found, NewVector, Vectors, decode_f32};
-    pub use crate::write::{HeadSigner, Pending, apply_all, apply_caller, set_heads, sign_unsigned_heads, tenant_of};
+    pub use crate::write::{HeadSigner, Pending, apply_all, apply_caller, apply_tagged, set_heads, sign_unsigned_heads, tenant_of};
+    /// Idempotency records over a [`Db`] (both backends).
+    pub mod idempotency {
+        pub use crate::idempotency::{answer, get, mac_key};
+    }
 }
 pub use sqlite::{SqliteStore, StoreConfig};
 pub use vectors::{Progress, SAVE_AFTER_ADDS_COUNT};
@@ -301,6 +307,10 @@ pub enum CommitError {
     /// Too many mutations in one call.
     #[error("batch of {0} mutations exceeds the limit of {BATCH_MUTATIONS_MAX}")]
     BatchTooLarge(usize),
+    /// The request's idempotency key is held by another request (an earlier one, or one still
+    /// in flight): nothing of this one was applied.
+    #[error("idempotency key {0:?} is already used by another request")]
+    IdempotencyKeyUsed(String),
     /// The database failed.
     #[error("storage error: {0}")]
     Storage(String),
@@ -449,6 +459,15 @@ pub trait Store: Send + Sync {
     /// transaction, one fsync for the group); another caller's failure never affects this one.
     /// An empty list commits nothing and returns no receipts.
     fn commit_atomic(&self, now_ms: u64, mutations: Vec<Mutation>) -> Result<Result<Vec<Receipt>, CommitError>, StoreError>;
+    /// [`Store::commit_atomic`] for a request that carries an idempotency key: the key is
+    /// claimed in the same transaction (so an operation whose answer was lost is found by its
+    /// retry and never applied twice), or [`CommitError::IdempotencyKeyUsed`] and nothing applied.
+    fn commit_idempotent(&self, now_ms: u64, mutations: Vec<Mutation>, tag: IdempotencyTag) -> Result<Result<Vec<Receipt>, CommitError>, StoreError>;
+    /// The live record of an idempotency key of `principal` (`None`: unused or expired).
+    fn idempotency_record(&self, tenant: &TenantId, principal: &PrincipalId, key: &str, now_ms: u64) -> Result<Option<IdempotencyRecord>, StoreError>;
+    /// Keep the answer of the request that claimed `tag`'s key, for its retries (`false`: not
+    /// kept, e.g. larger than [`IDEMPOTENCY_ANSWER_BYTES_MAX`]).
+    fn record_answer(&self, tag: &IdempotencyTag, status: u16, body: &[u8]) -> Result<bool, StoreError>;
     /// A principal by id.
     fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError>;
     /// Every principal of a tenant.

@@ -13,7 +13,7 @@ use crate::logs::{GLOBAL, Logs};
 use crate::stored;
 use crate::vectors::{Progress, Vectors, decode_f32};
 use crate::write::{Job, writer_loop};
-use crate::{CommitError, Hit, Mutation, OrderedItem, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession, BATCH_MUTATIONS_MAX};
+use crate::{BATCH_MUTATIONS_MAX, CommitError, Hit, IdempotencyRecord, IdempotencyTag, Mutation, OrderedItem, Receipt, SEARCH_K_MAX, Store, StoreError, StoredSession};
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
 use memwarden_log::{Hash, Problem, SignedCheckpoint, VerdictLog, VerifyReport, leaf_hash, verify_log};
@@ -174,6 +174,9 @@ CREATE INDEX IF NOT EXISTS items_by_tenant_log ON items(tenant, log_index);
 CREATE TABLE IF NOT EXISTS erased(id BLOB PRIMARY KEY, tenant TEXT NOT NULL, namespace TEXT NOT NULL, tombstone TEXT NOT NULL, item_log_index INTEGER NOT NULL, log_index INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS erased_by_tenant_log ON erased(tenant, item_log_index);
 CREATE TABLE IF NOT EXISTS reputation(tenant TEXT NOT NULL, principal TEXT NOT NULL, value REAL NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY(tenant, principal));
+CREATE TABLE IF NOT EXISTS idempotency(tenant TEXT NOT NULL, principal TEXT NOT NULL, key TEXT NOT NULL, digest BLOB NOT NULL, created_ms INTEGER NOT NULL,
+  log_index INTEGER NOT NULL, status INTEGER, answer BLOB, mac BLOB NOT NULL, PRIMARY KEY(tenant, principal, key));
+CREATE INDEX IF NOT EXISTS idempotency_by_age ON idempotency(created_ms);
 ";
 
 /// The per-tenant logs (schema 6), created once a legacy global log has been moved aside.
@@ -789,7 +792,7 @@ impl Store for SqliteStore {
             return Ok(vec![Err(CommitError::BatchTooLarge(mutations.len()))]);
         }
         let (reply, rx) = mpsc::channel();
-        self.send(Job::Commit { now_ms, mutations, atomic: false, reply })?;
+        self.send(Job::Commit { now_ms, mutations, atomic: false, tag: None, reply })?;
         rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)
     }
 
@@ -802,11 +805,35 @@ impl Store for SqliteStore {
         }
         let n = mutations.len();
         let (reply, rx) = mpsc::channel();
-        self.send(Job::Commit { now_ms, mutations, atomic: true, reply })?;
+        self.send(Job::Commit { now_ms, mutations, atomic: true, tag: None, reply })?;
         let rs = rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)?;
         let out: Result<Vec<Receipt>, CommitError> = rs.into_iter().collect();
         debug_assert!(out.as_ref().map_or(true, |r| r.len() == n), "an atomic commit answers every mutation");
         Ok(out)
+    }
+
+    fn commit_idempotent(&self, now_ms: u64, mutations: Vec<Mutation>, tag: IdempotencyTag) -> Result<Result<Vec<Receipt>, CommitError>, StoreError> {
+        if mutations.len() > BATCH_MUTATIONS_MAX {
+            return Ok(Err(CommitError::BatchTooLarge(mutations.len())));
+        }
+        if mutations.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
+        let (reply, rx) = mpsc::channel();
+        self.send(Job::Commit { now_ms, mutations, atomic: true, tag: Some(tag), reply })?;
+        let rs = rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Corrupt)?;
+        Ok(rs.into_iter().collect())
+    }
+
+    fn idempotency_record(&self, tenant: &TenantId, principal: &PrincipalId, key: &str, now_ms: u64) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        crate::idempotency::get(&crate::db::SqliteDb(&conn), tenant, principal, key, now_ms, &crate::idempotency::mac_key(&self.shared.key))
+    }
+
+    fn record_answer(&self, tag: &IdempotencyTag, status: u16, body: &[u8]) -> Result<bool, StoreError> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Job::Answer { tag: tag.clone(), status, body: body.to_vec(), reply })?;
+        rx.recv().map_err(|_| StoreError::WriterGone)?.map_err(StoreError::Database)
     }
 
     fn principal(&self, tenant: &TenantId, id: &PrincipalId) -> Result<Option<Principal>, StoreError> {

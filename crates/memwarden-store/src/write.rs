@@ -29,7 +29,10 @@ pub(crate) type Reply = mpsc::Sender<Result<Vec<Result<Receipt, CommitError>>, S
 pub(crate) enum Job {
     /// `atomic`: all mutations in one savepoint, all or nothing (the reply then holds every
     /// receipt, or one error).
-    Commit { now_ms: u64, mutations: Vec<Mutation>, atomic: bool, reply: Reply },
+    /// `tag`: the request's idempotency key, claimed in the same transaction (atomic only).
+    Commit { now_ms: u64, mutations: Vec<Mutation>, atomic: bool, tag: Option<crate::IdempotencyTag>, reply: Reply },
+    /// Add the answer to an idempotency record (after its commit).
+    Answer { tag: crate::IdempotencyTag, status: u16, body: Vec<u8>, reply: mpsc::Sender<Result<bool, String>> },
     /// Sign and store a checkpoint: of one tenant's log, or (`None`) of every tenant's log with
     /// new entries and of the global view (whose checkpoint is the reply).
     Checkpoint { tenant: Option<String>, now_ms: u64, reply: mpsc::Sender<Result<SignedCheckpoint, String>> },
@@ -715,6 +718,7 @@ pub(crate) struct Group {
     now_ms: u64,
     mutations: Vec<Mutation>,
     atomic: bool,
+    tag: Option<crate::IdempotencyTag>,
     reply: Reply,
 }
 
@@ -737,12 +741,14 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
         }
         let mut commits = Vec::new();
         let mut checkpoints = Vec::new();
+        let mut answers = Vec::new();
         for j in jobs {
             match j {
-                Job::Commit { now_ms, mutations, atomic, reply } => {
+                Job::Commit { now_ms, mutations, atomic, tag, reply } => {
                     last_now_ms = last_now_ms.max(now_ms);
-                    commits.push(Group { now_ms, mutations, atomic, reply });
+                    commits.push(Group { now_ms, mutations, atomic, tag, reply });
                 }
+                Job::Answer { tag, status, body, reply } => answers.push((tag, status, body, reply)),
                 Job::Checkpoint { tenant, now_ms, reply } => {
                     last_now_ms = last_now_ms.max(now_ms);
                     checkpoints.push((tenant, reply));
@@ -755,6 +761,14 @@ pub(crate) fn writer_loop(mut conn: Connection, rx: mpsc::Receiver<Job>, shared:
                 && let Err(e) = shared.vectors.save(false)
             {
                 eprintln!("memwarden-store: periodic save of a vector index failed (replayed at the next open): {e}");
+            }
+        }
+        // Answers come after the commits they answer (a caller sends one only after its commit).
+        if !answers.is_empty() {
+            let mac_key = crate::idempotency::mac_key(&shared.key);
+            for (tag, status, body, reply) in answers {
+                let r = crate::idempotency::answer(&SqliteDb(&conn), &tag, status, &body, &mac_key).map_err(|e| e.to_string());
+                let _ = reply.send(r);
             }
         }
         // Checkpoints that are due (every `checkpoint_every` entries of a log).
@@ -915,6 +929,35 @@ pub fn apply_caller(
     Ok(rs)
 }
 
+/// [`apply_caller`] for an atomic caller whose request carries an idempotency key: the key is
+/// claimed first, in the same transaction (a key already held answers
+/// [`CommitError::IdempotencyKeyUsed`] and applies nothing), and sealed with the operation's
+/// receipt; if the operation fails, the claim rolls back with it.
+#[allow(clippy::too_many_arguments)]
+pub fn apply_tagged(
+    db: &dyn Db,
+    logs: &Logs,
+    state: &StateIndex,
+    now_ms: u64,
+    mutations: &[Mutation],
+    tag: &crate::IdempotencyTag,
+    mac_key: &[u8; 32],
+    pending: &mut Pending,
+) -> Result<Vec<Result<Receipt, CommitError>>, DbError> {
+    db.execute("SAVEPOINT idem", &[])?;
+    if let Err(e) = crate::idempotency::claim(db, tag, now_ms)? {
+        db.execute("ROLLBACK TO idem; RELEASE idem", &[])?;
+        return Ok(vec![Err(e)]);
+    }
+    let rs = apply_caller(db, logs, state, now_ms, mutations, true, pending)?;
+    match rs.last() {
+        Some(Ok(last)) if rs.iter().all(Result::is_ok) => crate::idempotency::seal(db, tag, now_ms, last.log_index, mac_key)?,
+        _ => db.execute("ROLLBACK TO idem", &[]).map(|_| ())?,
+    }
+    db.execute("RELEASE idem", &[])?;
+    Ok(rs)
+}
+
 fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now_ms: u64) {
     let gseq = read_guard(&shared.logs).global.len();
     let mut pending = Pending::new(gseq, shared.vectors.dims(), &shared.store_id, &shared.key.verifying_key().to_bytes());
@@ -926,8 +969,12 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
         {
             let logs = read_guard(&shared.logs);
             let state = read_guard(&shared.state);
+            let mac_key = crate::idempotency::mac_key(&shared.key);
             for g in &commits {
-                results.push(apply_caller(&db, &logs, &state, g.now_ms, &g.mutations, g.atomic, &mut pending)?);
+                results.push(match &g.tag {
+                    Some(tag) => apply_tagged(&db, &logs, &state, g.now_ms, &g.mutations, tag, &mac_key, &mut pending)?,
+                    None => apply_caller(&db, &logs, &state, g.now_ms, &g.mutations, g.atomic, &mut pending)?,
+                });
             }
         }
         set_heads(&db, &pending.chains, HeadSigner { key: &shared.key, store_id: &shared.store_id })?;

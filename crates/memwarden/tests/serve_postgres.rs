@@ -53,10 +53,15 @@ fn serve(data: &std::path::Path, spec: &str, key_dir: &std::path::Path) -> Serve
 }
 
 fn call(s: &Served, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+    call_with(s, method, path, token, "", body)
+}
+
+/// [`call`] with extra header lines (each ending in `\r\n`).
+fn call_with(s: &Served, method: &str, path: &str, token: &str, extra: &str, body: Option<&Value>) -> (u16, Value) {
     use std::io::{Read, Write};
     let mut t = std::net::TcpStream::connect(&s.addr).unwrap();
     let body = body.map(Value::to_string).unwrap_or_default();
-    write!(t, "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", s.addr, body.len()).unwrap();
+    write!(t, "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n{extra}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", s.addr, body.len()).unwrap();
     let mut out = String::new();
     t.read_to_string(&mut out).unwrap();
     let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
@@ -145,6 +150,18 @@ fn two_servers_on_one_postgres_store_serve_the_same_tenants() {
     assert_eq!(first["verdict"]["decision"], "allow", "{first}");
     let again = ok(&b, "POST", "/v1/actions/decide", &asst, &pay);
     assert_ne!(again["verdict"]["decision"], "allow", "a grant is single-use across servers: {again}");
+
+    // A write retried through the other server under its Idempotency-Key is stored once and
+    // answered the same (issue 35.4): the key is claimed in the write's own transaction.
+    let note = json!({"namespace": "idem", "content": "Paid the March rent."});
+    let (s1, first) = call_with(&a, "POST", "/v1/memories", &asst, "Idempotency-Key: rent-march\r\n", Some(&note));
+    let (s2, again) = call_with(&b, "POST", "/v1/memories", &asst, "Idempotency-Key: rent-march\r\n", Some(&note));
+    assert_eq!((s1, s2), (201, 201), "{first} {again}");
+    assert_eq!(first, again, "the retry through B is A's answer");
+    let listed = ok(&b, "GET", "/v1/memories?namespace=idem", &asst, &Value::Null);
+    assert_eq!(listed["results"].as_array().map(Vec::len), Some(1), "{listed}");
+    let (s3, reused) = call_with(&b, "POST", "/v1/memories", &asst, "Idempotency-Key: rent-march\r\n", Some(&json!({"namespace": "idem", "content": "other"})));
+    assert_eq!((s3, reused["code"].as_str()), (422, Some("idempotency_key_reused")), "{reused}");
 
     // One unforked log per tenant, verified by both.
     for s in [&a, &b] {

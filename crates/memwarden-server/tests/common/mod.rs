@@ -189,6 +189,25 @@ impl TestServer {
         }
     }
 
+    /// A request with extra headers: POST or PUT with a JSON body, or DELETE without one.
+    pub fn send_with(&self, method: &str, path: &str, key: &str, headers: &[(&str, &str)], body: Option<&Value>) -> Resp {
+        let url = format!("{}{path}", self.base);
+        let auth = format!("Bearer {key}");
+        if method == "DELETE" {
+            let mut rq = self.agent.delete(url).header("Authorization", auth);
+            for (k, v) in headers {
+                rq = rq.header(*k, *v);
+            }
+            return Self::finish(rq.call());
+        }
+        let mut rq = if method == "PUT" { self.agent.put(url) } else { self.agent.post(url) };
+        rq = rq.content_type("application/json").header("Authorization", auth);
+        for (k, v) in headers {
+            rq = rq.header(*k, *v);
+        }
+        Self::finish(rq.send(body.map(Value::to_string).unwrap_or_default().as_bytes()))
+    }
+
     pub fn post_raw(&self, path: &str, key: Option<&str>, body: &[u8]) -> Resp {
         self.post_typed(path, key, "application/json", body)
     }
