@@ -471,6 +471,43 @@ fn a_changed_log_entry_is_refused() {
     });
 }
 
+/// Issue 35.8: full-text ranking used statistics over every tenant's rows (SQLite's one FTS5
+/// table), so a tenant's ranking of its own memories moved with another tenant's content. Each
+/// tenant's lexical scores are now its own: another tenant writing the same words (many times)
+/// changes none of them.
+#[test]
+fn another_tenants_texts_never_change_a_tenants_lexical_ranking() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        for (n, text) in [(1, "the ledger export ships on friday"), (2, "ledger totals for march and april"), (3, "export the invoices to the archive")] {
+            write_as(&*h.a, &ana, n, text, Route::Direct, false);
+        }
+        let scores = |s: &dyn Store| -> Vec<(ItemId, Option<f32>)> {
+            s.search_lexical(&tenant(), &ns(), "ledger export", &vector(1), 5, &pid("ana")).unwrap().iter().map(|x| (x.item.id(), x.lexical.map(|l| l as f32))).collect()
+        };
+        let before = scores(&*h.a);
+        assert_eq!(before.len(), 3, "{}: {before:?}", h.name);
+        let other = TenantId::new("globex").unwrap();
+        let gina: Principal =
+            serde_json::from_value(serde_json::json!({"id": "gina", "tenant": other, "kind": "agent", "domain": null, "allow_listed": false, "public_key": null})).unwrap();
+        one(&*h.b, 0, Mutation::Principal(gina.clone()));
+        let muts: Vec<Mutation> = (100..160)
+            .map(|n| {
+                let text = if n % 2 == 0 { format!("ledger ledger ledger entry {n}") } else { format!("a much longer note about nothing in particular number {n} with many many words") };
+                let w = Authority::default().admit_write(&gina, &other, WriteRequest::new(ns(), text, Route::Direct), &[], id(n), n).unwrap();
+                Mutation::Item { write: w, embedding: Some(vector(n)) }
+            })
+            .collect();
+        for r in h.b.commit(200, muts).unwrap() {
+            r.unwrap();
+        }
+        for s in [&h.a, &h.b] {
+            assert_eq!(scores(&**s), before, "{}: another tenant's texts moved this tenant's ranking", h.name);
+        }
+    });
+}
+
 #[test]
 fn another_tenants_memories_principals_and_log_stay_its_own() {
     check(|h| {
