@@ -670,6 +670,28 @@ enum BenchCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Crash soak: start `memwarden serve` on one store, write from several clients (each write
+    /// with its Idempotency-Key), SIGKILL the server mid-write, restart, retry what the kill
+    /// interrupted; repeat. Reports acknowledged writes lost and writes duplicated (both must be
+    /// 0) and the start-up time per cycle (soak.md, soak.json, server.log).
+    Soak {
+        /// Kill/restart cycles.
+        #[arg(long, default_value_t = 200)]
+        cycles: usize,
+        /// Concurrent writers.
+        #[arg(long, default_value_t = 4)]
+        clients: usize,
+        /// A PostgreSQL store (`postgres://...` or `host=... dbname=...`, no `schema=`): the run
+        /// creates a fresh schema and drops it at the end. Default: the embedded store.
+        #[arg(long)]
+        store: Option<String>,
+        /// Seed of the kill times.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// HTTP load: this process drives `memwarden serve` (started as a separate process on a
     /// loopback port, real model, rate limit off) with 1..C concurrent clients; decisions/s and
     /// search p50/p95/p99 (query embedding included) over N stored memories of real English text.
@@ -1416,6 +1438,27 @@ struct LoadArgs<'a> {
     embedder: &'a str,
 }
 
+fn bench_soak(cycles: usize, clients: usize, store: Option<&str>, seed: u64, out: &Path) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::load::soak::{SoakOptions, run_soak, write_soak};
+    use memwarden_bench::load::{fresh_schema_name, spec_with_schema};
+    let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find this executable: {e}")))?;
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let spec = store.map(|s| spec_with_schema(s, &fresh_schema_name(std::process::id(), nanos)));
+    let opts = SoakOptions { exe, out: out.to_path_buf(), cycles, clients, store: spec.clone(), seed, git_rev: git_rev() };
+    let report = run_soak(&opts, &|msg| eprintln!("{msg}"));
+    if let Some(spec) = &spec {
+        let c = memwarden_store_pg::PgConfig::from_spec(spec, "");
+        if let Err(e) = memwarden_store_pg::drop_schema(&c.url, &c.schema) {
+            eprintln!("memwarden: could not drop the soak schema {}: {e}", c.schema);
+        }
+    }
+    let report = report.map_err(fail)?;
+    let (json, md) = write_soak(&report, out).map_err(fail)?;
+    println!("wrote {} and {}: lost {}, duplicated {}", md.display(), json.display(), report.lost, report.duplicated);
+    let ok = report.lost == 0 && report.duplicated == 0 && report.phantom == 0 && report.unresolved == 0 && report.log_verifies;
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
 fn bench_load(a: &LoadArgs<'_>, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
     use memwarden_bench::load::{EmbedderKind, LoadBenchOptions, SchemaDropper, run_load, write_load};
     let out = a.out;
@@ -1488,6 +1531,7 @@ fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>, embedder: &str) -> Result<E
         BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
         BenchCmd::Lineage { quick, agent, out } => return bench_lineage(*quick, agent, out),
         BenchCmd::Lifecycle { quick, agent, seed, agents, out } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
+        BenchCmd::Soak { cycles, clients, store, seed, out } => return bench_soak(*cycles, *clients, store.as_deref(), *seed, out),
         BenchCmd::Load { memories, clients, seconds, quick, out, store, servers } => {
             return bench_load(&LoadArgs { memories: *memories, clients, seconds: *seconds, quick: *quick, out, store: store.as_deref(), servers, embedder }, model_dir);
         }

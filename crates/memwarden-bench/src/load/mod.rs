@@ -47,6 +47,7 @@
 pub mod checks;
 pub mod report;
 mod server;
+pub mod soak;
 pub mod summary;
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub(crate) struct Reply {
     pub status: u16,
     pub body: String,
+    /// The answer carried `Idempotent-Replayed: true`.
+    pub replayed: bool,
 }
 
 impl Reply {
@@ -56,8 +58,9 @@ impl Client {
     fn finish(r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Reply, String> {
         let mut r = r.map_err(|e| format!("transport: {e}"))?;
         let status = r.status().as_u16();
+        let replayed = r.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
         let body = r.body_mut().with_config().limit(64 * 1024 * 1024).read_to_string().map_err(|e| format!("transport (body): {e}"))?;
-        Ok(Reply { status, body })
+        Ok(Reply { status, body, replayed })
     }
 
     pub fn get(&self, path: &str, token: Option<&str>) -> Result<Reply, String> {
@@ -72,6 +75,15 @@ impl Client {
         let mut rq = self.agent.post(format!("{}{path}", self.base)).content_type("application/json");
         if let Some(t) = token {
             rq = rq.header("Authorization", format!("Bearer {t}"));
+        }
+        Self::finish(rq.send(body))
+    }
+
+    /// POST a JSON body with extra headers.
+    pub fn post_with(&self, path: &str, token: &str, headers: &[(&str, &str)], body: &[u8]) -> Result<Reply, String> {
+        let mut rq = self.agent.post(format!("{}{path}", self.base)).content_type("application/json").header("Authorization", format!("Bearer {token}"));
+        for (k, v) in headers {
+            rq = rq.header(*k, *v);
         }
         Self::finish(rq.send(body))
     }
@@ -114,7 +126,7 @@ impl Drop for ServerProcess {
 }
 
 /// A free loopback port: bind port 0, read the port, release it.
-fn free_port() -> Result<u16, BenchError> {
+pub(crate) fn free_port() -> Result<u16, BenchError> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| BenchError::Io(format!("cannot bind a loopback port: {e}")))?;
     let port = l.local_addr().map_err(|e| BenchError::Io(format!("cannot read the bound port: {e}")))?.port();
     drop(l);
