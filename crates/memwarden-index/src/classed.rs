@@ -191,7 +191,7 @@ pub struct ClassInfo {
 /// store's), so exclusive sections are short: one graph insert or a block push.
 pub struct ClassedIndex {
     pub(crate) cfg: IndexConfig,
-    graph_min_count: usize,
+    graph_min_count: AtomicUsize,
     expansion_search: AtomicUsize,
     pub(crate) state: RwLock<State>,
 }
@@ -200,7 +200,7 @@ impl std::fmt::Debug for ClassedIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClassedIndex")
             .field("config", &self.config())
-            .field("graph_min_count", &self.graph_min_count)
+            .field("graph_min_count", &self.graph_min_count())
             .field("len", &self.len())
             .finish_non_exhaustive()
     }
@@ -219,7 +219,7 @@ impl ClassedIndex {
     pub(crate) fn wrap(cfg: IndexConfig, graph_min_count: usize, state: State) -> Self {
         Self {
             cfg,
-            graph_min_count,
+            graph_min_count: AtomicUsize::new(graph_min_count),
             expansion_search: AtomicUsize::new(cfg.expansion_search),
             state: RwLock::new(state),
         }
@@ -299,7 +299,28 @@ impl ClassedIndex {
 
     /// Classes of at least this many vectors have a graph.
     pub fn graph_min_count(&self) -> usize {
-        self.graph_min_count
+        self.graph_min_count.load(Ordering::Relaxed)
+    }
+
+    /// Change the policy: from now on a class of at least `n` vectors gets a graph (classes
+    /// already past it get theirs from [`ClassedIndex::build_graphs_step`] or the next change).
+    /// A bulk load with the policy at `usize::MAX` only appends to blocks (cheap), so a store can
+    /// serve (exactly) at once and build its graphs afterwards.
+    pub fn set_graph_min_count(&self, n: usize) {
+        self.graph_min_count.store(n, Ordering::Relaxed);
+    }
+
+    /// One bounded step of graph building: give every class past the policy its graph, then
+    /// move at most `budget` rows from blocks into graphs, under the write lock (so a search
+    /// waits at most one step). Returns the rows still waiting to move.
+    pub fn build_graphs_step(&self, budget: usize) -> Result<usize, IndexError> {
+        let mut guard = write(&self.state);
+        let st: &mut State = &mut guard;
+        self.apply_policy(st)?;
+        self.migrate(st, budget);
+        let left: usize = st.migrating.iter().filter_map(|c| st.classes.get(c)).map(|c| c.block.len()).sum();
+        debug_assert!(left == 0 || !st.migrating.is_empty());
+        Ok(left)
     }
 
     /// Changes `ef` of the class walks; safe while other threads search.
@@ -449,7 +470,7 @@ impl ClassedIndex {
         }
         let State { classes, key_class, migrating, .. } = st;
         let c = classes.entry(class).or_default();
-        if c.graph.is_none() && class != PARKED_CLASS && c.len() + 1 >= self.graph_min_count {
+        if c.graph.is_none() && class != PARKED_CLASS && c.len() + 1 >= self.graph_min_count() {
             match AnnIndex::new(self.cfg) {
                 Ok(g) => c.graph = Some(g),
                 Err(e) => {
@@ -558,7 +579,7 @@ impl ClassedIndex {
     /// (after loading a file saved under a higher threshold); its rows start migrating.
     pub(crate) fn apply_policy(&self, st: &mut State) -> Result<(), IndexError> {
         for (&class, c) in &mut st.classes {
-            if class != PARKED_CLASS && c.graph.is_none() && c.len() >= self.graph_min_count && c.len() > 0 {
+            if class != PARKED_CLASS && c.graph.is_none() && c.len() >= self.graph_min_count() && c.len() > 0 {
                 c.graph = Some(AnnIndex::new(self.cfg)?);
                 st.migrating.insert(class);
             }

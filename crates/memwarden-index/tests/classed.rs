@@ -326,3 +326,47 @@ fn is_send_and_sync() {
     fn assert<T: Send + Sync>() {}
     assert::<ClassedIndex>();
 }
+
+/// A bulk load with the graph policy off (`usize::MAX`) only fills blocks; once the policy is
+/// set, bounded steps move every row into its class's graph, and searches answer the same
+/// members throughout (the PostgreSQL store opens this way, so start-up does not wait for the
+/// HNSW build).
+#[test]
+fn graphs_built_after_a_bulk_load_in_bounded_steps_answer_the_same() {
+    let index = ClassedIndex::new(cfg(), usize::MAX).unwrap();
+    let (a, b): (ClassId, ClassId) = (1, 2);
+    let n = 600u64;
+    let mut model = Model::new();
+    for key in 0..n {
+        let class = if key % 3 == 0 { b } else { a };
+        index.add(key, class, &vector(key)).unwrap();
+        model.insert(key, (class, vector(key)));
+    }
+    assert!(index.classes().iter().all(|c| !c.has_graph), "blocks only while the policy is off");
+    let probe = |what: &str| {
+        for q in [3u64, 77, 401] {
+            let got: Vec<u64> = index.search(&vector(q), 5, &[a, b], &|_| false).unwrap().hits.iter().map(|h| h.key).collect();
+            assert_eq!(got.first(), Some(&q), "{what}: an exact copy of a stored vector comes first");
+            let want = brute(&model, &vector(q), 5, &[a, b], &BTreeSet::new());
+            let common = got.iter().filter(|k| want.contains(k)).count();
+            assert!(common >= 4, "{what}: {got:?} vs {want:?}");
+        }
+    };
+    probe("before");
+    index.set_graph_min_count(64);
+    let mut steps = 0;
+    let mut left = index.build_graphs_step(16).unwrap();
+    while left > 0 {
+        steps += 1;
+        assert!(steps < 1_000, "the build makes progress");
+        if steps == 5 {
+            probe("midway");
+        }
+        left = index.build_graphs_step(16).unwrap();
+    }
+    assert!(steps >= (n as usize) / 16 - 2, "bounded steps: {steps}");
+    let classes = index.classes();
+    assert!(classes.iter().all(|c| c.has_graph && c.block_count == 0), "{classes:?}");
+    assert_eq!(classes.iter().map(|c| c.graph_count).sum::<usize>(), n as usize);
+    probe("after");
+}

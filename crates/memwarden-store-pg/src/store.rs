@@ -127,7 +127,8 @@ pub struct PostgresStore {
     readers: Vec<Mutex<Conn>>,
     next_reader: std::sync::atomic::AtomicUsize,
     view: RwLock<View>,
-    vectors: Vectors,
+    /// Shared with the background graph builder (which holds it weakly).
+    vectors: std::sync::Arc<Vectors>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -230,6 +231,33 @@ fn read_logs(conn: &mut Conn, only: Option<&str>) -> Result<StoredLogs, StoreErr
     Ok(out)
 }
 
+/// Rows moved into a graph per step: a search waits at most one step for the index lock.
+const GRAPH_BUILD_STEP_ROWS: usize = 32;
+
+/// Build the vector graphs in the background, a bounded step at a time, until every partition
+/// has its graphs or the store is dropped. Until then the waiting rows are searched exactly
+/// (same answers, slower).
+fn spawn_graph_builder(vectors: std::sync::Weak<Vectors>) {
+    let spawned = std::thread::Builder::new().name("memwarden-pg-graphs".into()).spawn(move || {
+        let t0 = std::time::Instant::now();
+        let mut steps = 0u64;
+        while let Some(v) = vectors.upgrade() {
+            if v.build_graphs_step(GRAPH_BUILD_STEP_ROWS) == 0 {
+                if steps > 0 {
+                    eprintln!("memwarden-store-pg: vector graphs built in {:.1} s ({steps} steps)", t0.elapsed().as_secs_f64());
+                }
+                return;
+            }
+            steps += 1;
+            drop(v);
+            std::thread::yield_now();
+        }
+    });
+    if let Err(e) = spawned {
+        eprintln!("memwarden-store-pg: cannot start the graph builder (searching exactly): {e}");
+    }
+}
+
 impl PostgresStore {
     /// Open (creating and migrating if needed) the store in `config.schema`: verify every
     /// tenant's log (chain, recorded head, signed checkpoints), replay its row bindings, and
@@ -260,20 +288,33 @@ impl PostgresStore {
         let loaded = Self::load_all(&mut writer, &key, &meta.store_id, config.vector_exact_below);
         let _ = writer.batch("COMMIT");
         let (view, vectors) = loaded?;
+        // Loaded into exact blocks (fast): serve now, build the graphs in the background.
+        let vectors = std::sync::Arc::new(vectors);
+        vectors.set_graph_min_count(config.vector_exact_below.unwrap_or(memwarden_store::CLASS_GRAPH_MIN_COUNT));
+        spawn_graph_builder(std::sync::Arc::downgrade(&vectors));
         Ok(Self { config, key, store_id: meta.store_id, writer: Mutex::new(writer), readers, next_reader: std::sync::atomic::AtomicUsize::new(0), view: RwLock::new(view), vectors })
     }
 
     fn load_all(conn: &mut Conn, key: &SigningKey, store_id: &str, exact_below: Option<usize>) -> Result<(View, Vectors), StoreError> {
+        let t0 = std::time::Instant::now();
         let all = read_logs(conn, None)?;
+        let t_read = t0.elapsed();
         let report = verify(&all, &key.verifying_key(), store_id, &HashMap::new(), None);
         if let Some(p) = &report.problem {
             return Err(StoreError::LogTampered(p.to_string()));
         }
+        let t_verify = t0.elapsed();
         let (logs, state) = load(&all)?;
+        let entries = report.entries;
         drop(all);
+        let t_state = t0.elapsed();
         let rows = conn.query("SELECT value FROM meta WHERE key = 'vector_dims'", &[]).map_err(store_db_err)?;
         let dims = rows.first().map(|r| PgRow(r).text(0)).transpose().map_err(store_db_err)?.map(|d| d.parse::<usize>().map_err(|_| StoreError::Corrupt("vector_dims".into()))).transpose()?;
-        let vectors = Vectors::in_memory(exact_below, dims);
+        // Every vector goes into an exact block first (appending is cheap); the graphs are built
+        // after the store opens ([`spawn_graph_builder`]), so start-up does not grow with the
+        // HNSW build (81 s at 100,000 memories before).
+        let _ = exact_below;
+        let vectors = Vectors::in_memory(Some(usize::MAX), dims);
         let mut indexed = HashMap::new();
         let sql = format!("SELECT {}, embedding FROM items WHERE embedding IS NOT NULL ORDER BY tenant, log_index", ItemRow::COLUMNS);
         let n = ItemRow::COLUMNS.split(", ").count();
@@ -290,6 +331,15 @@ impl PostgresStore {
                 }
             }
         }
+        let t_index = t0.elapsed();
+        eprintln!(
+            "memwarden-store-pg: opened {entries} log entries and {} vectors: read {:.2} s, verify {:.2} s, replay {:.2} s, vector index {:.2} s",
+            indexed.len(),
+            t_read.as_secs_f64(),
+            (t_verify - t_read).as_secs_f64(),
+            (t_state - t_verify).as_secs_f64(),
+            (t_index - t_state).as_secs_f64()
+        );
         Ok((View { logs, state, indexed: Mutex::new(indexed), foreign: HashMap::new(), in_flight: HashMap::new(), foreign_log: HashMap::new() }, vectors))
     }
 

@@ -102,6 +102,7 @@ pub mod backend {
     }
 }
 pub use sqlite::{SqliteStore, StoreConfig};
+pub use memwarden_index::CLASS_GRAPH_MIN_COUNT;
 pub use vectors::{Progress, SAVE_AFTER_ADDS_COUNT};
 
 use memwarden_core::authority::grant::SignedGrant;

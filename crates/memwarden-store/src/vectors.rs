@@ -305,7 +305,7 @@ pub struct Vectors {
     paths: [AtomicU64; PATHS.len()],
     dir: PathBuf,
     /// Classes of at least this many vectors get their own graph.
-    graph_min_count: usize,
+    graph_min_count: AtomicUsize,
     /// Authenticates index files (derived from the store's signing key).
     mac_key: [u8; 32],
     dims: RwLock<Option<usize>>,
@@ -385,7 +385,7 @@ impl Vectors {
         Self {
             paths: Default::default(),
             dir: PathBuf::new(),
-            graph_min_count: graph_min_count.unwrap_or(CLASS_GRAPH_MIN_COUNT),
+            graph_min_count: AtomicUsize::new(graph_min_count.unwrap_or(CLASS_GRAPH_MIN_COUNT)),
             mac_key: [0; 32],
             dims: RwLock::new(dims),
             parts: RwLock::new(HashMap::new()),
@@ -418,7 +418,7 @@ impl Vectors {
         let vectors = Self {
             paths: Default::default(),
             dir,
-            graph_min_count,
+            graph_min_count: AtomicUsize::new(graph_min_count),
             mac_key: *mac_key,
             dims: RwLock::new(dims),
             parts: RwLock::new(HashMap::new()),
@@ -607,6 +607,36 @@ impl Vectors {
         }
     }
 
+    /// Change the graph policy of every partition (and of those made later): see
+    /// [`ClassedIndex::set_graph_min_count`]. A backend that loads its vectors at open with the
+    /// policy at `usize::MAX` (blocks only: fast, searched exactly) serves at once and then
+    /// builds the graphs with [`Vectors::build_graphs_step`].
+    pub fn set_graph_min_count(&self, n: usize) {
+        self.graph_min_count.store(n, Ordering::Relaxed);
+        for p in read(&self.parts).values() {
+            p.index.set_graph_min_count(n);
+        }
+    }
+
+    /// One bounded step of graph building in the first partition that has work (at most
+    /// `budget` rows moved, under that partition's index lock). Returns the rows still waiting
+    /// in that partition (0: every partition is done).
+    pub fn build_graphs_step(&self, budget: usize) -> usize {
+        let parts: Vec<Arc<Partition>> = read(&self.parts).values().cloned().collect();
+        for p in parts {
+            match p.index.build_graphs_step(budget) {
+                Ok(0) => continue,
+                Ok(left) => return left,
+                Err(e) => {
+                    // The rows stay in blocks (searched exactly): correct, only slower.
+                    eprintln!("memwarden-store: building a vector graph failed (searching exactly): {e}");
+                    p.index.set_graph_min_count(usize::MAX);
+                }
+            }
+        }
+        0
+    }
+
     fn partition(&self, tenant: &TenantId, namespace: &Namespace) -> Option<Arc<Partition>> {
         read(&self.parts).get(&(tenant.clone(), namespace.clone())).cloned()
     }
@@ -618,7 +648,7 @@ impl Vectors {
         let part = match self.partition(&v.tenant, &v.namespace) {
             Some(p) => p,
             None => {
-                let index = ClassedIndex::new(IndexConfig::with_dims(dims), self.graph_min_count).map_err(index_err)?;
+                let index = ClassedIndex::new(IndexConfig::with_dims(dims), self.graph_min_count.load(Ordering::Relaxed)).map_err(index_err)?;
                 let part = Arc::new(Partition::new(index, Catalog::default(), 0, 0, file_for(&self.dir, &v.tenant, &v.namespace)));
                 write(&self.parts).entry((v.tenant.clone(), v.namespace.clone())).or_insert(part).clone()
             }

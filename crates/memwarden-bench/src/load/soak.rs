@@ -167,7 +167,7 @@ enum Outcome {
 
 fn write_once(c: &Client, token: &str, tag: &str, ns: &str) -> Outcome {
     let body = serde_json::json!({"namespace": ns, "content": format!("soak write {tag}")}).to_string();
-    let r = c.post_with(&format!("/v1/memories"), token, &[("Idempotency-Key", tag)], body.as_bytes());
+    let r = c.post_with("/v1/memories", token, &[("Idempotency-Key", tag)], body.as_bytes());
     let r = match r {
         Ok(r) => r,
         Err(_) => return Outcome::Retry,
