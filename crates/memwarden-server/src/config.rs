@@ -27,6 +27,8 @@ pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_BODY_TIMEOUT_SECS: u64 = 30;
 /// Default number of connections one client address may hold open at once.
 pub const DEFAULT_CONNECTIONS_PER_ADDRESS_MAX: usize = 256;
+/// Default most requests one API key may have in flight at once (issue 35.5).
+pub const DEFAULT_REQUESTS_IN_FLIGHT_PER_KEY_MAX: usize = 64;
 
 /// Why a configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +84,7 @@ pub enum EmbedderChoice {
 ///
 /// TOML keys (all optional): `data_dir`, `addr`, `body_bytes_max`, `batch_max`, `rate_per_sec`,
 /// `rate_burst`, `drain_secs`, `header_timeout_secs`, `body_timeout_secs`,
-/// `connections_per_address_max`, `admin_token`, `mcp_allowed_hosts`, `log`, `embedder`
+/// `connections_per_address_max`, `requests_in_flight_per_key_max`, `admin_token`, `mcp_allowed_hosts`, `log`, `embedder`
 /// (`minilm`, `openai`, `hash`, `none`), `model_dir`, `openai_url`, `openai_model`, `openai_dims`,
 /// `openai_key`, `preset`, `store`, `store_key_dir`. Environment variables: the same names upper-cased with a `MEMWARDEN_` prefix,
 /// except `data_dir`, which is `MEMWARDEN_DATA` as for the CLI (lists are comma-separated).
@@ -112,6 +114,9 @@ pub struct ServeConfig {
     /// Connections one client address may hold open at once (`connections_per_address_max` /
     /// `MEMWARDEN_CONNECTIONS_PER_ADDRESS_MAX`): more are closed at accept.
     pub connections_per_address_max: usize,
+    /// Requests one API key may have in flight at once (`requests_in_flight_per_key_max` /
+    /// `MEMWARDEN_REQUESTS_IN_FLIGHT_PER_KEY_MAX`): more are answered 429 `too_many_in_flight`.
+    pub requests_in_flight_per_key_max: usize,
     /// The admin token. None: read `<data_dir>/admin.token`, creating it (mode 0600) if absent.
     pub admin_token: Option<String>,
     /// `Host` header values accepted by the MCP endpoint (DNS-rebinding protection). Empty:
@@ -149,6 +154,7 @@ impl Default for ServeConfig {
             header_timeout_secs: DEFAULT_HEADER_TIMEOUT_SECS,
             body_timeout_secs: DEFAULT_BODY_TIMEOUT_SECS,
             connections_per_address_max: DEFAULT_CONNECTIONS_PER_ADDRESS_MAX,
+            requests_in_flight_per_key_max: DEFAULT_REQUESTS_IN_FLIGHT_PER_KEY_MAX,
             admin_token: None,
             mcp_allowed_hosts: Vec::new(),
             log: "info".into(),
@@ -174,6 +180,7 @@ struct FileConfig {
     header_timeout_secs: Option<u64>,
     body_timeout_secs: Option<u64>,
     connections_per_address_max: Option<usize>,
+    requests_in_flight_per_key_max: Option<usize>,
     admin_token: Option<String>,
     mcp_allowed_hosts: Option<Vec<String>>,
     log: Option<String>,
@@ -241,6 +248,9 @@ impl ServeConfig {
         }
         if let Some(v) = s("MEMWARDEN_CONNECTIONS_PER_ADDRESS_MAX") {
             raw.connections_per_address_max = Some(parse_num("MEMWARDEN_CONNECTIONS_PER_ADDRESS_MAX", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_REQUESTS_IN_FLIGHT_PER_KEY_MAX") {
+            raw.requests_in_flight_per_key_max = Some(parse_num("MEMWARDEN_REQUESTS_IN_FLIGHT_PER_KEY_MAX", &v)?);
         }
         if let Some(v) = s("MEMWARDEN_ADMIN_TOKEN") {
             raw.admin_token = Some(v);
@@ -314,6 +324,7 @@ impl ServeConfig {
             header_timeout_secs: raw.header_timeout_secs.unwrap_or(d.header_timeout_secs),
             body_timeout_secs: raw.body_timeout_secs.unwrap_or(d.body_timeout_secs),
             connections_per_address_max: raw.connections_per_address_max.unwrap_or(d.connections_per_address_max),
+            requests_in_flight_per_key_max: raw.requests_in_flight_per_key_max.unwrap_or(d.requests_in_flight_per_key_max),
             admin_token: raw.admin_token,
             mcp_allowed_hosts: raw.mcp_allowed_hosts.unwrap_or_default(),
             log: raw.log.unwrap_or(d.log),
@@ -333,6 +344,9 @@ impl ServeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(1..=3600).contains(&self.header_timeout_secs) || !(1..=3600).contains(&self.body_timeout_secs) {
             return Err(invalid(format!("header_timeout_secs {} and body_timeout_secs {} must be 1..=3600", self.header_timeout_secs, self.body_timeout_secs)));
+        }
+        if !(1..=1_000_000).contains(&self.requests_in_flight_per_key_max) {
+            return Err(invalid(format!("requests_in_flight_per_key_max {} must be 1..=1000000", self.requests_in_flight_per_key_max)));
         }
         if !(1..=1_000_000).contains(&self.connections_per_address_max) {
             return Err(invalid(format!("connections_per_address_max {} must be 1..=1000000", self.connections_per_address_max)));

@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub body_timeout: std::time::Duration,
     /// Which key opened each MCP session (issue 35.5).
     pub mcp_sessions: crate::mcp::SessionOwners,
+    /// Requests in flight per API key (issue 35.5).
+    pub in_flight: crate::limit::KeyInFlight,
 }
 
 /// Router state.
@@ -258,6 +260,7 @@ async fn auth_mw(State(st): State<AppState>, mut req: Request, next: Next) -> Re
             Err(e) => return ApiError::internal(e).into_response(),
         }
     };
+    let mut slot = None;
     match &auth {
         Auth::Key { key_id, actor } => {
             let span = tracing::Span::current();
@@ -270,13 +273,21 @@ async fn auth_mw(State(st): State<AppState>, mut req: Request, next: Next) -> Re
                 e.retry_after = Some(wait);
                 return e.into_response();
             }
+            slot = st.0.in_flight.enter(key_id);
+            if slot.is_none() {
+                let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_in_flight", "this API key has too many requests in flight; retry when one finishes");
+                e.retry_after = Some(1);
+                return e.into_response();
+            }
         }
         Auth::Admin => {
             tracing::Span::current().record("key_id", "admin");
         }
     }
     req.extensions_mut().insert(auth);
-    next.run(req).await
+    let resp = next.run(req).await;
+    drop(slot);
+    resp
 }
 
 /// Count and trace every request (route template, method, status, latency; never bodies or keys).

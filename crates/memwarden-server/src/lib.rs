@@ -157,6 +157,7 @@ impl Server {
             body_bytes_max: config.body_bytes_max,
             body_timeout: Duration::from_secs(config.body_timeout_secs),
             mcp_sessions: mcp::SessionOwners::default(),
+            in_flight: limit::KeyInFlight::new(config.requests_in_flight_per_key_max),
         }));
         let app = http::router(state, mcp);
         let listener = tokio::net::TcpListener::bind(config.addr).await?;

@@ -70,3 +70,76 @@ mod tests {
         assert!(RateLimiter::new(0.0, 1).check("k").is_ok());
     }
 }
+
+/// Requests in flight per API key (issue 35.5): a key may hold at most `max` at once, so one
+/// key cannot take every worker while others wait. A slot is held by an [`InFlightSlot`] and
+/// freed when it drops (also when the request is cancelled).
+#[derive(Debug)]
+pub struct KeyInFlight {
+    max: usize,
+    counts: std::sync::Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One request's slot (see [`KeyInFlight`]).
+#[derive(Debug)]
+pub struct InFlightSlot {
+    key: String,
+    counts: std::sync::Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl KeyInFlight {
+    /// At most `max` (≥ 1) requests in flight per key.
+    pub fn new(max: usize) -> Self {
+        Self { max: max.max(1), counts: std::sync::Arc::default() }
+    }
+
+    /// A slot for `key`, or `None` when it already has `max` requests in flight.
+    pub fn enter(&self, key: &str) -> Option<InFlightSlot> {
+        let mut c = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = c.entry(key.to_owned()).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        debug_assert!(*n <= self.max);
+        Some(InFlightSlot { key: key.to_owned(), counts: std::sync::Arc::clone(&self.counts) })
+    }
+
+    /// Requests `key` has in flight.
+    pub fn count(&self, key: &str) -> usize {
+        self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for InFlightSlot {
+    fn drop(&mut self) {
+        let mut c = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = c.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                c.remove(&self.key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod in_flight_tests {
+    use super::KeyInFlight;
+
+    #[test]
+    fn a_key_holds_at_most_max_slots_and_a_dropped_slot_frees_one() {
+        let f = KeyInFlight::new(2);
+        let a1 = f.enter("a").unwrap();
+        let a2 = f.enter("a").unwrap();
+        assert!(f.enter("a").is_none(), "a third request of one key waits");
+        let b = f.enter("b");
+        assert!(b.is_some(), "another key is not affected");
+        drop(a1);
+        assert_eq!(f.count("a"), 1);
+        let a3 = f.enter("a");
+        assert!(a3.is_some());
+        drop((a2, a3, b));
+        assert_eq!((f.count("a"), f.count("b")), (0, 0), "nothing leaks");
+    }
+}

@@ -776,3 +776,38 @@ fn a_forged_elevation_row_answers_tampered_not_a_500() {
     let report = w.s.get("/v1/audit/verify", Some(&w.alice)).json();
     assert_eq!(report["ok"], false, "{report}");
 }
+
+/// Issue 35.5: one API key may hold at most `requests_in_flight_per_key_max` requests at once
+/// (more: 429 `too_many_in_flight` with Retry-After), so one key cannot occupy every worker; a
+/// benign client sending one request at a time is never refused, and another key is unaffected.
+#[test]
+fn one_key_cannot_hold_more_than_its_requests_in_flight() {
+    let s = TestServer::start_with(|c| memwarden_server::ServeConfig { requests_in_flight_per_key_max: 1, ..c });
+    let a = s.principal_key("acme", "busy", "agent");
+    let b = s.principal_key("acme", "calm", "agent");
+    for n in 0..5 {
+        assert_eq!(s.post("/v1/memories", Some(&b), &json!({"namespace": "n", "content": format!("calm {n}")})).status, 201, "one at a time is never refused");
+    }
+    let statuses: Vec<(u16, Option<String>, Option<String>)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..6)
+            .map(|t| {
+                let (s, a) = (&s, &a);
+                sc.spawn(move || {
+                    (0..15)
+                        .map(|n| {
+                            let r = s.post("/v1/memories", Some(a), &json!({"namespace": "n", "content": format!("busy {t} {n}")}));
+                            (r.status, r.json()["code"].as_str().map(str::to_owned), r.header("retry-after").map(str::to_owned))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    for (st, code, retry) in &statuses {
+        assert!(*st == 201 || (*st == 429 && code.as_deref() == Some("too_many_in_flight") && retry.is_some()), "{st} {code:?}");
+    }
+    assert!(statuses.iter().any(|(st, ..)| *st == 429), "six concurrent writers of one key meet the cap of 1");
+    assert_eq!(s.post("/v1/memories", Some(&b), &json!({"namespace": "n", "content": "calm after"})).status, 201);
+    assert_eq!(s.post("/v1/memories", Some(&a), &json!({"namespace": "n", "content": "busy after"})).status, 201, "the slots were freed");
+}
