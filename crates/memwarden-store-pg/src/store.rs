@@ -231,6 +231,9 @@ fn read_logs(conn: &mut Conn, only: Option<&str>) -> Result<StoredLogs, StoreErr
     Ok(out)
 }
 
+/// Opening (or the graph build after it) reports its phases on stderr when it took this long.
+const OPEN_REPORT_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Rows moved into a graph per step: a search waits at most one step for the index lock.
 const GRAPH_BUILD_STEP_ROWS: usize = 32;
 
@@ -243,7 +246,7 @@ fn spawn_graph_builder(vectors: std::sync::Weak<Vectors>) {
         let mut steps = 0u64;
         while let Some(v) = vectors.upgrade() {
             if v.build_graphs_step(GRAPH_BUILD_STEP_ROWS) == 0 {
-                if steps > 0 {
+                if t0.elapsed() >= OPEN_REPORT_AFTER {
                     eprintln!("memwarden-store-pg: vector graphs built in {:.1} s ({steps} steps)", t0.elapsed().as_secs_f64());
                 }
                 return;
@@ -332,14 +335,17 @@ impl PostgresStore {
             }
         }
         let t_index = t0.elapsed();
-        eprintln!(
+        // Said only when opening took long enough for an operator to wonder where the time went.
+        if t_index >= OPEN_REPORT_AFTER {
+            eprintln!(
             "memwarden-store-pg: opened {entries} log entries and {} vectors: read {:.2} s, verify {:.2} s, replay {:.2} s, vector index {:.2} s",
             indexed.len(),
             t_read.as_secs_f64(),
             (t_verify - t_read).as_secs_f64(),
             (t_state - t_verify).as_secs_f64(),
             (t_index - t_state).as_secs_f64()
-        );
+            );
+        }
         Ok((View { logs, state, indexed: Mutex::new(indexed), foreign: HashMap::new(), in_flight: HashMap::new(), foreign_log: HashMap::new() }, vectors))
     }
 

@@ -647,18 +647,32 @@ fn a_second_process_sees_the_firsts_writes_revocations_and_erasures_at_once() {
     assert!(b.verify_log_of(&tenant()).unwrap().checkpoints_checked >= 1);
 }
 
-#[test]
-fn a_cut_or_rewritten_log_is_refused_by_the_running_process_and_at_open() {
+/// One process on a fresh schema (dropped with the guard) holding one write of `ana`, and a
+/// raw connection to the schema.
+struct OneWrite {
+    _dir: tempfile::TempDir,
+    config: PgConfig,
+    _drop: DropSchema,
+    a: PostgresStore,
+    raw: PgRaw,
+}
+
+fn one_write() -> OneWrite {
     let dir = tempfile::tempdir().unwrap();
     let config = pg_config(dir.path());
-    let _drop = DropSchema(config.clone());
+    let drop = DropSchema(config.clone());
     let a = open_pg(&config);
     setup(&a);
-    let ana = principal("ana", PrincipalKind::Agent);
-    write_as(&a, &ana, 1, "one", Route::Direct, false);
+    write_as(&a, &principal("ana", PrincipalKind::Agent), 1, "one", Route::Direct, false);
+    let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
+    OneWrite { _dir: dir, config, _drop: drop, a, raw }
+}
+
+#[test]
+fn a_cut_or_rewritten_log_is_refused_by_the_running_process_and_at_open() {
+    let OneWrite { config, a, raw, .. } = &one_write();
     // The signed head is what a cut is detected against at open (there is no witness yet).
     a.checkpoint_of(&tenant(), 2).unwrap();
-    let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
     let n = raw.count("SELECT max(idx) FROM log");
     raw.exec(&format!("DELETE FROM log WHERE idx = {n}; UPDATE heads SET size = {n}, head = (SELECT sha256(entry) FROM log WHERE idx = {})", n - 1));
     let report = a.verify_log().unwrap();
@@ -686,16 +700,9 @@ fn append_forged_entry(raw: &PgRaw) -> u64 {
 
 #[test]
 fn an_entry_appended_without_the_key_is_refused_by_the_running_process_and_at_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = pg_config(dir.path());
-    let _drop = DropSchema(config.clone());
-    let a = open_pg(&config);
-    setup(&a);
-    let ana = principal("ana", PrincipalKind::Agent);
-    write_as(&a, &ana, 1, "one", Route::Direct, false);
+    let OneWrite { config, a, raw, .. } = &one_write();
     a.checkpoint_of(&tenant(), 2).unwrap();
-    let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
-    let n = append_forged_entry(&raw);
+    let n = append_forged_entry(raw);
     let report = a.verify_log().unwrap();
     assert!(matches!(&report.problem, Some(Problem::InLog { problem, .. }) if matches!(**problem, Problem::UnsignedHead { size, .. } if size == n + 1)), "{:?}", report.problem);
     let r = a.commit(9, vec![item_mutation("ana", 2, "two")]);
@@ -708,15 +715,8 @@ fn an_entry_appended_without_the_key_is_refused_by_the_running_process_and_at_op
 
 #[test]
 fn a_store_made_before_signed_heads_signs_them_once_at_its_migration() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = pg_config(dir.path());
-    let _drop = DropSchema(config.clone());
-    {
-        let a = open_pg(&config);
-        setup(&a);
-        write_as(&a, &principal("ana", PrincipalKind::Agent), 1, "one", Route::Direct, false);
-    }
-    let raw = PgRaw { url: config.url.clone(), schema: config.schema.clone() };
+    let OneWrite { _dir, config, _drop, a, raw } = one_write();
+    drop(a);
     raw.exec("ALTER TABLE heads DROP COLUMN sig; DROP TABLE idempotency; DELETE FROM schema_version WHERE version >= 2");
     let a = open_pg(&config);
     assert_eq!(raw.count("SELECT count(*) FROM heads WHERE sig IS NULL"), 0, "every head is signed after the migration");

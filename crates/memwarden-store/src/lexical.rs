@@ -39,6 +39,14 @@ fn exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
     Ok(found.is_some())
 }
 
+/// Create the tenant's table if it has none, outside any transaction (the writer calls this
+/// before a group's transaction: a virtual table created inside a savepoint that then rolls
+/// back leaves SQLite's schema in a state the commit refuses).
+pub(crate) fn ensure_table(conn: &Connection, tenant: &str) -> rusqlite::Result<()> {
+    debug_assert!(conn.is_autocommit(), "tables are created outside transactions");
+    ensure(conn, tenant).map(|_| ())
+}
+
 /// The tenant's table, created (with secure delete on) if it has none yet.
 fn ensure(conn: &Connection, tenant: &str) -> rusqlite::Result<String> {
     let name = table(tenant);
