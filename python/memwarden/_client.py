@@ -10,6 +10,8 @@ import importlib.util
 import json
 import os
 import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
@@ -143,6 +145,23 @@ _ROUTES: Dict[str, Tuple[str, str, Tuple[str, ...], Tuple[str, ...]]] = {
 }
 
 
+# Waits before each retry of a call whose answer did not arrive (same Idempotency-Key).
+_RETRY_DELAYS_S = (0.2, 0.5, 1.0)
+
+
+def _retry_answer(r: Any) -> bool:
+    """An answer worth retrying with the same key: the server is unavailable (503), or the
+    first request with this key is still running (409 `idempotency_in_flight`)."""
+    if r.status_code == 503:
+        return True
+    if r.status_code == 409:
+        try:
+            return bool(r.json().get("code") == "idempotency_in_flight")
+        except ValueError:
+            return False
+    return False
+
+
 class _Remote(_Transport):
     def __init__(self, url: str, api_key: str, session: str, timeout_s: float, http: Any = None):
         import httpx
@@ -165,16 +184,29 @@ class _Remote(_Transport):
         path = template.format(**{p: _quote(str(body.pop(p))) for p in path_params})
         params = {q: body.pop(q) for q in query_params if q in body}
         headers = {"Authorization": f"Bearer {self._key}", "X-Memwarden-Session": self._session}
+        # Every call that changes state carries a fresh Idempotency-Key, so retrying it after a
+        # lost answer (a dropped connection, a 503, a server restart) never applies it twice.
+        if method != "GET" and op != "search":
+            headers["Idempotency-Key"] = uuid.uuid4().hex
         kwargs: Dict[str, Any] = {"headers": headers, "params": params or None}
         if method in ("POST", "PUT") and (body or op in ("revoke", "promote")):
             kwargs["json"] = body
-        try:
-            r = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as e:
-            raise error_for("unavailable", 503, f"cannot reach {self._url}: {e}") from None
-        if r.status_code >= 400:
-            raise _problem(r)
-        return r.json()
+        delays = _RETRY_DELAYS_S
+        for attempt in range(len(delays) + 1):
+            if attempt:
+                time.sleep(delays[attempt - 1])
+            try:
+                r = self._http.request(method, path, **kwargs)
+            except httpx.HTTPError as e:
+                if attempt < len(delays):
+                    continue
+                raise error_for("unavailable", 503, f"cannot reach {self._url}: {e}") from None
+            if attempt < len(delays) and _retry_answer(r):
+                continue
+            if r.status_code >= 400:
+                raise _problem(r)
+            return r.json()
+        raise error_for("unavailable", 503, f"cannot reach {self._url}")  # pragma: no cover
 
     def with_session(self, session: str) -> "_Remote":
         return _Remote(self._url, self._key, session, self._timeout_s, http=self._http)
@@ -676,13 +708,18 @@ def open(
     return eng.client(principal, tenant=tenant, session=session)
 
 
-def connect(url: str, api_key: Optional[str] = None, *, session: str = DEFAULT_SESSION, timeout_s: float = 30.0) -> Client:
+def connect(url: str, api_key: Optional[str] = None, *, session: str = DEFAULT_SESSION, timeout_s: float = 30.0, http: Any = None) -> Client:
     """A client for a running `memwarden serve` at `url` (`http://host:port`). The API key (or
-    `$MEMWARDEN_API_KEY`) decides who acts and in which tenant."""
+    `$MEMWARDEN_API_KEY`) decides who acts and in which tenant. `http`: an `httpx.Client` to
+    send through (its `base_url` must be `url`), e.g. for TLS or proxy settings.
+
+    Every call that changes state carries a fresh `Idempotency-Key`; a call whose answer is lost
+    (connection dropped, 503, or the first attempt still running) is retried up to three times
+    with the same key, so it is applied once."""
     key = api_key if api_key is not None else os.environ.get("MEMWARDEN_API_KEY")
     if not key:
         raise error_for("unauthorized", 401, "connect() needs an api_key (or $MEMWARDEN_API_KEY)")
-    return Client(_Remote(url, key, session, timeout_s))
+    return Client(_Remote(url, key, session, timeout_s, http=http))
 
 
 def open_async(path: Union[str, os.PathLike], principal: str, **kwargs: Any) -> AsyncClient:

@@ -63,3 +63,35 @@ def test_async_remote_client(server: Any) -> None:
         return await ac.list("ra")
 
     assert len(asyncio.run(go())) == 4
+
+
+def test_a_write_whose_answer_is_lost_is_retried_with_its_key_and_stored_once(server: Any) -> None:
+    """Issue 35.4 through the Python door: the server commits the write, the connection drops
+    before the answer arrives; the client retries with the same Idempotency-Key, gets the first
+    answer back, and the memory is stored once."""
+    import httpx
+
+    class LoseFirstAnswer(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.HTTPTransport()
+            self.keys: list = []
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            resp = self.inner.handle_request(request)
+            if request.method == "POST" and request.url.path == "/v1/memories":
+                self.keys.append(request.headers.get("idempotency-key"))
+                if len(self.keys) == 1:
+                    resp.read()
+                    resp.close()
+                    raise httpx.ReadError("connection dropped after the server committed", request=request)
+            return resp
+
+    t = LoseFirstAnswer()
+    c = memwarden.connect(server.url, server.keys["alice"], http=httpx.Client(base_url=server.url, transport=t))
+    first = c.add("Paid the March rent to ACCT-LANDLORD-1", namespace="idem-py")["item"]
+    assert len(t.keys) == 2 and t.keys[0] and t.keys[0] == t.keys[1], t.keys
+    stored = [m for m in c.list("idem-py") if m["content"] == "Paid the March rent to ACCT-LANDLORD-1"]
+    assert [m["id"] for m in stored] == [first["id"]], "stored once, and the retry got the first answer"
+    # Each call has its own key: the same text written again is a second memory.
+    c.add("Paid the March rent to ACCT-LANDLORD-1", namespace="idem-py")
+    assert len(t.keys) == 3 and t.keys[2] != t.keys[0]

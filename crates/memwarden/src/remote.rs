@@ -73,6 +73,21 @@ fn enc(s: &str) -> String {
     out
 }
 
+/// Waits before each retry of a call whose answer was lost (same `Idempotency-Key`).
+const RETRY_DELAYS_MS: [u64; 3] = [200, 500, 1000];
+
+/// A fresh idempotency key: 128 bits from the process's randomly seeded hasher state (unique,
+/// not secret).
+fn idempotency_key() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let half = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.finish()
+    };
+    format!("cli-{:016x}{:016x}", half(), half())
+}
+
 /// A client of one server, acting as the principal of one API key in one session.
 pub(crate) struct Remote {
     base: String,
@@ -116,32 +131,72 @@ impl Remote {
 
     /// `GET path`.
     pub(crate) fn get(&self, path: &str) -> Result<Value, RemoteError> {
-        let rq = self.agent.get(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
-        self.finish(rq.call())
+        self.send("GET", path, None)
     }
 
     /// `DELETE path`.
     pub(crate) fn delete(&self, path: &str) -> Result<Value, RemoteError> {
-        let rq = self.agent.delete(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
-        self.finish(rq.call())
+        self.send("DELETE", path, None)
     }
 
     /// `POST path` with a JSON body.
     pub(crate) fn post(&self, path: &str, body: &Value) -> Result<Value, RemoteError> {
-        let rq = self.agent.post(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
-        self.finish(rq.content_type("application/json").send(body.to_string().as_bytes()))
+        self.send("POST", path, Some(body))
     }
 
     /// `POST path` without a body.
     pub(crate) fn post_empty(&self, path: &str) -> Result<Value, RemoteError> {
-        let rq = self.agent.post(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
-        self.finish(rq.send_empty())
+        self.send("POST", path, None)
     }
 
     /// `PUT path` with a JSON body.
     pub(crate) fn put(&self, path: &str, body: &Value) -> Result<Value, RemoteError> {
-        let rq = self.agent.put(self.url(path)).header("Authorization", format!("Bearer {}", self.key)).header("X-Memwarden-Session", &self.session);
-        self.finish(rq.content_type("application/json").send(body.to_string().as_bytes()))
+        self.send("PUT", path, Some(body))
+    }
+
+    /// One call. A call that changes state carries a fresh `Idempotency-Key`; a call whose
+    /// answer is lost (the connection broke, 503, or the first attempt is still running) is
+    /// retried up to [`RETRY_DELAYS_MS`] times with the same key, so it is applied once.
+    fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, RemoteError> {
+        let key = (method != "GET").then(idempotency_key);
+        let mut attempt = 0;
+        loop {
+            let out = self.finish(self.once(method, path, body, key.as_deref()));
+            match out {
+                Err(e) if attempt < RETRY_DELAYS_MS.len() && matches!(e.code.as_str(), "connection" | "unavailable" | "http_503" | "idempotency_in_flight") => {
+                    std::thread::sleep(Duration::from_millis(RETRY_DELAYS_MS[attempt]));
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn once(&self, method: &str, path: &str, body: Option<&Value>, key: Option<&str>) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+        let auth = format!("Bearer {}", self.key);
+        let with = |rq: ureq::RequestBuilder<ureq::typestate::WithBody>| {
+            let rq = rq.header("Authorization", &auth).header("X-Memwarden-Session", &self.session);
+            let rq = match key {
+                Some(k) => rq.header("Idempotency-Key", k),
+                None => rq,
+            };
+            match body {
+                Some(b) => rq.content_type("application/json").send(b.to_string().as_bytes()),
+                None => rq.send_empty(),
+            }
+        };
+        match method {
+            "POST" => with(self.agent.post(self.url(path))),
+            "PUT" => with(self.agent.put(self.url(path))),
+            "DELETE" => {
+                let rq = self.agent.delete(self.url(path)).header("Authorization", &auth).header("X-Memwarden-Session", &self.session);
+                match key {
+                    Some(k) => rq.header("Idempotency-Key", k).call(),
+                    None => rq.call(),
+                }
+            }
+            _ => self.agent.get(self.url(path)).header("Authorization", &auth).header("X-Memwarden-Session", &self.session).call(),
+        }
     }
 
     /// The answer as JSON, or the error it reports.

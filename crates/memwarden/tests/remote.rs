@@ -333,3 +333,49 @@ fn import_a_jsonl_file_remotely_and_locally() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((v["imported"].as_u64(), v["refused"][0]["line"].as_u64()), (Some(2), Some(4)), "{v}");
 }
+
+/// Issue 35.4 through the CLI door: a call that changes state carries an `Idempotency-Key`, and
+/// when the connection breaks before the answer arrives the CLI retries it with the same key.
+/// (A stand-in server: it reads the first request and hangs up, then answers the second.)
+#[test]
+fn a_write_whose_answer_is_lost_is_retried_with_the_same_idempotency_key() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let mut keys = Vec::new();
+        for answer in [false, true] {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+            let mut buf = vec![0u8; 65536];
+            let mut got = Vec::new();
+            // Read the head and the body (Content-Length).
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got).to_string();
+                if let Some(head_end) = text.find("\r\n\r\n") {
+                    let len = text[..head_end].lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap())).unwrap_or(0);
+                    if got.len() >= head_end + 4 + len {
+                        break;
+                    }
+                }
+                assert!(n > 0, "the client hung up");
+            }
+            let text = String::from_utf8_lossy(&got).to_string();
+            keys.push(text.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("idempotency-key:").map(|v| v.trim().to_owned())));
+            if answer {
+                let body = r#"{"item":{"id":"00000000000000000000000000000001"}}"#;
+                write!(s, "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+            }
+            // Otherwise: drop the connection without an answer (the write "committed").
+        }
+        keys
+    });
+    let out = mw().args(["--server", &format!("http://{addr}"), "--api-key", "mw_test", "add", "--ns", "notes", "paid the rent"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let keys = server.join().unwrap();
+    assert_eq!(keys.len(), 2);
+    assert!(keys[0].as_deref().is_some_and(|k| k.starts_with("cli-") && k.len() > 20), "{keys:?}");
+    assert_eq!(keys[0], keys[1], "the retry carries the same key");
+}
