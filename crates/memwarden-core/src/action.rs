@@ -78,7 +78,8 @@ impl ActionRequest {
     }
 }
 
-/// The five outcomes, ordered from least to most restrictive.
+/// The five outcomes, ordered from least to most restrictive: the derived `Ord` is the one
+/// precedence order every layer composes by (`max` is "the more restrictive wins").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
@@ -104,11 +105,6 @@ impl Decision {
             Self::AskUser => "ask_user",
             Self::Block => "block",
         }
-    }
-    /// Compose two outcomes: the more restrictive wins.
-    #[must_use]
-    pub fn most_restrictive(self, other: Decision) -> Decision {
-        self.max(other)
     }
 }
 

@@ -51,21 +51,17 @@ use std::collections::{BTreeMap, BTreeSet};
 /// * **Block** refuses it outright: nothing releases it.
 ///
 /// So each step up removes a way for the action to proceed, and the order is total.
+///
+/// This is `memwarden-core`'s order on [`Decision`] (its derived `Ord`), not a second one.
 pub fn restrictiveness(d: Decision) -> u8 {
-    match d {
-        Decision::Allow => 0,
-        Decision::Redact => 1,
-        Decision::Reverify => 2,
-        Decision::AskUser => 3,
-        Decision::Block => 4,
-    }
+    d as u8
 }
 
 /// Compose two outcomes: the more restrictive wins (commutative, associative, idempotent, with
 /// Allow as identity), so composing the lineage gate with the authority and lifecycle layers, in
-/// any order, never relaxes any layer's decision.
+/// any order, never relaxes any layer's decision. The order is core's (`Ord::max`).
 pub fn most_restrictive(a: Decision, b: Decision) -> Decision {
-    if restrictiveness(b) > restrictiveness(a) { b } else { a }
+    a.max(b)
 }
 
 /// Compose many outcomes; an empty list is an error and denies (Block).
