@@ -723,6 +723,18 @@ impl Engine {
         })
     }
 
+    /// Load every tenant's lineage graph now, so that the first request of a tenant does not
+    /// pay for building it (a server calls this on a background thread once it listens). A
+    /// tenant whose graph fails to build is left to its first request, which rebuilds it and
+    /// reports the error. Returns the tenants loaded.
+    pub fn warm(&self) -> usize {
+        let Some(l) = &self.lineage else { return 0 };
+        let tenants = self.store.tenants();
+        let loaded = tenants.iter().filter(|t| l.with(self.store.as_ref(), t, |_| Ok(())).is_ok()).count();
+        debug_assert!(loaded <= tenants.len());
+        loaded
+    }
+
     /// The layers whose stages run, in pipeline order (`authority` always first).
     pub fn stages(&self) -> Vec<&'static str> {
         self.stages.iter().map(|s| s.layer()).collect()

@@ -191,6 +191,17 @@ impl Server {
         let addr = self.local_addr();
         tracing::info!(%addr, "memwarden server listening");
         let Self { listener, app, keys, admin, metrics, cancel_mcp, drain, limits, engine } = self;
+        // Load the tenants' lineage graphs while the server already answers (issue 35.3): the
+        // first request of a tenant then finds its graph built.
+        let warm = Arc::clone(&engine);
+        let warming = std::thread::Builder::new().name("memwarden-warm".into()).spawn(move || {
+            let t0 = Instant::now();
+            let tenants = warm.warm();
+            tracing::info!(tenants, secs = t0.elapsed().as_secs_f64(), "lineage graphs loaded");
+        });
+        if let Err(e) = warming {
+            tracing::warn!(error = %e, "no thread to load the lineage graphs on; each tenant's first request loads its own");
+        }
         let signal = async move {
             shutdown.await;
             tracing::info!("shutting down: draining in-flight requests");
