@@ -1,5 +1,4 @@
-//! The lexical index: SQLite FTS5 with BM25 over every stored item's text, for hybrid search,
-//! one FTS5 table per tenant (so ranking statistics never cross tenants).
+//! The lexical index: SQLite FTS5 with BM25 over every stored item's text, for hybrid search.
 //!
 //! It is a candidate generator only, never a source of truth: a hit names a row id, and the item
 //! it returns is read back from `items` and verified against the log like every other read, then
@@ -20,85 +19,35 @@ pub const QUERY_TERMS_MAX: usize = 32;
 /// Longest query term, in bytes (longer terms are ignored).
 pub const QUERY_TERM_BYTES_MAX: usize = 64;
 
-/// Each tenant has its own FTS5 table, so BM25's statistics (document count, average length,
-/// document frequencies) are the tenant's own: another tenant's texts never change how a
-/// tenant's memories rank (issue 35.8). The name is derived from the tenant (a hash, never the
-/// tenant's text in SQL).
-fn table(tenant: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let h = Sha256::digest(tenant.as_bytes());
-    format!("fts_{}", hex::encode(&h[..16]))
-}
+const CREATE: &str = "
+CREATE VIRTUAL TABLE items_fts USING fts5(content, tenant UNINDEXED, namespace UNINDEXED, tokenize = 'unicode61 remove_diacritics 2');
+INSERT INTO items_fts(items_fts, rank) VALUES('secure-delete', 1);
+";
 
-/// The `meta` key recording that the lexical index is per tenant.
-const LAYOUT_KEY: &str = "lexical_layout";
-const LAYOUT: &str = "per-tenant-v1";
-
-fn exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
-    let found: Option<i64> = conn.prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1")?.query_row(params![name], |r| r.get(0)).optional()?;
-    Ok(found.is_some())
-}
-
-/// Create the tenant's table if it has none, outside any transaction (the writer calls this
-/// before a group's transaction: a virtual table created inside a savepoint that then rolls
-/// back leaves SQLite's schema in a state the commit refuses).
-pub(crate) fn ensure_table(conn: &Connection, tenant: &str) -> rusqlite::Result<()> {
-    debug_assert!(conn.is_autocommit(), "tables are created outside transactions");
-    ensure(conn, tenant).map(|_| ())
-}
-
-/// The tenant's table, created (with secure delete on) if it has none yet.
-fn ensure(conn: &Connection, tenant: &str) -> rusqlite::Result<String> {
-    let name = table(tenant);
-    if !exists(conn, &name)? {
-        conn.execute_batch(&format!(
-            "CREATE VIRTUAL TABLE {name} USING fts5(content, namespace UNINDEXED, tokenize = 'unicode61 remove_diacritics 2');
-             INSERT INTO {name}({name}, rank) VALUES('secure-delete', 1);"
-        ))?;
-    }
-    debug_assert!(name.len() == 36 && name.starts_with("fts_"));
-    Ok(name)
-}
-
-/// Bring the index to the per-tenant layout: a new store records it; a store with the older
-/// shared index (`items_fts`, or none) gets one table per tenant, filled from its items, and
-/// the shared one dropped, in one transaction.
+/// Create the index if the store has none (a new store, or one written before it existed) and
+/// fill it from the items already stored, in one transaction.
 pub(crate) fn prepare(conn: &Connection) -> Result<(), StoreError> {
-    let layout: Option<String> = conn.query_row("SELECT CAST(value AS TEXT) FROM meta WHERE key = ?1", params![LAYOUT_KEY], |r| r.get(0)).optional()?;
-    if layout.as_deref() == Some(LAYOUT) {
+    let exists: Option<i64> = conn.query_row("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'items_fts'", [], |r| r.get(0)).optional()?;
+    if exists.is_some() {
         return Ok(());
     }
     let tx = conn.unchecked_transaction()?;
-    let tenants: Vec<String> = tx.prepare("SELECT DISTINCT tenant FROM items")?.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
-    for t in &tenants {
-        let name = ensure(&tx, t)?;
-        tx.execute(&format!("INSERT INTO {name}(rowid, content, namespace) SELECT rowid, json_extract(record, '$.content'), namespace FROM items WHERE tenant = ?1"), params![t])?;
-    }
-    tx.execute_batch("DROP TABLE IF EXISTS items_fts")?;
-    tx.execute("INSERT INTO meta(key, value) VALUES(?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", params![LAYOUT_KEY, LAYOUT])?;
+    tx.execute_batch(CREATE)?;
+    tx.execute("INSERT INTO items_fts(rowid, content, tenant, namespace) SELECT rowid, json_extract(record, '$.content'), tenant, namespace FROM items", [])?;
     tx.commit()?;
     Ok(())
 }
 
-/// Index the text of the item row `id` (just inserted, in the same transaction) in its
-/// tenant's table.
+/// Index the text of the item row `id` (just inserted, in the same transaction).
 pub(crate) fn index(conn: &Connection, id: &[u8], content: &str) -> rusqlite::Result<()> {
-    let row: Option<(i64, String, String)> =
-        conn.prepare_cached("SELECT rowid, tenant, namespace FROM items WHERE id = ?1")?.query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
-    let Some((rowid, tenant, namespace)) = row else { return Ok(()) };
-    let name = ensure(conn, &tenant)?;
-    conn.prepare_cached(&format!("INSERT INTO {name}(rowid, content, namespace) VALUES(?1, ?2, ?3)"))?.execute(params![rowid, content, namespace])?;
+    conn.prepare_cached("INSERT INTO items_fts(rowid, content, tenant, namespace) SELECT rowid, ?2, tenant, namespace FROM items WHERE id = ?1")?
+        .execute(params![id, content])?;
     Ok(())
 }
 
 /// Remove the item row `id`'s text from the index (before the row is deleted).
 pub(crate) fn unindex(conn: &Connection, id: &[u8]) -> rusqlite::Result<()> {
-    let row: Option<(i64, String)> = conn.prepare_cached("SELECT rowid, tenant FROM items WHERE id = ?1")?.query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-    let Some((rowid, tenant)) = row else { return Ok(()) };
-    let name = table(&tenant);
-    if exists(conn, &name)? {
-        conn.prepare_cached(&format!("DELETE FROM {name} WHERE rowid = ?1"))?.execute(params![rowid])?;
-    }
+    conn.prepare_cached("DELETE FROM items_fts WHERE rowid = (SELECT rowid FROM items WHERE id = ?1)")?.execute(params![id])?;
     Ok(())
 }
 
@@ -169,15 +118,12 @@ pub const TERM_MATCHES_MAX: usize = 512;
 /// namespace's memories, or that match none (each counted up to the limit, without ranking).
 /// `None` when no term is left: the lexical search then proposes nothing.
 pub(crate) fn selective_query(conn: &Connection, tenant: &str, namespace: &str, text: &str) -> Result<Option<String>, StoreError> {
-    let name = table(tenant);
-    if !exists(conn, &name)? {
-        return Ok(None);
-    }
-    let mut stmt = conn.prepare_cached(&format!("SELECT count(*) FROM (SELECT 1 FROM {name} WHERE {name} MATCH ?1 AND namespace = ?2 LIMIT ?3)"))?;
+    let mut stmt =
+        conn.prepare_cached("SELECT count(*) FROM (SELECT 1 FROM items_fts WHERE items_fts MATCH ?1 AND tenant = ?2 AND namespace = ?3 LIMIT ?4)")?;
     let mut kept = Vec::new();
     for t in query_terms(text) {
         let one = format!("\"{t}\"");
-        let n: i64 = stmt.query_row(params![one, namespace, i64::try_from(TERM_MATCHES_MAX + 1).unwrap_or(i64::MAX)], |r| r.get(0))?;
+        let n: i64 = stmt.query_row(params![one, tenant, namespace, i64::try_from(TERM_MATCHES_MAX + 1).unwrap_or(i64::MAX)], |r| r.get(0))?;
         if n > 0 && usize::try_from(n).unwrap_or(usize::MAX) <= TERM_MATCHES_MAX {
             kept.push(t);
         }
@@ -189,12 +135,8 @@ pub(crate) fn selective_query(conn: &Connection, tenant: &str, namespace: &str, 
 /// [`match_query`]) with their BM25 score (higher is better; FTS5's `rank` is its negation),
 /// best first, at most `limit`.
 pub(crate) fn candidates(conn: &Connection, tenant: &str, namespace: &str, query: &str, limit: usize) -> Result<Vec<(i64, f64)>, StoreError> {
-    let name = table(tenant);
-    if !exists(conn, &name)? {
-        return Ok(Vec::new());
-    }
-    let mut stmt = conn.prepare_cached(&format!("SELECT rowid, rank FROM {name} WHERE {name} MATCH ?1 AND namespace = ?2 ORDER BY rank, rowid LIMIT ?3"))?;
-    let rows = stmt.query_map(params![query, namespace, i64::try_from(limit).unwrap_or(i64::MAX)], |r| Ok((r.get::<_, i64>(0)?, -r.get::<_, f64>(1)?)))?;
+    let mut stmt = conn.prepare_cached("SELECT rowid, rank FROM items_fts WHERE items_fts MATCH ?1 AND tenant = ?2 AND namespace = ?3 ORDER BY rank, rowid LIMIT ?4")?;
+    let rows = stmt.query_map(params![query, tenant, namespace, i64::try_from(limit).unwrap_or(i64::MAX)], |r| Ok((r.get::<_, i64>(0)?, -r.get::<_, f64>(1)?)))?;
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
@@ -208,12 +150,10 @@ mod tests {
     #[test]
     fn terms_in_too_many_memories_leave_the_query() {
         let conn = rusqlite::Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE meta(key TEXT PRIMARY KEY, value BLOB NOT NULL); CREATE TABLE items (id BLOB, record TEXT, tenant TEXT, namespace TEXT);").unwrap();
+        conn.execute_batch("CREATE TABLE items (id BLOB, record TEXT, tenant TEXT, namespace TEXT);").unwrap();
         super::prepare(&conn).unwrap();
         let add = |n: usize, ns: &str, text: &str| {
-            let id = (n as u64).to_be_bytes();
-            conn.execute("INSERT INTO items(rowid, id, record, tenant, namespace) VALUES (?1, ?2, '{}', 't', ?3)", rusqlite::params![n as i64, id, ns]).unwrap();
-            super::index(&conn, &id, text).unwrap();
+            conn.execute("INSERT INTO items_fts(rowid, content, tenant, namespace) VALUES (?1, ?2, 't', ?3)", rusqlite::params![n as i64, text, ns]).unwrap();
         };
         for n in 0..=super::TERM_MATCHES_MAX {
             add(n, "a", &format!("caroline said note {n}"));

@@ -935,7 +935,6 @@ impl crate::SqliteStore {
         let key = crate::keys::load_key(&key_dir)?.ok_or_else(|| StoreError::KeyDir(format!("no log key in {}", key_dir.display())))?;
         let lock = crate::sqlite::lock_dir(dir)?;
         let conn = crate::sqlite::open_conn(&dir.join(crate::sqlite::DB_FILE), false, crate::sqlite::Durability::Durable)?;
-        crate::lexical::ensure_table(&conn, tenant.as_str()).map_err(StoreError::from)?;
         conn.execute_batch("BEGIN IMMEDIATE").map_err(StoreError::from)?;
         let out = (|| {
             let witnessed = crate::stored::witnesses(&key_dir, &store_id)?;

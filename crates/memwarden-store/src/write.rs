@@ -963,19 +963,6 @@ fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now
     let mut pending = Pending::new(gseq, shared.vectors.dims(), &shared.store_id, &shared.key.verifying_key().to_bytes());
     // Per caller: its receipts in mutation order (for an atomic caller that failed, one error).
     let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
-    // The lexical tables of tenants this group may write text to, created before the
-    // transaction (see `lexical::ensure_table`).
-    let texts: std::collections::BTreeSet<&str> = commits
-        .iter()
-        .flat_map(|g| g.mutations.iter())
-        .filter(|m| matches!(m, Mutation::Item { .. } | Mutation::Update { .. }))
-        .map(|m| tenant_of(m).as_str())
-        .collect();
-    for t in texts {
-        if let Err(e) = crate::lexical::ensure_table(conn, t) {
-            eprintln!("memwarden-store: creating the lexical table of {t} failed (retried in the transaction): {e}");
-        }
-    }
     let outcome = (|| -> Result<(), DbError> {
         conn.execute_batch("BEGIN IMMEDIATE")?;
         let db = SqliteDb(conn);
