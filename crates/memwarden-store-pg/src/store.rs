@@ -288,7 +288,7 @@ impl PostgresStore {
         let readers: Vec<Mutex<Conn>> =
             std::iter::once(reader).chain((1..config.read_connections.max(1)).map(|_| Conn::lazy(&config.url, &config.schema))).map(Mutex::new).collect();
         writer.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(store_db_err)?;
-        let loaded = Self::load_all(&mut writer, &key, &meta.store_id, config.vector_exact_below);
+        let loaded = Self::load_all(&mut writer, &key, &meta.store_id);
         let _ = writer.batch("COMMIT");
         let (view, vectors) = loaded?;
         // Loaded into exact blocks (fast): serve now, build the graphs in the background.
@@ -298,7 +298,7 @@ impl PostgresStore {
         Ok(Self { config, key, store_id: meta.store_id, writer: Mutex::new(writer), readers, next_reader: std::sync::atomic::AtomicUsize::new(0), view: RwLock::new(view), vectors })
     }
 
-    fn load_all(conn: &mut Conn, key: &SigningKey, store_id: &str, exact_below: Option<usize>) -> Result<(View, Vectors), StoreError> {
+    fn load_all(conn: &mut Conn, key: &SigningKey, store_id: &str) -> Result<(View, Vectors), StoreError> {
         let t0 = std::time::Instant::now();
         let all = read_logs(conn, None)?;
         let t_read = t0.elapsed();
@@ -316,7 +316,6 @@ impl PostgresStore {
         // Every vector goes into an exact block first (appending is cheap); the graphs are built
         // after the store opens ([`spawn_graph_builder`]), so start-up does not grow with the
         // HNSW build (81 s at 100,000 memories before).
-        let _ = exact_below;
         let vectors = Vectors::in_memory(Some(usize::MAX), dims);
         let mut indexed = HashMap::new();
         let sql = format!("SELECT {}, embedding FROM items WHERE embedding IS NOT NULL ORDER BY tenant, log_index", ItemRow::COLUMNS);
