@@ -1033,7 +1033,7 @@ impl Store for SqliteStore {
         // permission filter runs on the verified item, never on the index.
         let mut limit = k.saturating_mul(4);
         loop {
-            let rowids = crate::lexical::candidates(&conn, tenant.as_str(), namespace.as_str(), &fts, limit)?;
+            let rowids = crate::lexical::candidates(&conn, &fts, limit)?;
             let mut out = Vec::with_capacity(k);
             for (rowid, bm25) in &rowids {
                 type Row = (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);

@@ -110,3 +110,33 @@ fn a_legacy_store_whose_log_does_not_verify_is_refused_and_left_as_it_was() {
     assert_eq!(schema, 4, "nothing adopted");
     assert!(root.path().join("data").join("keys").join("log.ed25519").exists(), "the key was not moved either");
 }
+
+/// Issue 36: the lexical index of an earlier build (tenant and namespace as unindexed columns,
+/// compared row by row) is rebuilt at open into the scoped layout, and finds what it found.
+#[test]
+fn a_lexical_index_of_the_earlier_layout_is_rebuilt_at_open() {
+    let root = tempfile::tempdir().unwrap();
+    {
+        let store = open(root.path());
+        register(&store);
+        write(&store, 1, "the offsite is in Lisbon");
+        write(&store, 2, "lunch with the supplier");
+    }
+    {
+        let conn = rusqlite::Connection::open(db(root.path())).unwrap();
+        conn.execute_batch(
+            "DROP TABLE items_fts;
+             CREATE VIRTUAL TABLE items_fts USING fts5(content, tenant UNINDEXED, namespace UNINDEXED, tokenize = 'unicode61 remove_diacritics 2');
+             INSERT INTO items_fts(rowid, content, tenant, namespace) SELECT rowid, json_extract(record, '$.content'), tenant, namespace FROM items;",
+        )
+        .unwrap();
+    }
+    let store = open(root.path());
+    let hits = store.search_lexical(&tenant(), &ns(), "where is the offsite?", &vector(9), 5, &pid("ana")).unwrap();
+    assert_eq!(hits.iter().map(|h| h.item.id()).collect::<Vec<_>>(), vec![id(1)]);
+    let other = Namespace::new("other").unwrap();
+    assert!(store.search_lexical(&tenant(), &other, "offsite", &vector(9), 5, &pid("ana")).unwrap().is_empty());
+    let conn = rusqlite::Connection::open(db(root.path())).unwrap();
+    let sql: String = conn.query_row("SELECT sql FROM sqlite_master WHERE name = 'items_fts'", [], |r| r.get(0)).unwrap();
+    assert!(sql.contains("scope"), "{sql}");
+}
