@@ -293,13 +293,10 @@ impl ApiKeys {
                 row.as_ref().map(pg_info).transpose()
             });
         }
-        let row = self
-            .conn()?
-            .query_row(
-                "SELECT key_id, tenant, principal, label, created_ms, revoked_ms FROM api_keys WHERE hash = ?1 AND revoked_ms IS NULL",
-                params![token_hash(token).to_vec()],
-                row_info,
-            )
+        let conn = self.conn()?;
+        let row = conn
+            .prepare_cached("SELECT key_id, tenant, principal, label, created_ms, revoked_ms FROM api_keys WHERE hash = ?1 AND revoked_ms IS NULL")?
+            .query_row(params![token_hash(token).to_vec()], row_info)
             .optional()?;
         row.map(to_info).transpose()
     }
