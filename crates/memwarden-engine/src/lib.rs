@@ -658,6 +658,10 @@ pub struct Engine {
     stages: Vec<Box<dyn Stage>>,
     /// Recent query embeddings.
     query_cache: Mutex<QueryCache>,
+    /// What a decision's neighbour scan learnt of each memory it read: its folded text if it is
+    /// labelled untrusted, `None` if not. Sound to keep: an item's text and label are part of
+    /// its immutable identity (the log commits to them); its scope and status are read afresh.
+    neighbours_seen: Mutex<HashMap<(TenantId, ItemId), Option<Arc<memwarden_core::normalize::FoldedText>>>>,
     /// Hybrid (vector + lexical) search.
     hybrid: bool,
 }
@@ -715,6 +719,7 @@ impl Engine {
             embedder: config.embedder,
             clock: config.clock,
             sessions: Mutex::new(HashMap::new()),
+            neighbours_seen: Mutex::new(HashMap::new()),
             lineage,
             lifecycle: config.lifecycle,
             stages,
@@ -1833,14 +1838,55 @@ impl Engine {
             return Ok(out);
         }
         for ns in namespaces {
-            for i in self.store.list_newest(actor.tenant(), ns, NEIGHBOURS_SCAN_MAX)? {
-                let near = i.label().integrity() == Integrity::Untrusted && i.scope().admits(actor.id()) && values.iter().any(|v| i.folded().carries(v));
-                if near && !items.iter().any(|c| c.id() == i.id()) {
+            let ids = self.store.newest_ids(actor.tenant(), ns, NEIGHBOURS_SCAN_MAX)?;
+            let seen = self.neighbours_seen(actor.tenant(), &ids)?;
+            // The untrusted ones carrying a value, read afresh for their current scope.
+            let carriers: Vec<ItemId> = ids
+                .iter()
+                .zip(&seen)
+                .filter(|(id, folded)| folded.as_ref().is_some_and(|f| values.iter().any(|v| f.carries(v))) && !items.iter().any(|c| c.id() == **id))
+                .map(|(id, _)| *id)
+                .collect();
+            for i in self.items_of(actor.tenant(), &carriers)?.into_iter().flatten() {
+                debug_assert_eq!(i.label().integrity(), Integrity::Untrusted);
+                if i.scope().admits(actor.id()) {
                     out.push(i);
                 }
             }
         }
         debug_assert!(out.iter().all(|i| i.tenant() == actor.tenant()));
+        Ok(out)
+    }
+
+    /// For each of `ids`, its folded text if it is labelled untrusted (`None` if not, or if the
+    /// store no longer has it), from [`Engine::neighbours_seen`] or read and remembered. At most
+    /// [`NEIGHBOURS_SEEN_MAX`] are remembered (then the memory starts afresh).
+    fn neighbours_seen(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<Arc<memwarden_core::normalize::FoldedText>>>, EngineError> {
+        use memwarden_core::normalize::FoldedText;
+        let lock = || self.neighbours_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let missing: Vec<ItemId> = {
+            let seen = lock();
+            ids.iter().filter(|id| !seen.contains_key(&(tenant.clone(), **id))).copied().collect()
+        };
+        let read = self.items_of(tenant, &missing)?;
+        let mut seen = lock();
+        if seen.len() + missing.len() > NEIGHBOURS_SEEN_MAX {
+            seen.clear();
+        }
+        let mut fresh: HashMap<ItemId, Option<Arc<FoldedText>>> = HashMap::with_capacity(missing.len());
+        for (id, item) in missing.iter().zip(read) {
+            // An id the store did not return (erased since it was listed) is not remembered.
+            let Some(item) = item else {
+                fresh.insert(*id, None);
+                continue;
+            };
+            let folded = (item.label().integrity() == Integrity::Untrusted).then(|| Arc::new(item.folded().clone()));
+            seen.insert((tenant.clone(), *id), folded.clone());
+            fresh.insert(*id, folded);
+        }
+        let out: Vec<Option<Arc<FoldedText>>> =
+            ids.iter().map(|id| fresh.get(id).cloned().unwrap_or_else(|| seen.get(&(tenant.clone(), *id)).cloned().flatten())).collect();
+        debug_assert_eq!(out.len(), ids.len());
         Ok(out)
     }
 
@@ -2511,6 +2557,9 @@ impl Engine {
 /// The most memories of one namespace [`Engine::untrusted_neighbours`] scans per decision
 /// (newest first; bounds a decision's reads in a large namespace).
 pub const NEIGHBOURS_SCAN_MAX: usize = 2_000;
+/// Most memories whose label and folded text a decision's neighbour scan remembers
+/// ([`Engine::untrusted_neighbours`]).
+pub const NEIGHBOURS_SEEN_MAX: usize = 200_000;
 
 /// Scale a feedback update of a guard state by the reporter's `weight` (0..=1): the numbers move
 /// that fraction of the way from `before` to the unweighted update; counts move as reported.

@@ -14,8 +14,9 @@
 //! only: another tenant's texts no longer change which words a query keeps or how they weigh
 //! (BM25's document count and mean length are still over the whole index). Filtering by
 //! tenant and namespace columns instead made FTS5 read every match's row (over half of a guarded
-//! search's time at 10,000 memories, issue 36). The table keeps no copy of the text
-//! (contentless, with deletes).
+//! search's time at 10,000 memories, issue 36). The table keeps its scoped words: a
+//! contentless table cannot remove a deleted row's terms at once (its deletes are tombstones
+//! until a merge), and an erasure must leave no term behind.
 //!
 //! [`MemoryItem::searchable_by`]: memwarden_core::item::MemoryItem::searchable_by
 
@@ -33,7 +34,7 @@ pub const QUERY_TERM_BYTES_MAX: usize = 64;
 const SCOPE_HEX_LEN: usize = 16;
 
 const CREATE: &str = "
-CREATE VIRTUAL TABLE items_fts USING fts5(terms, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE items_fts USING fts5(terms, tokenize = 'unicode61 remove_diacritics 2');
 INSERT INTO items_fts(items_fts, rank) VALUES('secure-delete', 1);
 ";
 
@@ -71,7 +72,7 @@ fn scoped_words(scope: &str, text: &str) -> String {
 /// it from the items already stored, in one transaction.
 pub(crate) fn prepare(conn: &Connection) -> Result<(), StoreError> {
     let sql: Option<String> = conn.query_row("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'items_fts'", [], |r| r.get(0)).optional()?;
-    if sql.as_deref().is_some_and(|s| s.contains("contentless_delete")) {
+    if sql.as_deref().is_some_and(|s| s.contains("fts5(terms,") && !s.contains("contentless")) {
         return Ok(());
     }
     let tx = conn.unchecked_transaction()?;

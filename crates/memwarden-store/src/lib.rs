@@ -490,6 +490,12 @@ pub trait Store: Send + Sync {
     /// Items of a namespace, newest first, at most `limit` (what a decision scans for untrusted
     /// content beside the memories it cites: the newest is what was planted last).
     fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError>;
+    /// The ids [`Store::list_newest`] would return, in its order, without reading the items (a
+    /// decision's scan for untrusted content keeps what it learnt of each id: an item's text and
+    /// label never change). The default reads the items.
+    fn newest_ids(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<ItemId>, StoreError> {
+        Ok(self.list_newest(tenant, namespace, limit)?.iter().map(MemoryItem::id).collect())
+    }
     /// Number of items in a tenant.
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError>;
     /// Attestations of a tenant for these keys.

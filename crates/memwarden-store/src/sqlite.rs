@@ -867,6 +867,18 @@ impl Store for SqliteStore {
         self.list_in_order(tenant, namespace, limit, "created_ms DESC, id DESC")
     }
 
+    fn newest_ids(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<ItemId>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let mut stmt = conn.prepare_cached("SELECT id FROM items WHERE tenant = ?1 AND namespace = ?2 ORDER BY created_ms DESC, id DESC LIMIT ?3")?;
+        let raw: Vec<Vec<u8>> = stmt.query_map(params![tenant.as_str(), namespace.as_str(), i64::try_from(limit).unwrap_or(i64::MAX)], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        let ids: Vec<ItemId> = raw
+            .into_iter()
+            .map(|b| <[u8; 16]>::try_from(b.as_slice()).map(ItemId::from_bytes).map_err(|_| StoreError::Corrupt("item id length".into())))
+            .collect::<Result<_, _>>()?;
+        debug_assert!(ids.len() <= limit);
+        Ok(ids)
+    }
+
     fn items_in_order(&self, tenant: &TenantId, after: Option<u64>, limit: usize) -> Result<Vec<OrderedItem>, StoreError> {
         let conn = lock(&self.shared.reader);
         let (a, l) = (after_of(after), limit_of(limit));
