@@ -159,6 +159,7 @@ CREATE TABLE IF NOT EXISTS items(
   digest BLOB NOT NULL, log_index INTEGER NOT NULL, embedding BLOB, created_ms INTEGER NOT NULL,
   version INTEGER NOT NULL DEFAULT 0, vseq INTEGER, emb_digest BLOB);
 CREATE INDEX IF NOT EXISTS items_by_namespace ON items(tenant, namespace, created_ms);
+CREATE INDEX IF NOT EXISTS items_newest ON items(tenant, namespace, created_ms DESC, id DESC);
 CREATE TABLE IF NOT EXISTS edges(child BLOB NOT NULL, parent BLOB NOT NULL, kind TEXT NOT NULL, PRIMARY KEY(child, parent, kind));
 CREATE INDEX IF NOT EXISTS edges_by_parent ON edges(parent);
 CREATE TABLE IF NOT EXISTS attestations(tenant TEXT NOT NULL, key TEXT NOT NULL, record TEXT NOT NULL, log_index INTEGER NOT NULL);
@@ -208,6 +209,9 @@ pub(crate) fn open_conn(path: &Path, read_only: bool, durability: Durability) ->
         Durability::Ephemeral => "OFF",
     };
     conn.pragma_update(None, "synchronous", sync)?;
+    // 64 MiB of pages per connection (the default is 2 MiB): a search or a decision reads
+    // rows all over the file, and a page read from the OS is a system call.
+    conn.pragma_update(None, "cache_size", -65_536)?;
     Ok(conn)
 }
 
