@@ -661,10 +661,14 @@ pub struct Engine {
     /// What a decision's neighbour scan learnt of each memory it read: its folded text if it is
     /// labelled untrusted, `None` if not. Sound to keep: an item's text and label are part of
     /// its immutable identity (the log commits to them); its scope and status are read afresh.
-    neighbours_seen: Mutex<HashMap<(TenantId, ItemId), Option<Arc<memwarden_core::normalize::FoldedText>>>>,
+    neighbours_seen: Mutex<HashMap<(TenantId, ItemId), SeenNeighbour>>,
     /// Hybrid (vector + lexical) search.
     hybrid: bool,
 }
+
+/// What a decision's neighbour scan keeps of a memory: its folded text if it is labelled
+/// untrusted, `None` if not.
+type SeenNeighbour = Option<Arc<memwarden_core::normalize::FoldedText>>;
 
 /// The session every `authenticate` call without a session name acts in.
 pub const DEFAULT_SESSION: &str = "default";
@@ -1861,8 +1865,7 @@ impl Engine {
     /// For each of `ids`, its folded text if it is labelled untrusted (`None` if not, or if the
     /// store no longer has it), from [`Engine::neighbours_seen`] or read and remembered. At most
     /// [`NEIGHBOURS_SEEN_MAX`] are remembered (then the memory starts afresh).
-    fn neighbours_seen(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<Option<Arc<memwarden_core::normalize::FoldedText>>>, EngineError> {
-        use memwarden_core::normalize::FoldedText;
+    fn neighbours_seen(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<SeenNeighbour>, EngineError> {
         let lock = || self.neighbours_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let missing: Vec<ItemId> = {
             let seen = lock();
@@ -1873,7 +1876,7 @@ impl Engine {
         if seen.len() + missing.len() > NEIGHBOURS_SEEN_MAX {
             seen.clear();
         }
-        let mut fresh: HashMap<ItemId, Option<Arc<FoldedText>>> = HashMap::with_capacity(missing.len());
+        let mut fresh: HashMap<ItemId, SeenNeighbour> = HashMap::with_capacity(missing.len());
         for (id, item) in missing.iter().zip(read) {
             // An id the store did not return (erased since it was listed) is not remembered.
             let Some(item) = item else {
@@ -1884,7 +1887,7 @@ impl Engine {
             seen.insert((tenant.clone(), *id), folded.clone());
             fresh.insert(*id, folded);
         }
-        let out: Vec<Option<Arc<FoldedText>>> =
+        let out: Vec<SeenNeighbour> =
             ids.iter().map(|id| fresh.get(id).cloned().unwrap_or_else(|| seen.get(&(tenant.clone(), *id)).cloned().flatten())).collect();
         debug_assert_eq!(out.len(), ids.len());
         Ok(out)
