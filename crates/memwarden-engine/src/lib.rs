@@ -661,7 +661,7 @@ pub struct Engine {
     /// What a decision's neighbour scan learnt of each memory it read: its folded text if it is
     /// labelled untrusted, `None` if not. Sound to keep: an item's text and label are part of
     /// its immutable identity (the log commits to them); its scope and status are read afresh.
-    neighbours_seen: Mutex<HashMap<(TenantId, ItemId), SeenNeighbour>>,
+    neighbours_seen: Mutex<NeighboursSeen>,
     /// Hybrid (vector + lexical) search.
     hybrid: bool,
 }
@@ -669,6 +669,30 @@ pub struct Engine {
 /// What a decision's neighbour scan keeps of a memory: its folded text if it is labelled
 /// untrusted, `None` if not.
 type SeenNeighbour = Option<Arc<memwarden_core::normalize::FoldedText>>;
+
+/// What a decision's neighbour scan remembers ([`Engine::untrusted_neighbours`]), bounded by
+/// count and by the bytes of the texts behind it: past either bound it starts afresh (forgetting
+/// is always safe: a forgotten memory is read again).
+#[derive(Default)]
+struct NeighboursSeen {
+    map: HashMap<(TenantId, ItemId), SeenNeighbour>,
+    text_bytes: usize,
+}
+
+impl NeighboursSeen {
+    fn remember(&mut self, key: (TenantId, ItemId), seen: SeenNeighbour, text_bytes: usize) {
+        // A folded text holds about four forms of its text.
+        let cost = if seen.is_some() { text_bytes.saturating_mul(4) } else { 0 };
+        if self.map.len() >= NEIGHBOURS_SEEN_MAX || self.text_bytes.saturating_add(cost) > NEIGHBOURS_SEEN_BYTES_MAX {
+            self.map.clear();
+            self.text_bytes = 0;
+        }
+        debug_assert!(cost <= NEIGHBOURS_SEEN_BYTES_MAX, "one memory's text is far below the bound");
+        self.text_bytes = self.text_bytes.saturating_add(cost);
+        self.map.insert(key, seen);
+        debug_assert!(self.map.len() <= NEIGHBOURS_SEEN_MAX);
+    }
+}
 
 /// The session every `authenticate` call without a session name acts in.
 pub const DEFAULT_SESSION: &str = "default";
@@ -723,7 +747,7 @@ impl Engine {
             embedder: config.embedder,
             clock: config.clock,
             sessions: Mutex::new(HashMap::new()),
-            neighbours_seen: Mutex::new(HashMap::new()),
+            neighbours_seen: Mutex::new(NeighboursSeen::default()),
             lineage,
             lifecycle: config.lifecycle,
             stages,
@@ -1863,32 +1887,27 @@ impl Engine {
     }
 
     /// For each of `ids`, its folded text if it is labelled untrusted (`None` if not, or if the
-    /// store no longer has it), from [`Engine::neighbours_seen`] or read and remembered. At most
-    /// [`NEIGHBOURS_SEEN_MAX`] are remembered (then the memory starts afresh).
+    /// store no longer has it), as remembered ([`NeighboursSeen`]) or read and remembered.
     fn neighbours_seen(&self, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<SeenNeighbour>, EngineError> {
         let lock = || self.neighbours_seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let missing: Vec<ItemId> = {
+        let known: Vec<Option<SeenNeighbour>> = {
             let seen = lock();
-            ids.iter().filter(|id| !seen.contains_key(&(tenant.clone(), **id))).copied().collect()
+            ids.iter().map(|id| seen.map.get(&(tenant.clone(), *id)).cloned()).collect()
         };
+        let missing: Vec<ItemId> = ids.iter().zip(&known).filter(|(_, k)| k.is_none()).map(|(id, _)| *id).collect();
         let read = self.items_of(tenant, &missing)?;
-        let mut seen = lock();
-        if seen.len() + missing.len() > NEIGHBOURS_SEEN_MAX {
-            seen.clear();
-        }
         let mut fresh: HashMap<ItemId, SeenNeighbour> = HashMap::with_capacity(missing.len());
-        for (id, item) in missing.iter().zip(read) {
-            // An id the store did not return (erased since it was listed) is not remembered.
-            let Some(item) = item else {
-                fresh.insert(*id, None);
-                continue;
-            };
-            let folded = (item.label().integrity() == Integrity::Untrusted).then(|| Arc::new(item.folded().clone()));
-            seen.insert((tenant.clone(), *id), folded.clone());
-            fresh.insert(*id, folded);
+        {
+            let mut seen = lock();
+            for (id, item) in missing.iter().zip(read) {
+                // An id the store did not return (erased since it was listed) is not remembered.
+                let Some(item) = item else { continue };
+                let folded = (item.label().integrity() == Integrity::Untrusted).then(|| Arc::new(item.folded().clone()));
+                seen.remember((tenant.clone(), *id), folded.clone(), item.content().len());
+                fresh.insert(*id, folded);
+            }
         }
-        let out: Vec<SeenNeighbour> =
-            ids.iter().map(|id| fresh.get(id).cloned().unwrap_or_else(|| seen.get(&(tenant.clone(), *id)).cloned().flatten())).collect();
+        let out: Vec<SeenNeighbour> = ids.iter().zip(known).map(|(id, k)| k.unwrap_or_else(|| fresh.get(id).cloned().flatten())).collect();
         debug_assert_eq!(out.len(), ids.len());
         Ok(out)
     }
@@ -2561,8 +2580,10 @@ impl Engine {
 /// (newest first; bounds a decision's reads in a large namespace).
 pub const NEIGHBOURS_SCAN_MAX: usize = 2_000;
 /// Most memories whose label and folded text a decision's neighbour scan remembers
-/// ([`Engine::untrusted_neighbours`]).
-pub const NEIGHBOURS_SEEN_MAX: usize = 200_000;
+/// ([`Engine::untrusted_neighbours`]): 25 namespaces' scans.
+pub const NEIGHBOURS_SEEN_MAX: usize = 50_000;
+/// Most bytes of folded text that scan remembers (about four times the texts' bytes).
+pub const NEIGHBOURS_SEEN_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// Scale a feedback update of a guard state by the reporter's `weight` (0..=1): the numbers move
 /// that fraction of the way from `before` to the unweighted update; counts move as reported.
@@ -2594,6 +2615,43 @@ mod query_cache_tests {
         let mut off = QueryCache::new(0);
         off.put("a", None);
         assert_eq!(off.get("a"), None);
+    }
+}
+
+#[cfg(test)]
+mod neighbours_seen_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::{NEIGHBOURS_SEEN_BYTES_MAX, NEIGHBOURS_SEEN_MAX, NeighboursSeen};
+    use memwarden_core::normalize::FoldedText;
+    use memwarden_core::prelude::*;
+    use std::sync::Arc;
+
+    /// Bounded by count and by text bytes; past a bound it starts afresh (forgetting is safe).
+    #[test]
+    fn bounded_by_count_and_bytes() {
+        let t = TenantId::new("t").unwrap();
+        let id = |n: u64| {
+            let mut raw = [0u8; 16];
+            raw[..8].copy_from_slice(&n.to_be_bytes());
+            ItemId::from_bytes(raw)
+        };
+        let mut s = NeighboursSeen::default();
+        for n in 0..NEIGHBOURS_SEEN_MAX as u64 {
+            s.remember((t.clone(), id(n)), None, 10);
+        }
+        assert_eq!(s.map.len(), NEIGHBOURS_SEEN_MAX);
+        s.remember((t.clone(), id(u64::MAX)), None, 10);
+        assert_eq!(s.map.len(), 1, "past the count it starts afresh");
+        let big = 64 * 1024;
+        let folded = Some(Arc::new(FoldedText::new("ACCT-EVIL-9931")));
+        let fits = NEIGHBOURS_SEEN_BYTES_MAX / (4 * big);
+        for n in 0..fits as u64 {
+            s.remember((t.clone(), id(n)), folded.clone(), big);
+        }
+        assert_eq!(s.map.len(), fits + 1);
+        s.remember((t.clone(), id(1 << 40)), folded, big);
+        assert_eq!(s.map.len(), 1, "past the bytes it starts afresh");
+        assert!(s.text_bytes <= NEIGHBOURS_SEEN_BYTES_MAX);
     }
 }
 
