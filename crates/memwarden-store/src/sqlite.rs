@@ -188,6 +188,9 @@ CREATE TABLE IF NOT EXISTS checkpoints(tenant TEXT NOT NULL, size INTEGER NOT NU
 CREATE TABLE IF NOT EXISTS heads(tenant TEXT PRIMARY KEY, size INTEGER NOT NULL, head BLOB NOT NULL, sig BLOB);
 ";
 
+/// A namespace's items newest first (`list_newest`, `newest_ids`; the `items_newest` index).
+const NEWEST_FIRST: &str = "created_ms DESC, id DESC";
+
 pub(crate) fn open_conn(path: &Path, read_only: bool, durability: Durability) -> Result<Connection, StoreError> {
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -868,12 +871,12 @@ impl Store for SqliteStore {
     }
 
     fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
-        self.list_in_order(tenant, namespace, limit, "created_ms DESC, id DESC")
+        self.list_in_order(tenant, namespace, limit, NEWEST_FIRST)
     }
 
     fn newest_ids(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<ItemId>, StoreError> {
         let conn = lock(&self.shared.reader);
-        let mut stmt = conn.prepare_cached("SELECT id FROM items WHERE tenant = ?1 AND namespace = ?2 ORDER BY created_ms DESC, id DESC LIMIT ?3")?;
+        let mut stmt = conn.prepare_cached(&format!("SELECT id FROM items WHERE tenant = ?1 AND namespace = ?2 ORDER BY {NEWEST_FIRST} LIMIT ?3"))?;
         let raw: Vec<Vec<u8>> = stmt.query_map(params![tenant.as_str(), namespace.as_str(), i64::try_from(limit).unwrap_or(i64::MAX)], |r| r.get(0))?.collect::<Result<_, _>>()?;
         let ids: Vec<ItemId> = raw
             .into_iter()
