@@ -1050,46 +1050,40 @@ impl Store for SqliteStore {
             return Err(StoreError::BadQuery(format!("k must be 1..={SEARCH_K_MAX}")));
         }
         let conn = lock(&self.shared.reader);
-        let Some(fts) = crate::lexical::selective_query(&conn, tenant.as_str(), namespace.as_str(), text)? else { return Ok(Vec::new()) };
-        // Fetch wider until k eligible matches are found or the index has no more: the
-        // permission filter runs on the verified item, never on the index.
-        let mut limit = k.saturating_mul(4);
-        loop {
-            let rowids = crate::lexical::candidates(&conn, &fts, limit)?;
-            let mut out = Vec::with_capacity(k);
-            for (rowid, bm25) in &rowids {
-                type Row = (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);
-                let row: Option<Row> = conn
-                    .prepare_cached("SELECT id, embedding, emb_digest FROM items WHERE rowid = ?1")?
-                    .query_row(params![rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                    .optional()?;
-                // An index row without its item (or of another tenant) proposes nothing.
-                let Some((raw, emb, digest)) = row else { continue };
-                if let Some(e) = &emb
-                    && digest.as_deref() != Some(embedding_digest(e).as_slice())
-                {
-                    return Err(StoreError::ItemTampered { id: hex::encode(&raw), reason: "its embedding differs from the digest its log entry committed".into() });
-                }
-                let Ok(raw) = <[u8; 16]>::try_from(raw.as_slice()) else { continue };
-                let id = ItemId::from_bytes(raw);
-                let Some(item) = self.read_item(&conn, tenant, &id)? else { continue };
-                if item.namespace() != namespace || !item.searchable_by(reader) {
-                    continue;
-                }
-                let similarity = match emb {
-                    Some(e) if e.len() == query.len() * 4 => cosine(query, &decode_f32(&e)),
-                    _ => 0.0,
-                };
-                out.push(Hit { item, similarity, lexical: Some(*bm25) });
-                if out.len() >= k {
-                    return Ok(out);
-                }
+        let ranked = crate::lexical::ranked(&conn, tenant.as_str(), namespace.as_str(), text)?;
+        // Read candidates in rank order until k eligible matches are found: the permission filter
+        // runs on the verified item, never on the index.
+        let mut out = Vec::with_capacity(k);
+        for (rowid, bm25) in ranked.iter().take(SEARCH_K_MAX.saturating_mul(16)) {
+            type Row = (Vec<u8>, Option<Vec<u8>>, Option<Vec<u8>>);
+            let row: Option<Row> = conn
+                .prepare_cached("SELECT id, embedding, emb_digest FROM items WHERE rowid = ?1")?
+                .query_row(params![rowid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            // An index row without its item (or of another tenant) proposes nothing.
+            let Some((raw, emb, digest)) = row else { continue };
+            if let Some(e) = &emb
+                && digest.as_deref() != Some(embedding_digest(e).as_slice())
+            {
+                return Err(StoreError::ItemTampered { id: hex::encode(&raw), reason: "its embedding differs from the digest its log entry committed".into() });
             }
-            if rowids.len() < limit || limit >= SEARCH_K_MAX.saturating_mul(16) {
-                return Ok(out);
+            let Ok(raw) = <[u8; 16]>::try_from(raw.as_slice()) else { continue };
+            let id = ItemId::from_bytes(raw);
+            let Some(item) = self.read_item(&conn, tenant, &id)? else { continue };
+            if item.namespace() != namespace || !item.searchable_by(reader) {
+                continue;
             }
-            limit = limit.saturating_mul(4);
+            let similarity = match emb {
+                Some(e) if e.len() == query.len() * 4 => cosine(query, &decode_f32(&e)),
+                _ => 0.0,
+            };
+            out.push(Hit { item, similarity, lexical: Some(*bm25) });
+            if out.len() >= k {
+                break;
+            }
         }
+        debug_assert!(out.len() <= k);
+        Ok(out)
     }
 
     fn log_len(&self) -> u64 {
