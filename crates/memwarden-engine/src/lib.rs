@@ -2565,6 +2565,22 @@ impl Engine {
         Ok(w)
     }
 
+    /// A log entry's body as JSON, its sealed fields opened (issue 35.7): the plain values where
+    /// the store keeps the seal's key, `{"shredded": <seal id>}` where an erasure deleted it. A
+    /// body that is not JSON is `null`; a key that does not open its field is a tampered row.
+    pub fn entry_body(&self, tenant: &TenantId, body: &[u8]) -> Result<serde_json::Value, EngineError> {
+        let Ok(raw) = serde_json::from_slice::<serde_json::Value>(body) else { return Ok(serde_json::Value::Null) };
+        let seals = memwarden_store::seal::seals_of(&raw);
+        if seals.is_empty() {
+            return Ok(raw);
+        }
+        let keys = self.store.seal_keys(tenant, &seals)?;
+        debug_assert!(keys.len() <= seals.len());
+        let key_of = |s: &memwarden_store::seal::SealId| keys.iter().find(|(id, _)| id == s).map(|(_, k)| *k);
+        memwarden_store::seal::open_body(&raw, tenant.as_str(), &key_of)
+            .map_err(|e| EngineError::Store(StoreError::RowTampered { table: "seals", key: tenant.to_string(), reason: e.to_string() }))
+    }
+
     /// Verify the whole verdict log.
     pub fn verify_log(&self) -> Result<VerifyReport, EngineError> {
         Ok(self.store.verify_log()?)

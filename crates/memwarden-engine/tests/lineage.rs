@@ -292,6 +292,63 @@ fn export_is_for_users_and_is_prov_json() {
     assert!(!prov.to_string().contains("ACCT-RHINE-2231"));
 }
 
+/// The body of the first decision entry at or after `from` in the tenant's log, as the engine
+/// opens it.
+fn decision_body(e: &Engine, from: u64) -> (Vec<u8>, serde_json::Value) {
+    let size = e.store().log_root_of(&tenant()).0;
+    for raw in e.store().log_entries_of(&tenant(), from, size).unwrap() {
+        let entry = Entry::decode(&raw).unwrap();
+        if entry.kind == EntryKind::Decision {
+            let opened = e.entry_body(&tenant(), &entry.body).unwrap();
+            return (entry.body, opened);
+        }
+    }
+    panic!("no decision entry after {from}");
+}
+
+/// Issue 35.7, regression: a decision's entry kept the payee and amount a memory carried after
+/// the memory was erased. Now those fields are sealed under a key linked to the memories the
+/// decision cited, and the erasure deletes the key: the entry reads `shredded`, the chain still
+/// verifies, no file of the store holds the value, and a decision citing another memory keeps
+/// its values (before and after a restart).
+#[test]
+fn regression_an_erased_memorys_values_stayed_readable_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shredded_at, kept_at) = {
+        let e = engine(dir.path());
+        setup(&e);
+        let (ana, ursula) = (actor(&e, "ana"), actor(&e, "ursula"));
+        let stated = write(&e, &ursula, "Rhine GmbH bank account is ACCT-SHRED-4411.", Route::Direct);
+        let other = write(&e, &ursula, "Danube AG bank account is ACCT-KEEP-7710.", Route::Direct);
+        let (v, r) = e.decide(&ana, &pay("ACCT-SHRED-4411", &[stated.id()])).unwrap();
+        assert_eq!(v.decision, Decision::Allow, "{v:?}");
+        let (_, r2) = e.decide(&ana, &pay("ACCT-KEEP-7710", &[other.id()])).unwrap();
+        let (bytes, opened) = decision_body(&e, r.log_index);
+        assert!(!String::from_utf8_lossy(&bytes).contains("ACCT-SHRED"), "the value is in the entry's bytes");
+        assert_eq!(opened["action"]["values"][0]["value"], "ACCT-SHRED-4411", "{opened}");
+        assert_eq!(opened["action"]["amount"], "120 EUR");
+        e.erase(&ursula, &stated.id()).unwrap();
+        let (_, after) = decision_body(&e, r.log_index);
+        for field in [&after["action"]["values"], &after["action"]["amount"], &after["verdict"]["cause"]] {
+            assert!(field["shredded"].is_string(), "{after}");
+        }
+        assert_eq!(after["verdict"]["decision"], "allow", "what was decided stays readable");
+        assert_eq!(decision_body(&e, r2.log_index).1["action"]["values"][0]["value"], "ACCT-KEEP-7710");
+        assert!(e.store().verify_log_of(&tenant()).unwrap().is_ok(), "the chain verifies after shredding");
+        (r.log_index, r2.log_index)
+    };
+    for f in std::fs::read_dir(dir.path()).unwrap() {
+        let f = f.unwrap().path();
+        if f.is_file() {
+            let bytes = std::fs::read(&f).unwrap();
+            assert!(!bytes.windows(10).any(|w| w == b"ACCT-SHRED"), "{} still holds the erased value", f.display());
+        }
+    }
+    let e = engine(dir.path());
+    assert!(decision_body(&e, shredded_at).1["action"]["values"]["shredded"].is_string());
+    assert_eq!(decision_body(&e, kept_at).1["action"]["values"][0]["value"], "ACCT-KEEP-7710");
+}
+
 #[test]
 fn erasure_deletes_every_memory_declared_derived_from_the_source() {
     let dir = tempfile::tempdir().unwrap();

@@ -87,6 +87,9 @@ impl Store for Counting {
     fn sessions_of(&self, tenant: &TenantId, principal: &PrincipalId) -> Result<(Vec<StoredSession>, bool), StoreError> {
         self.inner.sessions_of(tenant, principal)
     }
+    fn seal_keys(&self, tenant: &TenantId, seals: &[memwarden_store::seal::SealId]) -> Result<Vec<(memwarden_store::seal::SealId, memwarden_store::seal::SealKey)>, StoreError> {
+        self.inner.seal_keys(tenant, seals)
+    }
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
         self.inner.grant_used(tenant, nonce)
     }

@@ -536,7 +536,13 @@ pub fn proof(engine: &Engine, caller: Option<&Actor>, index: u64) -> Result<Proo
     let path = path.map_err(ApiError::internal)?;
     let bytes = entries.first().ok_or_else(missing)?;
     let entry = memwarden_log::Entry::decode(bytes).map_err(|e| ApiError::internal(format!("log entry {index}: {e}")))?;
-    let body: serde_json::Value = serde_json::from_slice(&entry.body).unwrap_or(serde_json::Value::Null);
+    // Sealed fields opened where the store keeps their key (issue 35.7); in the admin token's
+    // global view, under the tenant the entry names.
+    let named = || serde_json::from_slice::<serde_json::Value>(&entry.body).ok().and_then(|b| b["tenant"].as_str().and_then(|t| TenantId::new(t).ok()));
+    let body: serde_json::Value = match tenant.cloned().or_else(named) {
+        Some(t) => engine.entry_body(&t, &entry.body).map_err(ApiError::from)?,
+        None => serde_json::from_slice(&entry.body).unwrap_or(serde_json::Value::Null),
+    };
     let leaf = memwarden_log::leaf_hash(bytes);
     let verified = memwarden_log::verify_inclusion(&leaf, index, size, &path, &root).is_ok();
     // Issue 34.6: an entry's body can hold something spendable (a signed grant). Users of the

@@ -16,10 +16,10 @@ use memwarden_store::backend::{Arg, Cols};
 use crate::conn::{Conn, PgRow, quote_ident, store_db_err};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Migration `i` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 3] = ["
+const MIGRATIONS: [&str; 4] = ["
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE principals(tenant TEXT NOT NULL, id TEXT NOT NULL, record TEXT NOT NULL, log_index BIGINT NOT NULL, PRIMARY KEY(tenant, id));
 CREATE TABLE items(
@@ -51,6 +51,9 @@ ALTER TABLE heads ADD COLUMN sig BYTEA;
 CREATE TABLE idempotency(tenant TEXT NOT NULL, principal TEXT NOT NULL, key TEXT NOT NULL, digest BYTEA NOT NULL, created_ms BIGINT NOT NULL,
   log_index BIGINT NOT NULL, status BIGINT, answer BYTEA, mac BYTEA NOT NULL, PRIMARY KEY(tenant, principal, key));
 CREATE INDEX idempotency_by_age ON idempotency(created_ms);
+", "
+CREATE TABLE seals(tenant TEXT NOT NULL, seal BYTEA NOT NULL, key BYTEA NOT NULL, PRIMARY KEY(tenant, seal));
+CREATE TABLE seal_links(tenant TEXT NOT NULL, item BYTEA NOT NULL, seal BYTEA NOT NULL, PRIMARY KEY(tenant, item, seal));
 "];
 
 /// The first version whose recorded heads carry the store's signature.

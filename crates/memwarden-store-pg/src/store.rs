@@ -1141,6 +1141,20 @@ impl Store for PostgresStore {
         })
     }
 
+    fn seal_keys(&self, tenant: &TenantId, seals: &[memwarden_store::seal::SealId]) -> Result<Vec<(memwarden_store::seal::SealId, memwarden_store::seal::SealKey)>, StoreError> {
+        let mut conn = self.reader()?;
+        let mut out = Vec::with_capacity(seals.len());
+        for seal in seals.iter().take(memwarden_store::seal::SEALS_PER_BODY_MAX) {
+            let rows = conn.query("SELECT key FROM seals WHERE tenant = ?1 AND seal = ?2", &[Arg::Text(tenant.as_str()), Arg::Blob(seal.as_slice())]).map_err(store_db_err)?;
+            let Some(r) = rows.first() else { continue };
+            let key: Vec<u8> = r.try_get(0).map_err(|e| StoreError::Corrupt(format!("seal key: {e}")))?;
+            let key = memwarden_store::seal::SealKey::try_from(key.as_slice()).map_err(|_| StoreError::Corrupt(format!("seal {} has a key of {} bytes", hex::encode(seal), key.len())))?;
+            out.push((*seal, key));
+        }
+        debug_assert!(out.len() <= seals.len());
+        Ok(out)
+    }
+
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError> {
         // The log says whether a grant was used (caught up with every process's commits first).
         {

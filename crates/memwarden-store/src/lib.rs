@@ -69,6 +69,7 @@ mod keys;
 pub mod lexical;
 mod logs;
 mod migrate;
+pub mod seal;
 mod sqlite;
 mod stored;
 pub mod transfer;
@@ -517,6 +518,10 @@ pub trait Store: Send + Sync {
     fn elevations(&self, tenant: &TenantId, keys: &[String]) -> Result<Vec<Elevation>, StoreError>;
     /// Every elevation of a tenant (what a user lists and may withdraw).
     fn elevations_all(&self, tenant: &TenantId) -> Result<Vec<Elevation>, StoreError>;
+    /// The keys the store still keeps of `seals` (at most [`seal::SEALS_PER_BODY_MAX`], each
+    /// of `tenant`): a seal linked to an erased memory has none. What [`seal::open_body`] opens a
+    /// log entry's sealed fields with (issue 35.7).
+    fn seal_keys(&self, tenant: &TenantId, seals: &[seal::SealId]) -> Result<Vec<(seal::SealId, seal::SealKey)>, StoreError>;
     /// Whether a grant nonce was consumed.
     fn grant_used(&self, tenant: &TenantId, nonce: &[u8; 16]) -> Result<bool, StoreError>;
     /// A session's stored floor and witnesses (`None`: the session was never handed anything

@@ -178,6 +178,8 @@ CREATE TABLE IF NOT EXISTS reputation(tenant TEXT NOT NULL, principal TEXT NOT N
 CREATE TABLE IF NOT EXISTS idempotency(tenant TEXT NOT NULL, principal TEXT NOT NULL, key TEXT NOT NULL, digest BLOB NOT NULL, created_ms INTEGER NOT NULL,
   log_index INTEGER NOT NULL, status INTEGER, answer BLOB, mac BLOB NOT NULL, PRIMARY KEY(tenant, principal, key));
 CREATE INDEX IF NOT EXISTS idempotency_by_age ON idempotency(created_ms);
+CREATE TABLE IF NOT EXISTS seals(tenant TEXT NOT NULL, seal BLOB NOT NULL, key BLOB NOT NULL, PRIMARY KEY(tenant, seal));
+CREATE TABLE IF NOT EXISTS seal_links(tenant TEXT NOT NULL, item BLOB NOT NULL, seal BLOB NOT NULL, PRIMARY KEY(tenant, item, seal));
 ";
 
 /// The per-tenant logs (schema 6), created once a legacy global log has been moved aside.
@@ -911,6 +913,21 @@ impl Store for SqliteStore {
         read_guard(&self.shared.state)
             .check_page(tenant.as_str(), OrderKind::Items, after, usize::try_from(l).unwrap_or(0), &order)
             .map_err(|reason| StoreError::RowTampered { table: "items", key: format!("{tenant} in commit order"), reason })?;
+        Ok(out)
+    }
+
+    fn seal_keys(&self, tenant: &TenantId, seals: &[crate::seal::SealId]) -> Result<Vec<(crate::seal::SealId, crate::seal::SealKey)>, StoreError> {
+        let conn = lock(&self.shared.reader);
+        let mut stmt = conn.prepare_cached("SELECT key FROM seals WHERE tenant = ?1 AND seal = ?2")?;
+        let mut out = Vec::with_capacity(seals.len());
+        for seal in seals.iter().take(crate::seal::SEALS_PER_BODY_MAX) {
+            let key: Option<Vec<u8>> = stmt.query_row(params![tenant.as_str(), seal.as_slice()], |r| r.get(0)).optional()?;
+            if let Some(key) = key {
+                let key = crate::seal::SealKey::try_from(key.as_slice()).map_err(|_| StoreError::Corrupt(format!("seal {} has a key of {} bytes", hex::encode(seal), key.len())))?;
+                out.push((*seal, key));
+            }
+        }
+        debug_assert!(out.len() <= seals.len());
         Ok(out)
     }
 

@@ -16,8 +16,9 @@
 //! 4. `row` × n: `table` and `row` (column → value; bytes as hex, a `REAL` as the hex of its
 //!    IEEE-754 bits so it round-trips exactly) for `principals`, `items` (with the embedding),
 //!    `erased`, `attestations`, `elevations`, `grants_used`, `sessions`, `reputation`,
-//!    `lineage_events`, `vectors` and `edges`. An erased memory appears only as its tombstone:
-//!    its text is in no line.
+//!    `lineage_events`, `vectors`, `edges`, and the keys of sealed log fields (`seals`,
+//!    `seal_links`). An erased memory appears only as its tombstone: its text is in no line, and
+//!    the keys of the fields that kept its values are gone.
 //! 5. `trailer`: the same `counts` and `log` again (a cut file has no trailer, or one that does
 //!    not match what was read).
 //!
@@ -132,7 +133,7 @@ struct Spec {
     order: &'static str,
 }
 
-const SPECS: [Spec; 11] = [
+const SPECS: [Spec; 13] = [
     Spec { table: "principals", cols: &[("tenant", Ty::Text), ("id", Ty::Text), ("record", Ty::Text), ("log_index", Ty::Int)], filter: "tenant = ?1", order: "log_index, id" },
     Spec {
         table: "items",
@@ -181,6 +182,8 @@ const SPECS: [Spec; 11] = [
         filter: "child IN (SELECT id FROM items WHERE tenant = ?1) OR child IN (SELECT id FROM erased WHERE tenant = ?1)",
         order: "child, parent, kind",
     },
+    Spec { table: "seals", cols: &[("tenant", Ty::Text), ("seal", Ty::Blob), ("key", Ty::Blob)], filter: "tenant = ?1", order: "seal" },
+    Spec { table: "seal_links", cols: &[("tenant", Ty::Text), ("item", Ty::Blob), ("seal", Ty::Blob)], filter: "tenant = ?1", order: "item, seal" },
 ];
 
 fn spec(table: &str) -> Option<&'static Spec> {
@@ -577,6 +580,15 @@ impl Checker {
             "edges" => {
                 let e = (vals.blob(0).map_err(dberr)?, vals.blob(1).map_err(dberr)?, vals.text(2).map_err(dberr)?);
                 self.have_edges.insert(e);
+            }
+            // The keys of sealed log fields (issue 35.7): not log state, so only their shape is
+            // checked (a wrong key makes a field unreadable, never a decision different).
+            "seals" | "seal_links" => {
+                let (tenant, a, b) = (vals.text(0).map_err(dberr)?, vals.blob(1).map_err(dberr)?, vals.blob(2).map_err(dberr)?);
+                let want = if table == "seals" { (crate::seal::SEAL_ID_BYTES, crate::seal::SEAL_KEY_BYTES) } else { (16, crate::seal::SEAL_ID_BYTES) };
+                if tenant != self.tenant || (a.len(), b.len()) != want {
+                    return Err(verify_err(format!("a {table} row of another tenant or of the wrong size")));
+                }
             }
             other => return Err(verify_err(format!("unknown table {other:?}"))),
         }

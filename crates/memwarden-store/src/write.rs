@@ -571,6 +571,7 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
                     let scope = Scope { owner: PrincipalId::new("erased").map_err(|e| CommitError::Storage(e.to_string()))?, readers: Readers::Only(Default::default()), visibility: Visibility::Revoked };
                     p.access.push(AccessChange { seq, tenant: tenant.clone(), namespace, scope, audience: None, status: Status::Revoked, erased: true });
                 }
+                shred(db, t, id)?;
                 rows.push(Binding::deleted(Table::Items, tenant.as_str(), vec![id.to_string()]));
                 rows.push(erased.binding());
             }
@@ -630,14 +631,21 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
             if !p.exists(state, &row_key_of) {
                 return Err(CommitError::Storage(format!("no elevation of {key}={value} to withdraw")));
             }
+            let old: Option<ElevationRow> = p.read_verified(db, state, "tenant = ?1 AND key = ?2 AND value = ?3", crate::args![tenant.as_str(), key.as_str(), value.as_str()], &row_key_of)?;
+            let evidence = old.and_then(|r| serde_json::from_str::<Elevation>(&r.record).ok()).map(|e| e.evidence).unwrap_or_default();
+            let seal = OpSeal::new(db, t, evidence)?;
             let n = db.execute("DELETE FROM elevations WHERE tenant = ?1 AND key = ?2 AND value = ?3", crate::args![tenant.as_str(), key.as_str(), value.as_str()]).map_err(sql)?;
             if n != 1 {
                 return Err(CommitError::Storage(format!("the elevation row of {key}={value} is missing")));
             }
             let rows = vec![Binding::deleted(Table::Elevations, tenant.as_str(), vec![key.clone(), value.clone()])];
-            p.push(db, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": by, "elevation_withdrawn": {"key": key, "value": value, "reason": reason}}), rows)?
+            let body = seal.sealed(json!({"tenant": tenant, "actor": by, "elevation_withdrawn": {"key": key, "value": value, "reason": reason}}), t, WITHDRAWAL_SEALED)?;
+            p.push(db, t, now_ms, EntryKind::Decision, &body, rows)?
         }
         Mutation::Decision { actor, tenant, action, outcome } => {
+            let mut cited = cited_in(action);
+            cited.extend(outcome.new_elevations().iter().flat_map(|e| e.evidence.iter().copied()));
+            let seal = OpSeal::new(db, t, cited)?;
             for u in outcome.grant_uses() {
                 let g = &u.grant.grant;
                 if g.tenant.as_str() != t {
@@ -656,14 +664,8 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
                     Err(e) => return Err(sql(e)),
                     Ok(_) => {}
                 }
-                p.push(
-                    db,
-                    t,
-                    now_ms,
-                    EntryKind::GrantUsed,
-                    &json!({"tenant": g.tenant, "nonce": g.nonce_hex(), "user": g.user, "tool": g.tool, "key": g.key, "value": g.value, "amount": g.amount}),
-                    vec![row.binding()],
-                )?;
+                let body = seal.sealed(json!({"tenant": g.tenant, "nonce": g.nonce_hex(), "user": g.user, "tool": g.tool, "key": g.key, "value": g.value, "amount": g.amount}), t, GRANT_SEALED)?;
+                p.push(db, t, now_ms, EntryKind::GrantUsed, &body, vec![row.binding()])?;
             }
             for e in outcome.new_elevations() {
                 if e.tenant.as_str() != t {
@@ -685,12 +687,78 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
                         rows.push(row.binding());
                     }
                 }
-                p.push(db, t, now_ms, EntryKind::Elevation, &json!(e), rows)?;
+                let body = seal.sealed(json!(e), t, ELEVATION_SEALED)?;
+                p.push(db, t, now_ms, EntryKind::Elevation, &body, rows)?;
             }
-            p.push(db, t, now_ms, EntryKind::Decision, &json!({"tenant": tenant, "actor": actor, "action": action, "verdict": outcome.verdict()}), Vec::new())?
+            let body = seal.sealed(json!({"tenant": tenant, "actor": actor, "action": action, "verdict": outcome.verdict()}), t, DECISION_SEALED)?;
+            p.push(db, t, now_ms, EntryKind::Decision, &body, Vec::new())?
         }
     };
     Ok(Receipt { log_index, leaf })
+}
+
+/// The fields of a decision's entry that may hold a memory's values (issue 35.7): the action's
+/// values and amount, and the verdict's cause, pushed values, grant requests and layer
+/// summaries.
+const DECISION_SEALED: &[&str] = &["/action/values", "/action/amount", "/verdict/cause", "/verdict/pushed", "/verdict/ask", "/verdict/layers"];
+/// The value fields of a spent grant's entry.
+const GRANT_SEALED: &[&str] = &["/value", "/amount"];
+/// The value of an elevation's entry.
+const ELEVATION_SEALED: &[&str] = &["/value"];
+/// The value and reason of an elevation withdrawal's entry.
+const WITHDRAWAL_SEALED: &[&str] = &["/elevation_withdrawn/value", "/elevation_withdrawn/reason"];
+/// Most memories one seal is linked to.
+const SEAL_LINKS_MAX: usize = 4096;
+
+/// One operation's seal ([`crate::seal`]): a fresh key kept in `seals`, linked in `seal_links`
+/// to the memories the operation cited, so erasing any of them shreds what the operation's
+/// entries keep of their values.
+struct OpSeal {
+    id: crate::seal::SealId,
+    key: crate::seal::SealKey,
+}
+
+impl OpSeal {
+    fn new(db: &dyn Db, tenant: &str, mut cited: Vec<ItemId>) -> Result<Self, CommitError> {
+        cited.sort();
+        cited.dedup();
+        if cited.len() > SEAL_LINKS_MAX {
+            return Err(CommitError::Storage(format!("an operation citing {} memories (at most {SEAL_LINKS_MAX})", cited.len())));
+        }
+        let (id, key) = crate::seal::fresh().map_err(|e| CommitError::Storage(e.to_string()))?;
+        db.execute("INSERT INTO seals(tenant, seal, key) VALUES(?1, ?2, ?3)", crate::args![tenant, id.as_slice(), key.as_slice()]).map_err(sql)?;
+        for item in &cited {
+            db.execute("INSERT INTO seal_links(tenant, item, seal) VALUES(?1, ?2, ?3) ON CONFLICT DO NOTHING", crate::args![tenant, item.as_bytes().as_slice(), id.as_slice()])
+                .map_err(sql)?;
+        }
+        Ok(Self { id, key })
+    }
+
+    /// `body` with the fields at `paths` sealed.
+    fn sealed(&self, mut body: Value, tenant: &str, paths: &[&str]) -> Result<Value, CommitError> {
+        crate::seal::seal_paths(&mut body, tenant, &self.id, &self.key, paths).map_err(|e| CommitError::Storage(e.to_string()))?;
+        debug_assert!(paths.iter().all(|p| body.pointer(p).is_none_or(|v| v.is_null() || v.get("sealed").is_some())));
+        Ok(body)
+    }
+}
+
+/// The memories a decision's action summary cites: its context and its values' sources.
+fn cited_in(action: &Value) -> Vec<ItemId> {
+    let ids = |v: Option<&Value>| -> Vec<ItemId> { v.and_then(Value::as_array).map(|a| a.iter().filter_map(|x| serde_json::from_value(x.clone()).ok()).collect()).unwrap_or_default() };
+    let mut out = ids(action.get("context"));
+    for v in action.get("values").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+        out.extend(ids(v.get("sources")));
+    }
+    out
+}
+
+/// Delete the key of every seal linked to the memory `id`, and its links (an erasure): what
+/// those operations' entries keep of their values no longer opens.
+fn shred(db: &dyn Db, tenant: &str, id: &ItemId) -> Result<(), CommitError> {
+    let raw = id.as_bytes();
+    db.execute("DELETE FROM seals WHERE tenant = ?1 AND seal IN (SELECT seal FROM seal_links WHERE tenant = ?1 AND item = ?2)", crate::args![tenant, raw.as_slice()]).map_err(sql)?;
+    db.execute("DELETE FROM seal_links WHERE tenant = ?1 AND item = ?2", crate::args![tenant, raw.as_slice()]).map_err(sql)?;
+    Ok(())
 }
 
 /// Apply `mutations` inside one savepoint, all or nothing: the first error rolls back every
