@@ -703,6 +703,38 @@ fn a_credential_is_refused_in_attestations_tool_calls_and_actions() {
     }
 }
 
+/// Issue 35.7 over HTTP, regression: after a user erased a memory, the verdict log still showed
+/// the payee and amount of the payment that cited it. Those fields are sealed; the erasure
+/// deletes their key, so the user's proof shows them `shredded`, the log still verifies, and a
+/// decision citing another memory keeps its values. An agent reads neither of them (issue 34.6).
+#[test]
+fn an_erased_memorys_values_read_shredded_in_the_log() {
+    let w = world();
+    let gone = id(&add(&w.s, &w.alice, "vendors", "Rhine GmbH bank account is ACCT-SHRED-4411"));
+    let kept = id(&add(&w.s, &w.alice, "vendors", "Danube AG bank account is ACCT-KEEP-7710"));
+    let index = |payee: &str, cited: &str| -> u64 {
+        let r = w.s.post("/v1/actions/decide", Some(&w.asst), &pay(payee, &[cited.to_owned()], vec![]));
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.json()["log_index"].as_u64().unwrap()
+    };
+    let (gone_at, kept_at) = (index("ACCT-SHRED-4411", &gone), index("ACCT-KEEP-7710", &kept));
+    let body = |at: u64, key: &str| -> Value {
+        let r = w.s.get(&format!("/v1/audit/proof/{at}"), Some(key));
+        assert_eq!(r.status, 200, "{}", r.text);
+        r.json()["body"].clone()
+    };
+    assert_eq!(body(gone_at, &w.alice)["action"]["values"][0]["value"], "ACCT-SHRED-4411");
+    assert_eq!(body(gone_at, &w.alice)["action"]["amount"], "150");
+    let r = w.s.delete(&format!("/v1/memories/{gone}"), Some(&w.alice));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let after = body(gone_at, &w.alice);
+    assert!(after["action"]["values"]["shredded"].is_string() && after["action"]["amount"]["shredded"].is_string(), "{after}");
+    assert!(!after.to_string().contains("ACCT-SHRED"), "{after}");
+    assert!(after["verdict"]["decision"].is_string(), "what was decided stays readable: {after}");
+    assert_eq!(body(kept_at, &w.alice)["action"]["values"][0]["value"], "ACCT-KEEP-7710");
+    assert_eq!(w.s.get("/v1/audit/verify", Some(&w.alice)).json()["ok"], true);
+}
+
 /// Issue 35.5, regression: partial headers, a slow body and an idle connection each held a
 /// connection open for 40–70 s, and a few hundred of them starved other clients. Now a
 /// connection has `header_timeout_secs` to send a request's headers (idle keep-alive time

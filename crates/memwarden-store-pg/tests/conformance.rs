@@ -224,7 +224,37 @@ fn grant_decision(store: &dyn Store, email: u64, nonce: [u8; 16]) -> Mutation {
     };
     let outcome = Authority::default().decide(&action, &ctx);
     assert_eq!(outcome.grant_uses().len(), 1, "the decision consumes the grant: {:?}", outcome.verdict());
-    Mutation::Decision { actor: pid("ana"), tenant: tenant(), action: serde_json::json!({"tool": "pay"}), outcome }
+    let summary = serde_json::json!({"tool": "pay", "values": [{"key": "payee", "value": "ACCT-7", "sources": []}], "context": [email.id()]});
+    Mutation::Decision { actor: pid("ana"), tenant: tenant(), action: summary, outcome }
+}
+
+/// Issue 35.7 on both backends: a decision's entries keep its values sealed (not in their
+/// bytes), under a key both processes read; erasing the memory it cited deletes the key (no
+/// `seals` row is left), and the log still verifies.
+#[test]
+fn erasing_a_memory_shreds_the_sealed_values_of_decisions_that_cited_it() {
+    check(|h| {
+        setup(&*h.a);
+        write_as(&*h.a, &inbox(), 1, "pay the invoice to ACCT-7", Route::ExternalObservation, false);
+        let r = one(&*h.a, 20, grant_decision(&*h.a, 1, [3; 16]));
+        let size = h.a.log_root_of(&tenant()).0;
+        let bodies: Vec<serde_json::Value> =
+            h.b.log_entries_of(&tenant(), r.log_index, size).unwrap().iter().map(|b| serde_json::from_slice(&memwarden_log::Entry::decode(b).unwrap().body).unwrap()).collect();
+        let seals: Vec<_> = bodies.iter().flat_map(memwarden_store::seal::seals_of).collect();
+        assert!(!seals.is_empty(), "{}: nothing sealed in {bodies:?}", h.name);
+        for b in &bodies {
+            assert!(!b.to_string().contains("ACCT-7"), "{}: a value in the clear: {b}", h.name);
+        }
+        for s in [&h.a, &h.b] {
+            assert_eq!(s.seal_keys(&tenant(), &seals[..1]).unwrap().len(), 1, "{}", h.name);
+        }
+        one(&*h.b, 30, Mutation::Erasure { tenant: tenant(), ids: vec![id(1)], event: serde_json::json!({"erase": 1}) });
+        for s in [&h.a, &h.b] {
+            assert!(s.seal_keys(&tenant(), &seals).unwrap().is_empty(), "{}: a key outlived the erasure", h.name);
+            assert!(s.verify_log().unwrap().is_ok(), "{}", h.name);
+        }
+        assert_eq!(h.raw.count("SELECT count(*) FROM seals"), 0, "{}", h.name);
+    });
 }
 
 #[test]
