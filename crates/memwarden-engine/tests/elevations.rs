@@ -123,3 +123,31 @@ fn an_elevation_stops_counting_when_its_evidence_is_revoked() {
     assert!(!e.elevations(&user).unwrap()[0].1, "listed as no longer counting");
     assert_eq!(pay(&e, &who(&e, "bot"), "ACCT-NEW-5150", Vec::new()), Decision::AskUser);
 }
+
+/// Issue 35.7: erasing a memory an elevation was computed from deletes the elevation's row (it
+/// had stopped counting, issue 34.4, and kept the value), and every log entry that named the
+/// value (the decision, the elevation) opens `shredded`; no entry's bytes ever held it.
+#[test]
+fn erasing_an_elevations_evidence_deletes_it_and_shreds_its_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = setup(dir.path());
+    let (a, _) = elevated(&e);
+    let user = who(&e, "ursula");
+    let opened = |e: &Engine| -> String {
+        let size = e.store().log_root_of(&tenant()).0;
+        let mut out = String::new();
+        for raw in e.store().log_entries_of(&tenant(), 0, size).unwrap() {
+            let entry = memwarden_log::Entry::decode(&raw).unwrap();
+            let bytes = String::from_utf8_lossy(&entry.body).to_lowercase();
+            assert!(!bytes.contains("acct-new-5150") && !bytes.contains("acctnew5150"), "entry {} names the value: {bytes}", entry.index);
+            out.push_str(&e.entry_body(&tenant(), &entry.body).unwrap().to_string());
+        }
+        out
+    };
+    assert!(opened(&e).contains("ACCT-NEW-5150"), "the value opens while its evidence stands");
+    e.erase(&user, &a).unwrap();
+    assert!(e.elevations(&user).unwrap().is_empty(), "the elevation's row went with its evidence");
+    assert!(!opened(&e).contains("ACCT-NEW-5150"), "a log body still names the value");
+    assert!(e.verify_log().unwrap().is_ok());
+    assert_eq!(pay(&e, &who(&e, "bot"), "ACCT-NEW-5150", Vec::new()), Decision::AskUser);
+}

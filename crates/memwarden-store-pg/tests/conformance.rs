@@ -746,7 +746,7 @@ fn an_entry_appended_without_the_key_is_refused_by_the_running_process_and_at_op
 fn a_store_made_before_signed_heads_signs_them_once_at_its_migration() {
     let OneWrite { _dir, config, _drop, a, raw } = one_write();
     drop(a);
-    raw.exec("ALTER TABLE heads DROP COLUMN sig; DROP TABLE idempotency; DELETE FROM schema_version WHERE version >= 2");
+    raw.exec("ALTER TABLE heads DROP COLUMN sig; DROP TABLE idempotency; DROP TABLE seals; DROP TABLE seal_links; DELETE FROM schema_version WHERE version >= 2");
     let a = open_pg(&config);
     assert_eq!(raw.count("SELECT count(*) FROM heads WHERE sig IS NULL"), 0, "every head is signed after the migration");
     assert!(a.verify_log().unwrap().is_ok());

@@ -82,6 +82,13 @@ impl Table {
         Self::ALL.into_iter().find(|t| t.name() == s)
     }
 
+    /// Whether a binding lists this table's rows by row key instead of key columns: an
+    /// elevation's key columns hold the value a memory carried, and the log must not name it
+    /// (issue 35.7; the row itself goes when the memories behind it are erased).
+    pub fn opaque(self) -> bool {
+        matches!(self, Table::Elevations)
+    }
+
     /// The commit order a row of this table takes part in, if any.
     pub fn order(self) -> Option<OrderKind> {
         match self {
@@ -205,6 +212,10 @@ impl Fields {
     }
 }
 
+/// The prefix of a binding part that is a row key (hex), not a key column ([`Table::opaque`]):
+/// no key column holds a NUL, so it cannot be mistaken for one.
+const OPAQUE_KEY_PREFIX: &str = "\u{0}key:";
+
 /// One row binding as a log entry lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Binding {
@@ -221,8 +232,16 @@ pub struct Binding {
 }
 
 impl Binding {
-    /// The row's key in the [`StateIndex`].
+    /// The row's key in the [`StateIndex`]: from its key columns, or the key itself where the
+    /// binding lists it opaquely ([`Table::opaque`]).
     pub fn key(&self) -> RowKey {
+        if let [only] = self.parts.as_slice()
+            && let Some(hex) = only.strip_prefix(OPAQUE_KEY_PREFIX)
+            && let Ok(raw) = hex::decode(hex)
+            && let Ok(key) = <[u8; 16]>::try_from(raw.as_slice())
+        {
+            return RowKey(key);
+        }
         let parts: Vec<&str> = self.parts.iter().map(String::as_str).collect();
         row_key(self.table, &self.tenant, &parts)
     }
@@ -232,9 +251,11 @@ impl Binding {
         Self { table, tenant: tenant.to_owned(), parts, digest: None, order: None }
     }
 
-    /// The binding as a log entry lists it.
+    /// The binding as a log entry lists it (an [`Table::opaque`] table's row by its key).
     pub fn to_json(&self) -> Value {
-        json!([self.table.name(), self.tenant, self.parts, self.digest.map(hex::encode), self.order])
+        let parts = if self.table.opaque() { vec![format!("{OPAQUE_KEY_PREFIX}{}", hex::encode(self.key().0))] } else { self.parts.clone() };
+        debug_assert!(!self.table.opaque() || parts.len() == 1);
+        json!([self.table.name(), self.tenant, parts, self.digest.map(hex::encode), self.order])
     }
 }
 
@@ -850,6 +871,19 @@ mod tests {
         let body = serde_json::to_vec(&json!({"x": 1, "rows": [edited.binding().to_json()]})).unwrap();
         assert_eq!(bindings_of(&body).unwrap(), vec![edited.binding()]);
         assert!(bindings_of(b"{\"x\":1}").unwrap().is_empty());
+    }
+
+    /// Issue 35.7: an elevation's binding names its row by key, never by the value; read back,
+    /// it keys the same row.
+    #[test]
+    fn an_elevation_binding_does_not_name_its_value() {
+        let row = ElevationRow { tenant: "acme".into(), key: "payee".into(), value: "acct-secret-77".into(), record: "{}".into(), log_index: 4 };
+        let b = row.binding();
+        let body = serde_json::to_vec(&json!({"rows": [b.to_json(), Binding::deleted(Table::Elevations, "acme", vec!["payee".into(), "acct-secret-77".into()]).to_json()]})).unwrap();
+        assert!(!String::from_utf8_lossy(&body).contains("secret"), "{}", String::from_utf8_lossy(&body));
+        let back = bindings_of(&body).unwrap();
+        assert_eq!(back.iter().map(Binding::key).collect::<Vec<_>>(), vec![row.key(), row.key()]);
+        assert_eq!(back[0].digest, b.digest);
     }
 
     #[test]

@@ -575,6 +575,7 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
                 rows.push(Binding::deleted(Table::Items, tenant.as_str(), vec![id.to_string()]));
                 rows.push(erased.binding());
             }
+            rows.extend(drop_elevations_from(db, state, p, tenant, ids)?);
             let lineage = LineageRow { tenant: tenant.as_str().to_owned(), event: text, log_index: i64_of(next) };
             db.execute("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)", crate::args![lineage.tenant, lineage.event, lineage.log_index])
                 .map_err(sql)?;
@@ -698,9 +699,9 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
 }
 
 /// The fields of a decision's entry that may hold a memory's values (issue 35.7): the action's
-/// values and amount, and the verdict's cause, pushed values, grant requests and layer
+/// values and amount, and the verdict's cause, its rule's reason or cause, pushed values, grant requests and layer
 /// summaries.
-const DECISION_SEALED: &[&str] = &["/action/values", "/action/amount", "/verdict/cause", "/verdict/pushed", "/verdict/ask", "/verdict/layers"];
+const DECISION_SEALED: &[&str] = &["/action/values", "/action/amount", "/verdict/cause", "/verdict/rule/reason", "/verdict/rule/cause", "/verdict/pushed", "/verdict/ask", "/verdict/layers"];
 /// The value fields of a spent grant's entry.
 const GRANT_SEALED: &[&str] = &["/value", "/amount"];
 /// The value of an elevation's entry.
@@ -740,6 +741,30 @@ impl OpSeal {
         debug_assert!(paths.iter().all(|p| body.pointer(p).is_none_or(|v| v.is_null() || v.get("sealed").is_some())));
         Ok(body)
     }
+}
+
+/// Delete the elevations computed from any of the memories `erased` (issue 35.7): they stopped
+/// counting with their evidence (issue 34.4), and their rows keep the value. Returns the
+/// deletions' bindings (which name the rows by key only, [`Table::opaque`]).
+fn drop_elevations_from(db: &dyn Db, state: &StateIndex, p: &Pending, tenant: &TenantId, erased: &[ItemId]) -> Result<Vec<Binding>, CommitError> {
+    let query = format!("SELECT {} FROM elevations WHERE tenant = ?1", ElevationRow::COLUMNS);
+    let found: Vec<ElevationRow> = crate::db::query_all(db, &query, crate::args![tenant.as_str()], ElevationRow::from_cols).map_err(sql)?;
+    let mut out = Vec::new();
+    for r in found {
+        let key = r.key();
+        match p.check(state, &key, Some(&r.digest())) {
+            Check::Ok => {}
+            bad => return Err(CommitError::Tampered(format!("elevations row {key:?}: {}", bad.reason()))),
+        }
+        let e: Elevation = serde_json::from_str(&r.record).map_err(|e| CommitError::Storage(format!("stored elevation: {e}")))?;
+        if !e.evidence.iter().any(|id| erased.contains(id)) {
+            continue;
+        }
+        db.execute("DELETE FROM elevations WHERE tenant = ?1 AND key = ?2 AND value = ?3", crate::args![tenant.as_str(), r.key.as_str(), r.value.as_str()]).map_err(sql)?;
+        out.push(Binding::deleted(Table::Elevations, tenant.as_str(), vec![r.key.clone(), r.value.clone()]));
+    }
+    debug_assert!(out.iter().all(|b| b.digest.is_none()));
+    Ok(out)
 }
 
 /// The memories a decision's action summary cites: its context and its values' sources.
