@@ -151,3 +151,33 @@ fn erasing_an_elevations_evidence_deletes_it_and_shreds_its_value() {
     assert!(e.verify_log().unwrap().is_ok());
     assert_eq!(pay(&e, &who(&e, "bot"), "ACCT-NEW-5150", Vec::new()), Decision::AskUser);
 }
+
+/// Issue 35.7: an attestation declared as derived from a memory keeps its value sealed in the
+/// log, linked to that memory; erasing the memory deletes the attestation (as it deletes a
+/// derived memory) and its entry opens `shredded`. An attestation derived from nothing erased
+/// stays.
+#[test]
+fn erasing_a_memory_deletes_the_attestations_derived_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = setup(dir.path());
+    let reg = who(&e, "reg-a");
+    let note = write(&e, &reg, "Registry A: Fabrikam's account is ACCT-ATT-3141.");
+    let other = write(&e, &reg, "Registry A: Northwind's account is ACCT-ATT-2718.");
+    let (_, gone) = e.attest(&reg, "payee", "ACCT-ATT-3141", ValueKind::Account, &[note]).unwrap();
+    let (_, kept) = e.attest(&reg, "payee", "ACCT-ATT-2718", ValueKind::Account, &[other]).unwrap();
+    let body = |at: u64| -> (String, serde_json::Value) {
+        let raw = e.store().log_entries_of(&tenant(), at, at + 1).unwrap();
+        let entry = memwarden_log::Entry::decode(&raw[0]).unwrap();
+        assert_eq!(entry.kind, EntryKind::Attestation);
+        (String::from_utf8_lossy(&entry.body).into_owned(), e.entry_body(&tenant(), &entry.body).unwrap())
+    };
+    let (bytes, opened) = body(gone.log_index);
+    assert!(!bytes.contains("acctatt3141"), "{bytes}");
+    assert_eq!(opened["value"]["canonical"], "acctatt3141", "{opened}");
+    e.erase(&who(&e, "ursula"), &note).unwrap();
+    assert!(body(gone.log_index).1["value"]["shredded"].is_string());
+    assert_eq!(body(kept.log_index).1["value"]["canonical"], "acctatt2718");
+    let left = e.store().attestations(&tenant(), &["payee".to_owned()]).unwrap();
+    assert_eq!(left.iter().map(|a| a.value.canonical.as_str()).collect::<Vec<_>>(), vec!["acctatt2718"]);
+    assert!(e.verify_log().unwrap().is_ok());
+}

@@ -464,7 +464,8 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
             let row = AttestationRow { tenant: a.tenant.as_str().to_owned(), key: a.key.clone(), record: to_json(a)?, log_index: i64_of(next) };
             db.execute("INSERT INTO attestations(tenant, key, record, log_index) VALUES(?1, ?2, ?3, ?4)", crate::args![row.tenant, row.key, row.record, row.log_index])
                 .map_err(sql)?;
-            p.push(db, t, now_ms, EntryKind::Attestation, &json!(a), vec![row.binding()])?
+            let body = OpSeal::new(db, t, a.sources.clone())?.sealed(json!(a), t, ATTESTATION_SEALED)?;
+            p.push(db, t, now_ms, EntryKind::Attestation, &body, vec![row.binding()])?
         }
         Mutation::GrantIssued(g) => {
             let gr = &g.grant;
@@ -576,6 +577,7 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
                 rows.push(erased.binding());
             }
             rows.extend(drop_elevations_from(db, state, p, tenant, ids)?);
+            rows.extend(drop_attestations_from(db, state, p, tenant, ids)?);
             let lineage = LineageRow { tenant: tenant.as_str().to_owned(), event: text, log_index: i64_of(next) };
             db.execute("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)", crate::args![lineage.tenant, lineage.event, lineage.log_index])
                 .map_err(sql)?;
@@ -704,6 +706,8 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
 const DECISION_SEALED: &[&str] = &["/action/values", "/action/amount", "/verdict/cause", "/verdict/rule/reason", "/verdict/rule/cause", "/verdict/pushed", "/verdict/ask", "/verdict/layers"];
 /// The value fields of a spent grant's entry.
 const GRANT_SEALED: &[&str] = &["/value", "/amount"];
+/// The value of an attestation's entry (linked to the memories it was derived from).
+const ATTESTATION_SEALED: &[&str] = &["/value"];
 /// The value of an elevation's entry.
 const ELEVATION_SEALED: &[&str] = &["/value"];
 /// The value and reason of an elevation withdrawal's entry.
@@ -743,12 +747,29 @@ impl OpSeal {
     }
 }
 
+/// The tenant's rows of `R` whose record names any of `ids` (a text match, each row once; the
+/// caller checks the record's fields).
+fn rows_naming<R: BoundRow>(db: &dyn Db, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<R>, CommitError> {
+    let query = format!("SELECT {} FROM {} WHERE tenant = ?1 AND record LIKE ?2", R::COLUMNS, R::TABLE.name());
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for id in ids {
+        let pattern = format!("%{id}%");
+        for r in crate::db::query_all(db, &query, crate::args![tenant.as_str(), pattern.as_str()], R::from_cols).map_err(sql)? {
+            if seen.insert(r.key()) {
+                out.push(r);
+            }
+        }
+    }
+    debug_assert!(out.len() == seen.len());
+    Ok(out)
+}
+
 /// Delete the elevations computed from any of the memories `erased` (issue 35.7): they stopped
 /// counting with their evidence (issue 34.4), and their rows keep the value. Returns the
 /// deletions' bindings (which name the rows by key only, [`Table::opaque`]).
 fn drop_elevations_from(db: &dyn Db, state: &StateIndex, p: &Pending, tenant: &TenantId, erased: &[ItemId]) -> Result<Vec<Binding>, CommitError> {
-    let query = format!("SELECT {} FROM elevations WHERE tenant = ?1", ElevationRow::COLUMNS);
-    let found: Vec<ElevationRow> = crate::db::query_all(db, &query, crate::args![tenant.as_str()], ElevationRow::from_cols).map_err(sql)?;
+    let found = rows_naming::<ElevationRow>(db, tenant, erased)?;
     let mut out = Vec::new();
     for r in found {
         let key = r.key();
@@ -762,6 +783,29 @@ fn drop_elevations_from(db: &dyn Db, state: &StateIndex, p: &Pending, tenant: &T
         }
         db.execute("DELETE FROM elevations WHERE tenant = ?1 AND key = ?2 AND value = ?3", crate::args![tenant.as_str(), r.key.as_str(), r.value.as_str()]).map_err(sql)?;
         out.push(Binding::deleted(Table::Elevations, tenant.as_str(), vec![r.key.clone(), r.value.clone()]));
+    }
+    debug_assert!(out.iter().all(|b| b.digest.is_none()));
+    Ok(out)
+}
+
+/// Delete the attestations derived from any of the memories `erased` (issue 35.7): an
+/// attestation declared as derived from a memory goes with it, as a derived memory does, and its
+/// row keeps the value. Returns the deletions' bindings.
+fn drop_attestations_from(db: &dyn Db, state: &StateIndex, p: &Pending, tenant: &TenantId, erased: &[ItemId]) -> Result<Vec<Binding>, CommitError> {
+    let found = rows_naming::<AttestationRow>(db, tenant, erased)?;
+    let mut out = Vec::new();
+    for r in found {
+        let key = r.key();
+        match p.check(state, &key, Some(&r.digest())) {
+            Check::Ok => {}
+            bad => return Err(CommitError::Tampered(format!("attestations row {key:?}: {}", bad.reason()))),
+        }
+        let a: Attestation = serde_json::from_str(&r.record).map_err(|e| CommitError::Storage(format!("stored attestation: {e}")))?;
+        if !a.sources.iter().any(|id| erased.contains(id)) {
+            continue;
+        }
+        db.execute("DELETE FROM attestations WHERE tenant = ?1 AND log_index = ?2", crate::args![tenant.as_str(), r.log_index]).map_err(sql)?;
+        out.push(Binding::deleted(Table::Attestations, tenant.as_str(), vec![r.log_index.to_string()]));
     }
     debug_assert!(out.iter().all(|b| b.digest.is_none()));
     Ok(out)
