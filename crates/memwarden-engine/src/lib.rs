@@ -1633,6 +1633,11 @@ impl Engine {
         if !ok {
             return Err(EngineError::Forbidden(format!("grant is not signed by user {}", grant.grant.user)));
         }
+        // A grant's issue entry keeps its value and amount in the clear (the user's own
+        // statement): scanned like every other free-text field the log keeps (issue 35.7).
+        let mut fields: Vec<(String, &str)> = vec![("value".to_owned(), grant.grant.value.exact.as_str()), ("key".to_owned(), grant.grant.key.as_str())];
+        fields.extend(grant.grant.amount.as_ref().map(|a| ("amount".to_owned(), a.as_str())));
+        self.refuse_credentials(&user, self.now_ms(), "grant", &fields)?;
         let mut fx = Effects::default();
         fx.primary(Mutation::GrantIssued(grant.clone()));
         self.finish_one(&grant.grant.tenant, self.now_ms(), fx)

@@ -104,8 +104,11 @@ pub fn seal_paths(body: &mut Value, tenant: &str, seal: &SealId, key: &SealKey, 
     Ok(())
 }
 
-/// The envelope `v` is, if it is one: `(seal id, nonce, ciphertext)`.
-fn envelope(v: &Value, path: &str) -> Result<Option<(SealId, Vec<u8>, Vec<u8>)>, SealError> {
+/// A sealed field's parts: seal id, nonce, ciphertext.
+type Envelope = (SealId, Vec<u8>, Vec<u8>);
+
+/// The envelope `v` is, if it is one.
+fn envelope(v: &Value, path: &str) -> Result<Option<Envelope>, SealError> {
     let Value::Object(m) = v else { return Ok(None) };
     if m.len() != 3 || !m.contains_key("sealed") || !m.contains_key("nonce") || !m.contains_key("ct") {
         return Ok(None);
