@@ -625,6 +625,11 @@ enum BenchCmd {
         /// _MODEL / _KEY).
         #[arg(long, default_value = "scripted")]
         agent: String,
+        /// What the `full` row's engine embeds with: `hash` (feature hashing, 256 dimensions;
+        /// the suite's historical setting and CI's) or `local` (the shipped default model,
+        /// all-MiniLM-L6-v2, from `--model-dir`).
+        #[arg(long, default_value = "hash")]
+        embedder: String,
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
@@ -1392,10 +1397,21 @@ impl ProgressBar {
     }
 }
 
-fn bench_lineage(quick: bool, agent: &str, out: &Path) -> Result<ExitCode, EngineError> {
-    use memwarden_bench::lineage::{LineageAgentChoice, LineageBenchOptions, run_lineage, write_lineage};
+fn bench_lineage(quick: bool, agent: &str, embedder: &str, model_dir: Option<PathBuf>, out: &Path) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::lineage::{LineageAgentChoice, LineageBenchOptions, methods::SharedEmbedder, run_lineage, write_lineage};
     let mut opts = LineageBenchOptions::new(out);
     opts.quick = quick;
+    opts.embedder = match embedder {
+        "hash" => None,
+        "local" => {
+            let model = match model_dir {
+                Some(dir) => memwarden_engine::embed::MiniLmEmbedder::load(&dir)?,
+                None => memwarden_engine::embed::MiniLmEmbedder::load_default()?,
+            };
+            Some(SharedEmbedder(std::sync::Arc::new(model)))
+        }
+        other => return Err(fail(format!("embedder {other:?}: hash or local"))),
+    };
     opts.agent = LineageAgentChoice::from_name(agent).map_err(fail)?;
     opts.git_rev = git_rev();
     let bar = ProgressBar::new(0);
@@ -1529,7 +1545,7 @@ fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>, embedder: &str) -> Result<E
     let (quick, agent, seed, out) = match cmd {
         BenchCmd::Authority { quick, agent, seed, out } => (quick, agent, seed, out),
         BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
-        BenchCmd::Lineage { quick, agent, out } => return bench_lineage(*quick, agent, out),
+        BenchCmd::Lineage { quick, agent, embedder, out } => return bench_lineage(*quick, agent, embedder, model_dir, out),
         BenchCmd::Lifecycle { quick, agent, seed, agents, out } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
         BenchCmd::Soak { cycles, clients, store, seed, out } => return bench_soak(*cycles, *clients, store.as_deref(), *seed, out),
         BenchCmd::Load { memories, clients, seconds, quick, out, store, servers } => {

@@ -88,13 +88,13 @@ fn session_of(who: &str) -> Result<SessionId, BenchError> {
 
 impl EngineMemory {
     /// A fresh engine under the shipped `full` preset for `w`'s task, its principals registered.
-    pub fn new(w: &World<'_>, stats: Option<Arc<EngineStats>>) -> Result<Self, BenchError> {
+    pub fn new(w: &World<'_>, stats: Option<Arc<EngineStats>>, embedder: Option<Arc<dyn Embedder>>) -> Result<Self, BenchError> {
         let full = EngineConfig::for_preset(Preset::Full)?;
         crate::assert_full_preset(&full)?;
         // A strictly increasing clock: every call is a distinct millisecond.
         let tick = Arc::new(AtomicU64::new(1_800_000_000_000));
         let clock: Arc<dyn Fn() -> u64 + Send + Sync> = Arc::new(move || tick.fetch_add(1, Ordering::Relaxed));
-        let embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(EMBED_DIMS));
+        let embedder: Arc<dyn Embedder> = embedder.unwrap_or_else(|| Arc::new(HashEmbedder::new(EMBED_DIMS)));
         let tmp = temp_dir()?;
         let engine = Engine::open(tmp.path(), EngineConfig { embedder: Some(embedder), clock, query_cache_entries: 0, hybrid: true, ..full })?;
         let tenant = TenantId::new("bench").map_err(|e| BenchError::Invalid(e.to_string()))?;

@@ -185,7 +185,7 @@ impl Method {
             Method::B5 => Ok(Box::new(LineageCheck)),
             Method::B6 => lin(LineageConfig::default(), true, true, false),
             Method::Lineage => lin(LineageConfig::default(), false, true, false),
-            Method::Full => Ok(Box::new(EngineMemory::new(w, opts.engine_stats.clone())?)),
+            Method::Full => Ok(Box::new(EngineMemory::new(w, opts.engine_stats.clone(), opts.embedder.as_ref().map(|e| Arc::clone(&e.0)))?)),
             Method::NoGate => lin(off(&|c| c.action_gate = false), false, true, false),
             Method::NoContainment => lin(off(&|c| c.containment = false), false, true, false),
             Method::NoPermissionFilter => lin(off(&|c| c.permission_filter = false), false, true, false),
@@ -211,6 +211,18 @@ impl Method {
 pub struct MethodOptions {
     /// Where `full` counts what the engine refused (writes, timeline events) over the run.
     pub engine_stats: Option<Arc<EngineStats>>,
+    /// What `full`'s engine embeds with (`None`: feature hashing, [`super::engine::EMBED_DIMS`]).
+    pub embedder: Option<SharedEmbedder>,
+}
+
+/// An embedder shared by every task's engine (loaded once).
+#[derive(Clone)]
+pub struct SharedEmbedder(pub Arc<dyn memwarden_engine::embed::Embedder>);
+
+impl std::fmt::Debug for SharedEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedEmbedder")
+    }
 }
 
 fn retrievable<'a>(w: &'a World<'_>) -> impl Iterator<Item = usize> + 'a {

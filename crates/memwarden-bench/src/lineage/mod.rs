@@ -137,6 +137,9 @@ pub struct LineageBenchOptions {
     pub bootstrap_resamples: usize,
     /// Run only the first `n` tasks of the selection (tests and smoke runs; `None`: all).
     pub limit: Option<usize>,
+    /// What the `full` row's engine embeds with (`None`: feature hashing, the suite's
+    /// historical setting).
+    pub embedder: Option<methods::SharedEmbedder>,
 }
 
 impl LineageBenchOptions {
@@ -152,6 +155,7 @@ impl LineageBenchOptions {
             threads: None,
             bootstrap_resamples: report::BOOTSTRAP_RESAMPLES,
             limit: None,
+            embedder: None,
         }
     }
 }
@@ -207,7 +211,7 @@ pub fn run_lineage(opts: &LineageBenchOptions, progress: &mut dyn FnMut(usize, u
             let tx = tx.clone();
             let (tasks, chosen, methods, next, abort) = (&tasks, &chosen, &methods, &next, &abort);
             let seed = opts.seed;
-            let mopts = MethodOptions { engine_stats: Some(Arc::clone(&engine_stats)) };
+            let mopts = MethodOptions { engine_stats: Some(Arc::clone(&engine_stats)), embedder: opts.embedder.clone() };
             s.spawn(move || {
                 while !abort.load(Ordering::Relaxed) {
                     let j = next.fetch_add(1, Ordering::Relaxed);
