@@ -102,3 +102,34 @@ fn concurrent_retries_with_one_key_leave_one_write() {
     let after = add_with(&s, &a, "race-key", &body);
     assert_eq!((after.status, after.header("idempotent-replayed")), (201, Some("true")));
 }
+
+/// Issue 35.7, regression: the answer kept for a write's replay held the memory's text after the
+/// memory was erased (for 24 h, in the store's file). An erasure now drops every kept answer that
+/// names the memory; a retry under the key is still refused (409), never stored again, and no
+/// file of the store holds the text.
+#[test]
+fn an_erasure_drops_the_kept_answer_that_held_the_text() {
+    let s = TestServer::start();
+    let a = s.principal_key("acme", "agent", "agent");
+    let body = json!({"namespace": "notes", "content": "door code ERASEME-4417-ZEBRA"});
+    let first = add_with(&s, &a, "write-erase-1", &body);
+    assert_eq!(first.status, 201, "{}", first.text);
+    let id = first.json()["item"]["id"].as_str().unwrap().to_owned();
+    let kept = add_with(&s, &a, "write-keep-1", &json!({"namespace": "notes", "content": "lunch at noon"}));
+    assert_eq!(kept.status, 201, "{}", kept.text);
+    let r = s.delete(&format!("/v1/memories/{id}"), Some(&a));
+    assert_eq!(r.status, 200, "{}", r.text);
+    let retry = add_with(&s, &a, "write-erase-1", &body);
+    assert_eq!(retry.status, 409, "{}", retry.text);
+    assert_eq!(count(&s, &a, "notes"), 1, "the erased write was not stored again");
+    // The other write's answer is kept and replayed.
+    let again = add_with(&s, &a, "write-keep-1", &json!({"namespace": "notes", "content": "lunch at noon"}));
+    assert_eq!((again.status, again.header("idempotent-replayed")), (201, Some("true")), "{}", again.text);
+    for f in std::fs::read_dir(s.dir.path()).unwrap() {
+        let f = f.unwrap().path();
+        if f.is_file() {
+            let bytes = std::fs::read(&f).unwrap();
+            assert!(!bytes.windows(7).any(|w| w == b"ERASEME"), "{} still holds the erased text", f.display());
+        }
+    }
+}

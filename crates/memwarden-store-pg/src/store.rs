@@ -668,7 +668,7 @@ impl PostgresStore {
             }
         }
         let view = read(&self.view);
-        let mut pending = Pending::new(0, self.vectors.dims(), &self.store_id, &self.key.verifying_key().to_bytes());
+        let mut pending = Pending::new(0, self.vectors.dims(), &self.store_id, &self.key.verifying_key().to_bytes(), memwarden_store::backend::idempotency::mac_key(&self.key));
         let db = PgDb::new(conn);
         let results = match tag {
             Some(tag) => {

@@ -462,6 +462,31 @@ fn erasure_removes_the_text_everywhere() {
     });
 }
 
+/// Issue 35.7 on both backends: an erasure drops the kept idempotency answer that names the
+/// erased memory (the record stays, re-MAC'd, so the write is never applied again) and keeps
+/// the others.
+#[test]
+fn an_erasure_drops_the_kept_answers_that_name_the_memory() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        let tag = |k: &str| memwarden_store::IdempotencyTag::new(tenant(), pid("ana"), k, [7; 32]).unwrap();
+        for (n, k, text) in [(1u64, "k-1", "door code 4417 zebra"), (2, "k-2", "lunch at noon")] {
+            let w = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), text, Route::Direct), &[], id(n), n).unwrap();
+            h.a.commit_idempotent(n, vec![Mutation::Item { write: w, embedding: Some(vector(n)) }], tag(k)).unwrap().unwrap();
+            let answer = serde_json::json!({"item": {"id": id(n), "content": text}}).to_string();
+            assert!(h.a.record_answer(&tag(k), 201, answer.as_bytes()).unwrap());
+        }
+        one(&*h.b, 10, Mutation::Erasure { tenant: tenant(), ids: vec![id(1)], event: serde_json::json!({"erase": 1}) });
+        for s in [&h.a, &h.b] {
+            let gone = s.idempotency_record(&tenant(), &pid("ana"), "k-1", 11).unwrap().expect("the record stays");
+            assert_eq!(gone.answer, None, "{}: the answer naming the erased memory is kept", h.name);
+            let kept = s.idempotency_record(&tenant(), &pid("ana"), "k-2", 11).unwrap().expect("the other record");
+            assert!(kept.answer.is_some_and(|(status, _)| status == 201), "{}", h.name);
+        }
+    });
+}
+
 #[test]
 fn session_taint_and_reputation_persist_and_are_bound() {
     check(|h| {

@@ -162,6 +162,35 @@ pub fn get(db: &dyn Db, tenant: &TenantId, principal: &PrincipalId, k: &str, now
     Ok(Some(r))
 }
 
+/// Drop the kept answers of `tenant` that name any of the memories `ids` (an erasure: the
+/// answer to a write holds the memory's text). The records stay, re-MAC'd without an answer, so
+/// a retry with the key is still told its write committed (`idempotency_answer_lost`), never
+/// applied again. Returns how many answers were dropped.
+pub(crate) fn forget_answers_naming(db: &dyn Db, tenant: &str, ids: &[ItemId], key: &[u8; 32]) -> Result<usize, DbError> {
+    let mut dropped = 0usize;
+    for id in ids {
+        let pattern = format!("%{id}%");
+        let rows = crate::db::query_all(
+            db,
+            "SELECT principal, key, digest, created_ms, log_index FROM idempotency WHERE tenant = ?1 AND answer IS NOT NULL AND answer LIKE ?2",
+            &[Arg::Text(tenant), Arg::Blob(pattern.as_bytes())],
+            |r| Ok((r.text(0)?, r.text(1)?, r.blob(2)?, r.int(3)?, r.int(4)?)),
+        )?;
+        for (principal, k, digest, created, log_index) in rows {
+            let digest: [u8; 32] = digest.try_into().map_err(|_| DbError::other("an idempotency row with a malformed digest"))?;
+            let r = IdempotencyRecord { digest, created_ms: u64::try_from(created).unwrap_or(0), log_index: u64::try_from(log_index).unwrap_or(0), answer: None };
+            let m = mac(key, (tenant, &principal, &k), &r);
+            let n = db.execute(
+                "UPDATE idempotency SET status = NULL, answer = NULL, mac = ?1 WHERE tenant = ?2 AND principal = ?3 AND key = ?4",
+                &[Arg::Blob(&m), Arg::Text(tenant), Arg::Text(&principal), Arg::Text(&k)],
+            )?;
+            debug_assert_eq!(n, 1);
+            dropped += n;
+        }
+    }
+    Ok(dropped)
+}
+
 /// Add the answer to `tag`'s record (only the request that claimed the key, by its digest, and
 /// only an answer up to [`IDEMPOTENCY_ANSWER_BYTES_MAX`]; a larger one is left out).
 pub fn answer(db: &dyn Db, tag: &IdempotencyTag, status: u16, body: &[u8], key: &[u8; 32]) -> Result<bool, StoreError> {

@@ -58,6 +58,8 @@ pub struct Pending {
     /// What a new tenant's genesis entry names.
     store_id: String,
     log_key: String,
+    /// The MAC key of idempotency records (an erasure re-MACs the ones whose answer it drops).
+    idempotency_mac_key: [u8; 32],
 }
 
 /// Where [`Pending`] stood before a savepoint, to roll it back with the savepoint.
@@ -73,7 +75,7 @@ struct Mark {
 
 impl Pending {
     /// A group's chain state: `gseq` the next global sequence number, `dims` the store's vector dimension, and what a new tenant's genesis entry names.
-    pub fn new(gseq: u64, dims: Option<usize>, store_id: &str, log_key: &[u8; 32]) -> Self {
+    pub fn new(gseq: u64, dims: Option<usize>, store_id: &str, log_key: &[u8; 32], idempotency_mac_key: [u8; 32]) -> Self {
         Self {
             chains: HashMap::new(),
             gseq,
@@ -84,6 +86,7 @@ impl Pending {
             bindings: Vec::new(),
             store_id: store_id.to_owned(),
             log_key: hex::encode(log_key),
+            idempotency_mac_key,
         }
     }
 
@@ -578,6 +581,8 @@ fn apply(db: &dyn Db, logs: &Logs, state: &StateIndex, now_ms: u64, m: &Mutation
             }
             rows.extend(drop_elevations_from(db, state, p, tenant, ids)?);
             rows.extend(drop_attestations_from(db, state, p, tenant, ids)?);
+            // An answer kept for replay may hold the text (not log state: no binding).
+            crate::idempotency::forget_answers_naming(db, t, ids, &p.idempotency_mac_key).map_err(sql)?;
             let lineage = LineageRow { tenant: tenant.as_str().to_owned(), event: text, log_index: i64_of(next) };
             db.execute("INSERT INTO lineage_events(tenant, event, log_index) VALUES(?1, ?2, ?3)", crate::args![lineage.tenant, lineage.event, lineage.log_index])
                 .map_err(sql)?;
@@ -1097,7 +1102,7 @@ pub fn apply_tagged(
 
 fn commit_group(conn: &mut Connection, shared: &Shared, commits: Vec<Group>, now_ms: u64) {
     let gseq = read_guard(&shared.logs).global.len();
-    let mut pending = Pending::new(gseq, shared.vectors.dims(), &shared.store_id, &shared.key.verifying_key().to_bytes());
+    let mut pending = Pending::new(gseq, shared.vectors.dims(), &shared.store_id, &shared.key.verifying_key().to_bytes(), crate::idempotency::mac_key(&shared.key));
     // Per caller: its receipts in mutation order (for an atomic caller that failed, one error).
     let mut results: Vec<Vec<Result<Receipt, CommitError>>> = Vec::with_capacity(commits.len());
     let outcome = (|| -> Result<(), DbError> {
