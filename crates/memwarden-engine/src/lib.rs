@@ -27,9 +27,11 @@ pub mod demo;
 pub mod keys;
 mod lineage;
 mod pipeline;
+mod search;
 mod stages;
 
 pub use lineage::RERANK_FETCH_FACTOR;
+pub use search::RRF_K;
 mod idempotency;
 pub use memwarden_lineage as lineage_layer;
 use memwarden_lineage::{AuditTrail, LineageConfig, RecordState, TrustBreakdown};
@@ -92,16 +94,6 @@ fn version_chain(item: MemoryItem, mut fetch: impl FnMut(&ItemId) -> Result<Opti
     }
     Ok(out)
 }
-
-/// A search candidate and its relevance (what the product ranks by).
-struct Ranked {
-    hit: Hit,
-    relevance: f64,
-}
-
-/// Reciprocal-rank fusion constant: a candidate's fused score is the sum over the vector and the
-/// lexical ranking of `1 / (RRF_K + rank)` (rank from 1), as in Cormack et al. (2009).
-pub const RRF_K: f64 = 60.0;
 
 /// Whether [`EngineConfig::hybrid`] is on by default (see `docs/benchmarks.md`, LoCoMo).
 pub const HYBRID_DEFAULT: bool = true;
@@ -602,24 +594,6 @@ pub(crate) fn lifecycle_route(route: Route) -> Route {
 /// withheld ([`EngineError::Withheld`]); anything else reads as not found.
 pub(crate) fn in_reader_scope(item: Option<&MemoryItem>, reader: &PrincipalId) -> bool {
     item.is_some_and(|i| (matches!(i.status(), Status::Active | Status::Superseded | Status::Quarantined) && i.scope().admits(reader)) || i.addressed_to(reader))
-}
-
-/// The withheld candidates that would have been among the `k` best had no layer withheld them:
-/// each one's rank among the hits and the other withheld ones (relevance, then the older id),
-/// below `k`. Most relevant first.
-fn would_have_been_hits(mut held: Vec<(f64, WithheldHit)>, hits: &[Candidate], k: usize) -> Vec<WithheldHit> {
-    held.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.memory.id.cmp(&b.1.memory.id)));
-    let out: Vec<WithheldHit> = held
-        .into_iter()
-        .enumerate()
-        .filter(|(n, (r, w))| {
-            let hits_ahead = hits.iter().filter(|h| h.relevance.total_cmp(r).then(w.memory.id.cmp(&h.item().id())).is_gt()).count();
-            n + hits_ahead < k
-        })
-        .map(|(_, (_, w))| w)
-        .collect();
-    debug_assert!(out.len() <= k);
-    out
 }
 
 /// The most ancestors [`Engine::decide`] and a read walk to tell a confidential ancestry from a
@@ -2261,143 +2235,6 @@ impl Engine {
         self.hand_out(actor, Read::List, &handed, now, &mut fx)?;
         self.finish(actor.tenant(), now, fx)?;
         Ok(Listing { memories: handed.into_iter().map(|c| ReadMemory::of(c.view.item, c.risk)).collect(), withheld })
-    }
-
-    /// Semantic search: the permission filter decides eligibility before ranking.
-    pub fn search(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize) -> Result<Vec<SearchHit>, EngineError> {
-        self.search_labelled(actor, namespace, query, k, Integrity::Untrusted)
-    }
-
-    /// [`Engine::search`] returning only memories labelled `min_label` or higher. A planning
-    /// session that asks for `Trusted` is handed nothing that can lower its floor (the dual-LLM
-    /// pattern): the others are never handed to it, so they do not taint it. Memories below the
-    /// floor are not withheld from the caller for good — a search without the floor (best in
-    /// another session) returns them, labelled.
-    pub fn search_labelled(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize, min_label: Integrity) -> Result<Vec<SearchHit>, EngineError> {
-        Ok(self.search_report(actor, namespace, query, k, min_label)?.hits)
-    }
-
-    /// [`Engine::search_labelled`], and how many memories the layers withheld from the hits
-    /// ([`SearchResults::withheld`]).
-    pub fn search_report(&self, actor: &Actor, namespace: &Namespace, query: &str, k: usize, min_label: Integrity) -> Result<SearchResults, EngineError> {
-        let min_label = min_label.max(Self::session_min_label(actor));
-        if query.trim().is_empty() || query.len() > QUERY_BYTES_MAX {
-            return Err(EngineError::Invalid(format!("query must be 1..={QUERY_BYTES_MAX} bytes of text")));
-        }
-        if k == 0 || k > SEARCH_K_MAX {
-            return Err(EngineError::Invalid(format!("k must be 1..={SEARCH_K_MAX}")));
-        }
-        if self.embedder.is_none() {
-            return Err(EngineError::NoEmbedder);
-        }
-        // A query without direction (no token the embedder knows) is similar to nothing.
-        let Some(q) = self.embed_query(query)? else {
-            return Ok(SearchResults { hits: Vec::new(), withheld: 0, withheld_memories: Vec::new() });
-        };
-        let now = self.now_ms();
-        // Eligibility is the store's permission filter (never a score); the read stages filter
-        // again and score what is left; the product ranks by relevance, path trust breaking
-        // ties. If filters withhold candidates the store admitted, fetch wider until k pass or
-        // the store has no more: no silent shortfall below the store's own bound
-        // (`memwarden_store::SEARCH_K_MAX` candidates). Each pass starts its effects afresh: only
-        // the pass whose results are handed over is logged.
-        let filtering = self.stages.len() > 1 || min_label > Integrity::Untrusted;
-        let mut fetch = if filtering { k.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX) } else { k };
-        let (handed, withheld, mut fx) = loop {
-            let (hits, exhausted) = self.candidates(actor, namespace, &q, query, fetch, k)?;
-            let exhausted = exhausted || fetch == memwarden_store::SEARCH_K_MAX;
-            let (scores, items): (Vec<(f32, f64)>, Vec<MemoryItem>) = hits.into_iter().map(|h| ((h.hit.similarity, h.relevance), h.hit.item)).unzip();
-            let mut candidates: Vec<Candidate> = self
-                .views(actor.tenant(), items, true)?
-                .into_iter()
-                .zip(scores)
-                .map(|(v, (similarity, relevance))| Candidate::new(v, similarity, relevance))
-                .collect();
-            let mut fx = Effects::default();
-            if let Err(e) = self.admit_reads(actor, Read::Search { query }, min_label, &mut candidates, now, &mut fx) {
-                return Err(self.refuse(actor.tenant(), now, fx, e));
-            }
-            // What a layer held back, by relevance, to count the ones that would have been hits.
-            let held: Vec<(f64, WithheldHit)> = candidates
-                .iter()
-                .filter_map(|c| match &c.withheld {
-                    Some(Withheld::Stage(hold)) => Some((c.relevance, WithheldHit { memory: WithheldMemory::of(c.item().id(), hold.clone()), similarity: c.similarity })),
-                    _ => None,
-                })
-                .collect();
-            candidates.retain(|c| c.withheld.is_none());
-            let trust = |c: &Candidate| c.path.as_ref().map_or(0.0, |p| p.scores.trust.get());
-            // Relevance, then path trust, then the older memory (ids are time-ordered).
-            candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then(trust(b).total_cmp(&trust(a))).then(a.item().id().cmp(&b.item().id())));
-            candidates.truncate(k);
-            if candidates.len() >= k || exhausted {
-                let withheld = would_have_been_hits(held, &candidates, k);
-                break (candidates, withheld, fx);
-            }
-            fetch = fetch.saturating_mul(RERANK_FETCH_FACTOR).min(memwarden_store::SEARCH_K_MAX);
-        };
-        debug_assert!(handed.len() <= k);
-        self.hand_out(actor, Read::Search { query }, &handed, now, &mut fx)?;
-        self.finish(actor.tenant(), now, fx)?;
-        Ok(SearchResults { hits: handed.into_iter().map(SearchHit::of).collect(), withheld: withheld.len(), withheld_memories: withheld })
-    }
-
-    /// Search candidates for `actor`, best first: the store's vector hits and, under hybrid
-    /// search, its lexical (BM25) hits, both already under the store's permission filter, fused
-    /// by reciprocal rank over the first `depth` of each list (the `k` asked for, so an
-    /// over-fetch for later filters never changes the order of the top: measured on LoCoMo,
-    /// fusing 40-deep lists lost 5 points of recall@5 against 10-deep ones); `relevance` is the
-    /// cosine similarity (vector-only) or the fused score over its maximum, `2 / (RRF_K + 1)`,
-    /// so 1 is the top of both lists; a candidate below `depth` in both lists follows every
-    /// fused one, by similarity. Also whether the store has no more candidates than these
-    /// (every list came back short of `fetch`).
-    fn candidates(&self, actor: &Actor, namespace: &Namespace, q: &[f32], query: &str, fetch: usize, depth: usize) -> Result<(Vec<Ranked>, bool), EngineError> {
-        let vector = self.store.search(actor.tenant(), namespace, q, fetch, actor.id())?;
-        if !self.hybrid {
-            let exhausted = vector.len() < fetch;
-            return Ok((vector.into_iter().map(|hit| Ranked { relevance: f64::from(hit.similarity), hit }).collect(), exhausted));
-        }
-        let lexical = self.store.search_lexical(actor.tenant(), namespace, query, q, fetch, actor.id())?;
-        let exhausted = vector.len() < fetch && lexical.len() < fetch;
-        let mut fused: Vec<Ranked> = Vec::with_capacity(vector.len() + lexical.len());
-        let mut at: HashMap<ItemId, usize> = HashMap::new();
-        for list in [vector, lexical] {
-            // Competition ranks ("1224"): hits the list scores equally share a rank, so a tie in
-            // similarity (or BM25) stays a tie after fusion and path trust can break it.
-            let score = |h: &Hit| h.lexical.unwrap_or(f64::from(h.similarity));
-            let mut rank = 0usize;
-            let mut prev: Option<f64> = None;
-            for (pos, hit) in list.into_iter().enumerate() {
-                if prev != Some(score(&hit)) {
-                    rank = pos;
-                    prev = Some(score(&hit));
-                }
-                let add = if rank < depth { 1.0 / (RRF_K + rank as f64 + 1.0) } else { 0.0 };
-                match at.get(&hit.item.id()) {
-                    Some(&i) => {
-                        if let Some(r) = fused.get_mut(i) {
-                            r.relevance += add;
-                        }
-                    }
-                    None => {
-                        at.insert(hit.item.id(), fused.len());
-                        fused.push(Ranked { hit, relevance: add });
-                    }
-                }
-            }
-        }
-        let top = 2.0 / (RRF_K + 1.0);
-        for r in &mut fused {
-            // Below every fused score (the least is 1 / (RRF_K + depth) / top).
-            // Rounded so that equal rank sums compare equal whichever list was added first
-            // (then path trust, not float noise, breaks the tie).
-            r.relevance = if r.relevance > 0.0 { (r.relevance / top * 1e9).round() / 1e9 } else { f64::from(r.hit.similarity.max(0.0)) * 1e-3 };
-            debug_assert!(r.relevance >= 0.0 && r.relevance <= 1.0 + 1e-9);
-        }
-        fused.sort_by(|a, b| {
-            b.relevance.total_cmp(&a.relevance).then(b.hit.similarity.total_cmp(&a.hit.similarity)).then(a.hit.item.id().cmp(&b.hit.item.id()))
-        });
-        Ok((fused, exhausted))
     }
 
     /// Items by id from the store, in batches of at most [`memwarden_store::ITEMS_BATCH_MAX`]
