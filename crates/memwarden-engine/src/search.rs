@@ -97,7 +97,7 @@ impl Engine {
         let (scores, items): (Vec<(f32, f64)>, Vec<MemoryItem>) = ranked.into_iter().map(|h| ((h.hit.similarity, h.relevance), h.hit.item)).unzip();
         let mut candidates: Vec<Candidate> =
             self.views(actor.tenant(), items, true)?.into_iter().zip(scores).map(|(v, (similarity, relevance))| Candidate::new(v, similarity, relevance)).collect();
-        debug_assert!(candidates.iter().all(|c| c.relevance >= 0.0));
+        debug_assert!(candidates.iter().all(|c| c.relevance.is_finite()));
         let mut fx = Effects::default();
         if let Err(e) = self.admit_reads(actor, Read::Search { query }, min_label, &mut candidates, now, &mut fx) {
             return Err(self.refuse(actor.tenant(), now, fx, e));
