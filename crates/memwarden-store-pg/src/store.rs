@@ -1030,6 +1030,19 @@ impl Store for PostgresStore {
         self.list_in_order(tenant, namespace, limit, "created_ms DESC, id DESC")
     }
 
+    fn newest_ids(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<ItemId>, StoreError> {
+        // Ids only (the caller reads, and so verifies, the items it needs): reading every item
+        // of the newest `limit` made a decision's neighbour scan 2.6× slower than on SQLite.
+        let mut conn = self.reader()?;
+        let limit_i = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = conn
+            .query("SELECT id FROM items WHERE tenant = ?1 AND namespace = ?2 ORDER BY created_ms DESC, id DESC LIMIT ?3", &[Arg::Text(tenant.as_str()), Arg::Text(namespace.as_str()), Arg::Int(limit_i)])
+            .map_err(store_db_err)?;
+        let ids: Vec<ItemId> = rows.iter().map(|r| PgRow(r).blob(0).map_err(store_db_err).and_then(|b| item_id_of(&b))).collect::<Result<_, _>>()?;
+        debug_assert!(ids.len() <= limit);
+        Ok(ids)
+    }
+
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
         let mut conn = self.reader()?;
         let rows = conn.query("SELECT COUNT(*) FROM items WHERE tenant = ?1", &[Arg::Text(tenant.as_str())]).map_err(store_db_err)?;

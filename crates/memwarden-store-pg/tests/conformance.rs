@@ -487,6 +487,26 @@ fn an_erasure_drops_the_kept_answers_that_name_the_memory() {
     });
 }
 
+/// `newest_ids` (the decision's neighbour scan) answers the namespace's ids newest first, at most
+/// `limit`, the same on both backends and through either process, and agrees with `list_newest`.
+#[test]
+fn newest_ids_are_the_namespace_newest_first() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        for n in 1..=5u64 {
+            write_as(&*h.a, &ana, n, &format!("note {n}"), Route::Direct, false);
+        }
+        for s in [&h.a, &h.b] {
+            let ids = s.newest_ids(&tenant(), &ns(), 3).unwrap();
+            assert_eq!(ids, vec![id(5), id(4), id(3)], "{}", h.name);
+            let listed: Vec<ItemId> = s.list_newest(&tenant(), &ns(), 5).unwrap().iter().map(MemoryItem::id).collect();
+            assert_eq!(s.newest_ids(&tenant(), &ns(), 5).unwrap(), listed, "{}", h.name);
+            assert!(s.newest_ids(&tenant(), &Namespace::new("empty").unwrap(), 3).unwrap().is_empty());
+        }
+    });
+}
+
 #[test]
 fn session_taint_and_reputation_persist_and_are_bound() {
     check(|h| {

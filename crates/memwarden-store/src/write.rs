@@ -752,16 +752,21 @@ impl OpSeal {
     }
 }
 
-/// The tenant's rows of `R` whose record names any of `ids` (a text match, each row once; the
-/// caller checks the record's fields).
-fn rows_naming<R: BoundRow>(db: &dyn Db, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<R>, CommitError> {
+/// The tenant's rows of `R` whose record names any of `ids` (a text match, each row once, each
+/// checked against the log; the caller checks the record's fields).
+fn rows_naming<R: BoundRow>(db: &dyn Db, state: &StateIndex, p: &Pending, tenant: &TenantId, ids: &[ItemId]) -> Result<Vec<R>, CommitError> {
     let query = format!("SELECT {} FROM {} WHERE tenant = ?1 AND record LIKE ?2", R::COLUMNS, R::TABLE.name());
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
     for id in ids {
         let pattern = format!("%{id}%");
         for r in crate::db::query_all(db, &query, crate::args![tenant.as_str(), pattern.as_str()], R::from_cols).map_err(sql)? {
-            if seen.insert(r.key()) {
+            let key = r.key();
+            match p.check(state, &key, Some(&r.digest())) {
+                Check::Ok => {}
+                bad => return Err(CommitError::Tampered(format!("{} row {key:?}: {}", R::TABLE.name(), bad.reason()))),
+            }
+            if seen.insert(key) {
                 out.push(r);
             }
         }
@@ -774,14 +779,8 @@ fn rows_naming<R: BoundRow>(db: &dyn Db, tenant: &TenantId, ids: &[ItemId]) -> R
 /// counting with their evidence (issue 34.4), and their rows keep the value. Returns the
 /// deletions' bindings (which name the rows by key only, [`Table::opaque`]).
 fn drop_elevations_from(db: &dyn Db, state: &StateIndex, p: &Pending, tenant: &TenantId, erased: &[ItemId]) -> Result<Vec<Binding>, CommitError> {
-    let found = rows_naming::<ElevationRow>(db, tenant, erased)?;
     let mut out = Vec::new();
-    for r in found {
-        let key = r.key();
-        match p.check(state, &key, Some(&r.digest())) {
-            Check::Ok => {}
-            bad => return Err(CommitError::Tampered(format!("elevations row {key:?}: {}", bad.reason()))),
-        }
+    for r in rows_naming::<ElevationRow>(db, state, p, tenant, erased)? {
         let e: Elevation = serde_json::from_str(&r.record).map_err(|e| CommitError::Storage(format!("stored elevation: {e}")))?;
         if !e.evidence.iter().any(|id| erased.contains(id)) {
             continue;
@@ -797,14 +796,8 @@ fn drop_elevations_from(db: &dyn Db, state: &StateIndex, p: &Pending, tenant: &T
 /// attestation declared as derived from a memory goes with it, as a derived memory does, and its
 /// row keeps the value. Returns the deletions' bindings.
 fn drop_attestations_from(db: &dyn Db, state: &StateIndex, p: &Pending, tenant: &TenantId, erased: &[ItemId]) -> Result<Vec<Binding>, CommitError> {
-    let found = rows_naming::<AttestationRow>(db, tenant, erased)?;
     let mut out = Vec::new();
-    for r in found {
-        let key = r.key();
-        match p.check(state, &key, Some(&r.digest())) {
-            Check::Ok => {}
-            bad => return Err(CommitError::Tampered(format!("attestations row {key:?}: {}", bad.reason()))),
-        }
+    for r in rows_naming::<AttestationRow>(db, state, p, tenant, erased)? {
         let a: Attestation = serde_json::from_str(&r.record).map_err(|e| CommitError::Storage(format!("stored attestation: {e}")))?;
         if !a.sources.iter().any(|id| erased.contains(id)) {
             continue;
