@@ -231,11 +231,50 @@ pub struct PushedValue {
     pub suspicion: Option<String>,
 }
 
+/// Who decided: a defense layer, or the composition itself (`engine`: a grant binding what the
+/// layers asked, or a decision error). Serialised as its lower-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layer {
+    /// The authority layer (TMA-NM: origin, integrity labels, Algorithm 1).
+    Authority,
+    /// The lineage layer (MAP-Graph: provenance graph, `CanRead`, the action gate).
+    Lineage,
+    /// The lifecycle layer (MAPLE-Guard: write gate, read firewall, broker, promotion gate).
+    Lifecycle,
+    /// The composition of the layers' verdicts.
+    Engine,
+}
+
+impl Layer {
+    /// Its name (`authority`, `lineage`, `lifecycle`, `engine`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Authority => "authority",
+            Layer::Lineage => "lineage",
+            Layer::Lifecycle => "lifecycle",
+            Layer::Engine => "engine",
+        }
+    }
+}
+
+impl std::fmt::Display for Layer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for Layer {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// One layer's part in a composed decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayerSummary {
-    /// The layer (`authority`, `lineage`, `lifecycle`, `engine`).
-    pub layer: String,
+    /// The layer.
+    pub layer: Layer,
     /// Its decision.
     pub decision: Decision,
     /// Its rule.
@@ -247,8 +286,8 @@ pub struct LayerSummary {
 pub struct Verdict {
     /// The outcome.
     pub decision: Decision,
-    /// Which layer decided (`authority`, `lineage`, `lifecycle`).
-    pub layer: String,
+    /// Which layer decided.
+    pub layer: Layer,
     /// Which rule fired.
     pub rule: Rule,
     /// Human-readable cause, one line.
@@ -271,7 +310,7 @@ pub struct Verdict {
 impl Verdict {
     /// One layer's verdict with its rule and cause, naming no memory yet (callers fill in
     /// `supporting`, `affected`, `pushed`, `ask` as the rule finds them).
-    pub fn new(decision: Decision, layer: &str, rule: Rule, cause: String) -> Self {
-        Self { decision, layer: layer.to_owned(), rule, cause, supporting: Vec::new(), affected: Vec::new(), pushed: Vec::new(), ask: Vec::new(), threshold: None, layers: Vec::new() }
+    pub fn new(decision: Decision, layer: Layer, rule: Rule, cause: String) -> Self {
+        Self { decision, layer, rule, cause, supporting: Vec::new(), affected: Vec::new(), pushed: Vec::new(), ask: Vec::new(), threshold: None, layers: Vec::new() }
     }
 }

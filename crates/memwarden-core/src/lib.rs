@@ -30,7 +30,7 @@ pub mod session;
 
 /// The names most callers need.
 pub mod prelude {
-    pub use crate::action::{Acceptance, ActionKind, ActionRequest, ActionValue, Decision, LayerSummary, PushedValue, Risk, Rule, Verdict};
+    pub use crate::action::{Acceptance, ActionKind, ActionRequest, ActionValue, Decision, Layer, LayerSummary, PushedValue, Risk, Rule, Verdict};
     pub use crate::authority::grant::{Grant, GrantRefusal, GrantRequest, SignedGrant};
     pub use crate::authority::{
         AdmittedAttestation, AdmittedHold, AdmittedPromotion, AdmittedRevocation, AdmittedWrite, Attestation, Authority, AuthorityConfig, DecisionContext, DecisionOutcome, Elevation,

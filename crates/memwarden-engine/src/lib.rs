@@ -745,7 +745,7 @@ impl Engine {
 
     /// The layers whose stages run, in pipeline order (`authority` always first).
     pub fn stages(&self) -> Vec<&'static str> {
-        self.stages.iter().map(|s| s.layer()).collect()
+        self.stages.iter().map(|s| s.layer().as_str()).collect()
     }
 
     fn cx<'a>(&'a self, actor: &'a Actor, now_ms: u64) -> Cx<'a> {

@@ -353,7 +353,7 @@ pub(crate) fn verdict(d: &GateDecision) -> Verdict {
     let gate_rule = serde_json::to_value(d.rule).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_else(|| "unknown".into());
     Verdict {
         decision: d.decision,
-        layer: "lineage".into(),
+        layer: Layer::Lineage,
         rule: Rule::Lineage { gate_rule, cause: d.cause.map(|c| c.as_str().to_owned()) },
         cause: d.explanation.clone(),
         supporting: d.supporting.clone(),
@@ -484,7 +484,7 @@ pub(crate) fn product_verdict(
     let rule = |gate_rule: &str| Rule::Lineage { gate_rule: gate_rule.to_owned(), cause: None };
     let mut out = Verdict {
         decision: Decision::Allow,
-        layer: "lineage".into(),
+        layer: Layer::Lineage,
         rule: rule("value_paths_clear"),
         cause: "no carrier of an action value has revoked, poisoned, untrusted or unreadable ancestry".into(),
         supporting: evaluated,
@@ -587,7 +587,7 @@ pub(crate) fn context_verdict(g: &LineageGraph, agent: &PrincipalId, class: &Act
 }
 
 fn verdict_of(decision: Decision, cause: &str, explanation: String) -> Verdict {
-    Verdict::new(decision, "lineage", Rule::Lineage { gate_rule: "context_evidence".into(), cause: Some(cause.to_owned()) }, explanation)
+    Verdict::new(decision, Layer::Lineage, Rule::Lineage { gate_rule: "context_evidence".into(), cause: Some(cause.to_owned()) }, explanation)
 }
 
 /// Causes that are evidence against a support (not a judgement of its trust).

@@ -235,8 +235,8 @@ impl Hold {
 /// security decision denies); what a stage logs about a refusal goes in `fx` and is committed
 /// even when the operation is refused.
 pub(crate) trait Stage: Send + Sync {
-    /// The layer's name (`lineage`, `lifecycle`).
-    fn layer(&self) -> &'static str;
+    /// The layer.
+    fn layer(&self) -> Layer;
 
     /// Whether the stage reads parents and writer reputations ([`MemoryView`] is built without
     /// them when no stage does).

@@ -17,8 +17,8 @@ pub(crate) struct AuthorityStage {
 }
 
 impl Stage for AuthorityStage {
-    fn layer(&self) -> &'static str {
-        "authority"
+    fn layer(&self) -> Layer {
+        Layer::Authority
     }
 
     fn decide(&self, _cx: &Cx<'_>, input: &DecideInput<'_>, _fx: &mut Effects) -> Result<Option<Verdict>, EngineError> {
@@ -142,8 +142,8 @@ impl LifecycleStage {
 }
 
 impl Stage for LifecycleStage {
-    fn layer(&self) -> &'static str {
-        "lifecycle"
+    fn layer(&self) -> Layer {
+        Layer::Lifecycle
     }
 
     fn reads_views(&self) -> bool {
@@ -234,8 +234,8 @@ pub(crate) struct LineageStage {
 }
 
 impl Stage for LineageStage {
-    fn layer(&self) -> &'static str {
-        "lineage"
+    fn layer(&self) -> Layer {
+        Layer::Lineage
     }
 
     /// Refuse a write that cites a memory the graph does not let the writer read (its `CanRead`

@@ -429,7 +429,7 @@ pub fn verdict_out(v: &Verdict) -> VerdictOut {
     let rule = serde_json::to_value(&v.rule).unwrap_or_default();
     VerdictOut {
         decision: v.decision.as_str().to_owned(),
-        layer: v.layer.clone(),
+        layer: v.layer.as_str().to_owned(),
         rule: rule.get("rule").and_then(|r| r.as_str()).unwrap_or_default().to_owned(),
         code: match &v.rule {
             Rule::GrantRefused { code, .. } => Some(code.clone()),

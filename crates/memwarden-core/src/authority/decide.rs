@@ -36,7 +36,7 @@
 
 use super::grant::{GrantRefusal, GrantRequest, SignedGrant, GRANT_TTL_MS_MAX};
 use super::{Attestation, Authority, DecisionOutcome, Elevation, GrantUse, Independence};
-use crate::action::{ActionKind, ActionRequest, Decision, LayerSummary, PushedValue, Acceptance, Rule, Verdict, ACTION_CONTEXT_MAX, ACTION_GRANTS_MAX, ACTION_VALUES_MAX};
+use crate::action::{ActionKind, ActionRequest, Decision, Layer, LayerSummary, PushedValue, Acceptance, Rule, Verdict, ACTION_CONTEXT_MAX, ACTION_GRANTS_MAX, ACTION_VALUES_MAX};
 use crate::ids::{ItemId, PrincipalId, TenantId};
 use crate::item::MemoryItem;
 use crate::label::{Integrity, Origin};
@@ -241,7 +241,7 @@ fn invalid(reason: String) -> Rule {
     Rule::InvalidRequest { reason }
 }
 
-pub(super) fn verdict(decision: Decision, layer: &str, rule: Rule, cause: String) -> Verdict {
+pub(super) fn verdict(decision: Decision, layer: Layer, rule: Rule, cause: String) -> Verdict {
     Verdict::new(decision, layer, rule, cause)
 }
 
@@ -494,15 +494,15 @@ impl Authority {
             s.into_iter().collect()
         };
         let mut v = if !a.consequential() {
-            verdict(Decision::Allow, "authority", Rule::NotConsequential, format!("{:?} is not a consequential action; shown with provenance", a.kind()))
+            verdict(Decision::Allow, Layer::Authority, Rule::NotConsequential, format!("{:?} is not a consequential action; shown with provenance", a.kind()))
         } else if !self.config.enforce {
-            verdict(Decision::Allow, "authority", Rule::NoUntrustedPush, "the authority layer is off: values are not checked".into())
+            verdict(Decision::Allow, Layer::Authority, Rule::NoUntrustedPush, "the authority layer is off: values are not checked".into())
         } else {
             let missing: Vec<&ValueFacts> = a.values.iter().filter(|v| !v.supported).collect();
             if missing.is_empty() {
                 let elevated = a.values.iter().any(|v| v.new_elevation || v.pushed());
                 let rule = if elevated { Rule::Elevated } else { Rule::Supported };
-                verdict(Decision::Allow, "authority", rule, "every safety-relevant value is positively supported".into())
+                verdict(Decision::Allow, Layer::Authority, rule, "every safety-relevant value is positively supported".into())
             } else {
                 let needed = a.class.action.support_needed(a.amount.as_ref());
                 let why: Vec<String> = missing.iter().map(|v| describe_missing(v, self.config.k, needed)).collect();
@@ -515,7 +515,7 @@ impl Authority {
                 };
                 let mut out = verdict(
                     Decision::AskUser,
-                    "authority",
+                    Layer::Authority,
                     rule,
                     format!(
                         "{}; a one-time user grant must bind tool {:?} and each value{}",
@@ -666,7 +666,7 @@ fn binds(g: &SignedGrant, ask: &GrantRequest) -> bool {
 ///
 /// Elevations are recorded only when the outcome is `Allow`.
 pub fn compose(authority: &Authority, action: &ActionRequest, analysis: Option<&ActionAnalysis>, verdicts: Vec<Verdict>, ctx: &DecisionContext<'_>) -> DecisionOutcome {
-    let layers: Vec<LayerSummary> = verdicts.iter().map(|v| LayerSummary { layer: v.layer.clone(), decision: v.decision, rule: v.rule.clone() }).collect();
+    let layers: Vec<LayerSummary> = verdicts.iter().map(|v| LayerSummary { layer: v.layer, decision: v.decision, rule: v.rule.clone() }).collect();
     let finish = |mut v: Verdict, elevations: Vec<Elevation>, uses: Vec<GrantUse>| {
         v.layers = layers.clone();
         DecisionOutcome { verdict: v, new_elevations: elevations, grant_uses: uses }
@@ -702,7 +702,7 @@ pub fn compose(authority: &Authority, action: &ActionRequest, analysis: Option<&
     let mut released = false;
     if !ask_verdicts.is_empty() {
         if asks.is_empty() {
-            return finish(verdict(Decision::Block, "engine", Rule::DecisionError { reason: "an AskUser names nothing a grant could bind".into() }, "an AskUser names nothing a grant could bind".into()), Vec::new(), Vec::new());
+            return finish(verdict(Decision::Block, Layer::Engine, Rule::DecisionError { reason: "an AskUser names nothing a grant could bind".into() }, "an AskUser names nothing a grant could bind".into()), Vec::new(), Vec::new());
         }
         let amount = analysis.and_then(|a| a.amount.as_ref()).map(|a| a.canonical.clone());
         let mut seen = BTreeSet::new();
@@ -761,7 +761,7 @@ pub fn compose(authority: &Authority, action: &ActionRequest, analysis: Option<&
     match worst {
         Some(w) if w.decision > Decision::Allow => finish(w.clone(), Vec::new(), Vec::new()),
         _ if released => {
-            let mut v = verdict(Decision::Allow, "engine", Rule::Granted, "every asked value is bound by a user grant this decision consumes".into());
+            let mut v = verdict(Decision::Allow, Layer::Engine, Rule::Granted, "every asked value is bound by a user grant this decision consumes".into());
             if let Some(a) = analysis {
                 v.supporting = a.cited.clone();
                 v.pushed = a.values.iter().map(pushed_value).collect();
@@ -770,7 +770,7 @@ pub fn compose(authority: &Authority, action: &ActionRequest, analysis: Option<&
         }
         Some(w) => {
             // Report the authority layer's allow (it names the supports) when it is there.
-            let v = verdicts.iter().find(|v| v.layer == "authority" && v.decision == Decision::Allow).unwrap_or(w);
+            let v = verdicts.iter().find(|v| v.layer == Layer::Authority && v.decision == Decision::Allow).unwrap_or(w);
             finish(v.clone(), elevations(analysis), Vec::new())
         }
         None => DecisionOutcome::denied(Rule::DecisionError { reason: "no verdict left to compose".into() }),
@@ -778,7 +778,7 @@ pub fn compose(authority: &Authority, action: &ActionRequest, analysis: Option<&
 }
 
 fn refused(r: GrantRefusal) -> Verdict {
-    verdict(Decision::Block, "authority", Rule::GrantRefused { code: r.code().into(), reason: r.to_string() }, format!("grant refused: {r}"))
+    verdict(Decision::Block, Layer::Authority, Rule::GrantRefused { code: r.code().into(), reason: r.to_string() }, format!("grant refused: {r}"))
 }
 
 #[cfg(test)]
@@ -788,6 +788,7 @@ mod tests {
     use crate::normalize::ValueKind;
 
     fn v(layer: &str, d: Decision, asks: &[&str]) -> Verdict {
+        let layer = if layer == "authority" { Layer::Authority } else { Layer::Lineage };
         let mut out = verdict(d, layer, Rule::Supported, String::new());
         out.ask = asks
             .iter()

@@ -503,7 +503,7 @@ impl DecisionOutcome {
             Rule::InvalidRequest { reason } | Rule::DecisionError { reason } | Rule::GrantRefused { reason, .. } => reason.clone(),
             _ => String::new(),
         };
-        Self { verdict: decide::verdict(Decision::Block, "authority", rule, cause), new_elevations: Vec::new(), grant_uses: Vec::new() }
+        Self { verdict: decide::verdict(Decision::Block, crate::action::Layer::Authority, rule, cause), new_elevations: Vec::new(), grant_uses: Vec::new() }
     }
     /// Turn the outcome into a denial (e.g. when a grant was consumed concurrently).
     pub fn deny(&mut self, rule: Rule, cause: String) {
