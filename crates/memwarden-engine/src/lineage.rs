@@ -535,7 +535,7 @@ pub(crate) fn context_verdict(g: &LineageGraph, agent: &PrincipalId, class: &Act
     let mut consider = |d: Decision, c: C, id: ItemId| {
         let stricter = match worst {
             None => true,
-            Some((wd, wc, _)) => memwarden_lineage::restrictiveness(d) > memwarden_lineage::restrictiveness(wd) || (d == wd && c < wc),
+            Some((wd, wc, _)) => d > wd || (d == wd && c < wc),
         };
         if stricter {
             worst = Some((d, c, id));

@@ -333,7 +333,7 @@ impl Stage for LineageStage {
         })?;
         // The stricter of the per-value verdict and the context-level evidence rule.
         let v = match context {
-            Some(c) if memwarden_lineage::restrictiveness(c.decision) > memwarden_lineage::restrictiveness(v.decision) => c,
+            Some(c) if c.decision > v.decision => c,
             _ => v,
         };
         fx.event(StoredEvent::Action(memwarden_lineage::ActionEvent {

@@ -38,8 +38,11 @@ use memwarden_core::ids::{ItemId, PrincipalId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// How restrictive an outcome is, as a rank: Allow 0 < Redact 1 < Reverify 2 < AskUser 3 <
-/// Block 4.
+/// Compose many outcomes: the most restrictive wins (`Ord::max`: commutative, associative,
+/// idempotent, Allow as identity), so composing the lineage gate with the other layers, in any
+/// order, never relaxes any layer's decision; an empty list is an error and denies (Block).
+///
+/// How restrictive an outcome is: Allow < Redact < Reverify < AskUser < Block.
 ///
 /// * **Allow** lets the action run as proposed.
 /// * **Redact** still lets it run now, only without the flagged content: the least intervention.
@@ -52,28 +55,17 @@ use std::collections::{BTreeMap, BTreeSet};
 ///
 /// So each step up removes a way for the action to proceed, and the order is total.
 ///
-/// This is `memwarden-core`'s order on [`Decision`] (its derived `Ord`), not a second one.
-pub fn restrictiveness(d: Decision) -> u8 {
-    d as u8
-}
-
-/// Compose two outcomes: the more restrictive wins (commutative, associative, idempotent, with
-/// Allow as identity), so composing the lineage gate with the authority and lifecycle layers, in
-/// any order, never relaxes any layer's decision. The order is core's (`Ord::max`).
-pub fn most_restrictive(a: Decision, b: Decision) -> Decision {
-    a.max(b)
-}
-
-/// Compose many outcomes; an empty list is an error and denies (Block).
+/// This is `memwarden-core`'s order on [`Decision`] (its derived `Ord`, "the more restrictive
+/// wins" is `Ord::max`), not a second one: this crate defines none of its own.
 pub fn compose(decisions: impl IntoIterator<Item = Decision>) -> Decision {
-    decisions.into_iter().reduce(most_restrictive).unwrap_or(Decision::Block)
+    decisions.into_iter().max().unwrap_or(Decision::Block)
 }
 
 /// The workflow's final decision (paper, appendix B.1): a restrictive backend decision is never
 /// relaxed, and when the backend allows but the agent itself proposed a restrictive outcome, the
 /// agent's stands.
 pub fn final_decision(backend: Decision, agent_proposal: Option<Decision>) -> Decision {
-    agent_proposal.map_or(backend, |p| most_restrictive(backend, p))
+    agent_proposal.map_or(backend, |p| backend.max(p))
 }
 
 /// What the gate is asked.
@@ -427,7 +419,7 @@ where
                 if let Some(d) = pred(*c) {
                     let better = match best {
                         None => true,
-                        Some((bd, bc, _)) => restrictiveness(d) > restrictiveness(bd) || (d == bd && *c < bc),
+                        Some((bd, bc, _)) => d > bd || (d == bd && *c < bc),
                     };
                     if better {
                         best = Some((d, *c, e.id));

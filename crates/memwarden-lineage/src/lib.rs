@@ -97,7 +97,7 @@ pub use config::{ConfigError, LineageConfig};
 pub use export::{AuditTrail, prov_json};
 pub use gate::{
     ActionRecord, GateCause, GateDecision, GateRequest, GateRule, SupportEvaluation, SupportOrigin, cause_outcome, compose,
-    final_decision, most_restrictive, restrictiveness,
+    final_decision,
 };
 pub use graph::{
     ActionEffects, ActionEvent, EraseEvent, ErasureEffects, ErasureRecord, EventError, FlagPoisonedEvent, LineageGraph,

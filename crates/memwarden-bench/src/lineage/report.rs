@@ -412,7 +412,7 @@ pub fn method_row(method: Method, evals: &[Eval], runs: &[TaskRun], boot: &Clust
         let mut c = Composition::default();
         for (e, r) in evals.iter().zip(runs) {
             let Some(l) = r.layers else { continue };
-            if memwarden_lineage::restrictiveness(l.authority) > memwarden_lineage::restrictiveness(l.lineage) {
+            if l.authority > l.lineage {
                 c.authority_stricter += 1;
                 c.authority_stricter_clean += u64::from(e.group.is_clean());
                 c.session_taint_only += u64::from(!l.untrusted_ancestry);

@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use memwarden_core::action::Decision;
 use memwarden_core::ids::ItemId;
-use memwarden_lineage::most_restrictive;
 
 use super::agent::{ItemOrigin, RoleAgent, RoleProposal, ViewItem, RoleView};
 use super::embed::{Idf, Vector, embed};
@@ -651,7 +650,7 @@ pub fn run_task(task: &Task, make: MemoryFactory<'_>, agent: &mut dyn RoleAgent)
     let Some((proposal, backend, _used)) = outcome else {
         return Err(BenchError::Invalid(format!("task {} has no final role", task.id)));
     };
-    let final_decision = most_restrictive(backend.decision, proposal.decision);
+    let final_decision = backend.decision.max(proposal.decision);
     let released = match final_decision {
         Decision::Allow => Some(proposal.output.clone()),
         Decision::Redact if backend.decision == Decision::Redact => {
