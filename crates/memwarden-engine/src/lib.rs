@@ -154,8 +154,8 @@ pub enum EngineError {
     /// say). The refusal is in the verdict log; the message names the rule, never the text.
     #[error("refused by the {layer} layer ({rule}): {reason}")]
     Refused {
-        /// `lifecycle`.
-        layer: &'static str,
+        /// The layer (the lifecycle layer's gates refuse).
+        layer: Layer,
         /// The rule that fired.
         rule: String,
         /// Why, without the memory's text.
@@ -176,8 +176,8 @@ pub enum EngineError {
 pub struct WithheldMemory {
     /// The memory.
     pub id: ItemId,
-    /// The layer that held it back (`lifecycle`, `lineage`).
-    pub layer: &'static str,
+    /// The layer that held it back (lifecycle, lineage, or authority for an addressee).
+    pub layer: Layer,
     /// The rule that fired: the lifecycle layer's (`quarantined`, `tainted_directive`,
     /// `trigger_sensitive`, `unverified_answer_binding`, `low_reputation`, `poisoned`,
     /// `carried_agent_restriction`, ...) or the lineage layer's (`revoked_ancestor`,
@@ -954,9 +954,9 @@ impl Engine {
     /// ancestors (past that, or at an ancestor that is gone: confidential, errors deny).
     fn confidential_hold(&self, item: &MemoryItem, actor: &Actor) -> Result<Hold, EngineError> {
         Ok(if self.confidential_ancestry(item, actor)? {
-            Hold::new("authority", CONFIDENTIAL_ANCESTRY, vec!["declared_source_not_readable".to_owned()])
+            Hold::new(Layer::Authority, CONFIDENTIAL_ANCESTRY, vec!["declared_source_not_readable".to_owned()])
         } else {
-            Hold::new("authority", NARROWED_AT_WRITE, vec!["readers_narrowed_at_write".to_owned()])
+            Hold::new(Layer::Authority, NARROWED_AT_WRITE, vec!["readers_narrowed_at_write".to_owned()])
         })
     }
 
@@ -1006,7 +1006,7 @@ impl Engine {
         let mut fx = Effects::default();
         let decision = json!({"layer": "lifecycle", "decision": {"outcome": "reject", "rule": "credential", "where": what, "findings": findings}});
         fx.log(Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision });
-        let e = EngineError::Refused { layer: "lifecycle", rule: "credential".into(), reason: format!("credential material: {}", findings.join(", ")) };
+        let e = EngineError::Refused { layer: Layer::Lifecycle, rule: "credential".into(), reason: format!("credential material: {}", findings.join(", ")) };
         debug_assert!(findings.len() <= fields.len() * scorer.config().limits.credential_findings_max.max(1));
         Err(self.refuse(actor.tenant(), now, fx, e))
     }
@@ -1022,7 +1022,7 @@ impl Engine {
                 Err(_) => vec!["unscored".to_owned()],
             },
         };
-        Hold::new("lifecycle", "quarantined", flags)
+        Hold::new(Layer::Lifecycle, "quarantined", flags)
     }
 
     /// Hand `handed` to `actor`: every stage sees what was handed, and the session's floor falls.

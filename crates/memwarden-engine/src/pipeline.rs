@@ -213,8 +213,8 @@ pub(crate) enum Withheld {
 /// What a layer's stage found when it held a memory back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hold {
-    /// `lifecycle` or `lineage`.
-    pub(crate) layer: &'static str,
+    /// The layer that held it back.
+    pub(crate) layer: Layer,
     /// The rule that withheld it (`tainted_directive`, `quarantined`, `revoked_ancestor`, ...).
     pub(crate) rule: String,
     /// The evidence that fired (never empty: the rule itself when nothing else did).
@@ -223,7 +223,7 @@ pub(crate) struct Hold {
 
 impl Hold {
     /// A hold by `layer` under `rule` with the evidence `flags` (the rule alone when none).
-    pub(crate) fn new(layer: &'static str, rule: impl Into<String>, flags: Vec<String>) -> Self {
+    pub(crate) fn new(layer: Layer, rule: impl Into<String>, flags: Vec<String>) -> Self {
         let rule = rule.into();
         let flags = if flags.is_empty() { vec![rule.clone()] } else { flags };
         Self { layer, rule, flags }

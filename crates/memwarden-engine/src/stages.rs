@@ -60,7 +60,7 @@ pub(crate) fn lineage_hold(g: &memwarden_lineage::LineageGraph, reader: &Princip
         Err(reason) => rule_name(reason),
         Ok(()) => "poisoned".to_owned(),
     };
-    Hold::new("lineage", rule, Vec::new())
+    Hold::new(Layer::Lineage, rule, Vec::new())
 }
 
 fn gate_decision(cx: &Cx<'_>, decision: serde_json::Value) -> Mutation {
@@ -90,7 +90,7 @@ impl LifecycleStage {
                 }
                 if d.outcome == RetrievalOutcome::Block {
                     let flags = c.risk.as_ref().map(|(_, f)| f.iter().map(|f| (*f).to_owned()).collect()).unwrap_or_default();
-                    c.withhold(Withheld::Stage(Hold::new("lifecycle", rule_name(d.rule), flags)));
+                    c.withhold(Withheld::Stage(Hold::new(Layer::Lifecycle, rule_name(d.rule), flags)));
                     logged.push(json!({"item": c.item().id(), "rule": d.rule}));
                 }
             }
@@ -131,7 +131,7 @@ impl LifecycleStage {
             }
             let d = broker(&self.scorer, &m, &BrokerRequest { agent: cx.actor.id(), task_class: None });
             if d.outcome != BrokerOutcome::Admit {
-                c.withhold(Withheld::Stage(Hold::new("lifecycle", rule_name(d.rule), Vec::new())));
+                c.withhold(Withheld::Stage(Hold::new(Layer::Lifecycle, rule_name(d.rule), Vec::new())));
                 logged.push(json!({"item": c.item().id(), "rule": d.rule}));
             }
         }
@@ -173,7 +173,7 @@ impl Stage for LifecycleStage {
         if !in_metadata.is_empty() {
             fx.log(gate_decision(cx, json!({"layer": "lifecycle", "item": item.id(), "decision": {"outcome": "reject", "rule": "credential", "where": "metadata", "findings": in_metadata}})));
             return Err(EngineError::Refused {
-                layer: "lifecycle",
+                layer: Layer::Lifecycle,
                 rule: "credential".into(),
                 reason: format!("credential material: {}", in_metadata.join(", ")),
             });
@@ -188,7 +188,7 @@ impl Stage for LifecycleStage {
                 let kinds: Vec<String> = d.credentials.iter().map(|c| format!("{:?} at bytes {}..{}", c.kind, c.start, c.end)).collect();
                 let reason =
                     if kinds.is_empty() { "the write could not be evaluated".to_owned() } else { format!("credential material: {}", kinds.join(", ")) };
-                Err(EngineError::Refused { layer: "lifecycle", rule, reason })
+                Err(EngineError::Refused { layer: Layer::Lifecycle, rule, reason })
             }
             WriteOutcome::Quarantine | WriteOutcome::Rewrite | WriteOutcome::Allow => {
                 write.restrict(d.effect.status, d.effect.guard.clone());
@@ -223,7 +223,7 @@ impl Stage for LifecycleStage {
         let id = memory.item.id();
         fx.log(Mutation::Hold(self.authority.admit_hold(&memory.item, cx.actor.id(), &format!("lifecycle promotion gate: {rule}"))));
         fx.log(gate_decision(cx, json!({"layer": "lifecycle", "gate": "promotion", "item": id, "decision": d})));
-        Err(EngineError::Refused { layer: "lifecycle", rule, reason: "the promotion gate held the memory back; it is quarantined".into() })
+        Err(EngineError::Refused { layer: Layer::Lifecycle, rule, reason: "the promotion gate held the memory back; it is quarantined".into() })
     }
 }
 
@@ -271,7 +271,7 @@ impl Stage for LineageStage {
                 // The broker's carried reader restriction is this layer's ancestry ceiling: when
                 // the graph refuses the memory too, its reason (a revoked ancestor, say) is the
                 // more precise one to report. Never re-admits a memory.
-                let carried = matches!(&c.withheld, Some(Withheld::Stage(h)) if h.layer == "lifecycle" && h.rule == carried_rule);
+                let carried = matches!(&c.withheld, Some(Withheld::Stage(h)) if h.layer == Layer::Lifecycle && h.rule == carried_rule);
                 if c.withheld.is_some() && !carried {
                     continue;
                 }

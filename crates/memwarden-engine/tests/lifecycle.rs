@@ -228,7 +228,7 @@ fn a_credential_in_metadata_is_refused_like_one_in_the_text() {
         w.metadata.insert(k.to_owned(), v);
         let r = e.add(&a, w);
         let Err(EngineError::Refused { layer, rule, reason }) = r else { panic!("{k}: {r:?}") };
-        assert_eq!((layer, rule.as_str()), ("lifecycle", "credential"));
+        assert_eq!((layer.as_str(), rule.as_str()), ("lifecycle", "credential"));
         assert!(reason.contains("AwsAccessKeyId") && reason.contains("metadata entry 0"), "{reason}");
         assert!(!reason.contains(secret), "{reason}");
     }
@@ -253,7 +253,7 @@ fn a_credential_in_an_attestation_tool_argument_or_action_value_is_refused() {
     let secret = "AKIAIOSFODNN7EXAMPLE";
     let refused = |r: Result<(), EngineError>, field: &str| {
         let Err(EngineError::Refused { layer, rule, reason }) = r else { panic!("{field}: {r:?}") };
-        assert_eq!((layer, rule.as_str()), ("lifecycle", "credential"), "{field}");
+        assert_eq!((layer.as_str(), rule.as_str()), ("lifecycle", "credential"), "{field}");
         assert!(reason.contains("AwsAccessKeyId") && reason.contains(field), "{field}: {reason}");
         assert!(!reason.contains(secret), "{reason}");
     };

@@ -107,7 +107,7 @@ fn private_derivations_stay_private_on_every_door() {
     for r in [e.get(&ben, &summary.id()).map(|_| ()), e.lineage_of(&ben, &summary.id()).map(|_| ())] {
         match r {
             Err(EngineError::Withheld(w)) => {
-                assert_eq!((w.id, w.layer, w.rule.as_str()), (summary.id(), "authority", memwarden_engine::CONFIDENTIAL_ANCESTRY));
+                assert_eq!((w.id, w.layer.as_str(), w.rule.as_str()), (summary.id(), "authority", memwarden_engine::CONFIDENTIAL_ANCESTRY));
                 assert!(!format!("{w}").contains("salary"), "a withheld answer never carries the text");
             }
             other => panic!("expected withheld, got {other:?}"),

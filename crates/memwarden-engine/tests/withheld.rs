@@ -48,7 +48,7 @@ fn withheld_memory_answers_withheld_not_not_found() {
     assert_eq!(loud.status(), Status::Quarantined, "the recipe: the write gate holds the email back");
 
     let w = withheld(e.get(&assistant, &loud.id()));
-    assert_eq!((w.id, w.layer, w.rule.as_str()), (loud.id(), "lifecycle", "quarantined"));
+    assert_eq!((w.id, w.layer.as_str(), w.rule.as_str()), (loud.id(), "lifecycle", "quarantined"));
     assert!(w.flags.iter().any(|f| f == "external_source"), "the scorer's evidence: {:?}", w.flags);
     let text = w.to_string();
     assert!(text.contains("withheld") && !text.contains("ACCT-EVIL-9931"), "names the rule, never the text: {text}");
@@ -123,7 +123,7 @@ fn search_reports_how_many_it_withheld() {
     assert_eq!(found.withheld, 1, "the search says it held one back");
     // The same memory by id: withheld by the lineage layer's read rule, with its reason.
     let w = withheld(e.get(&assistant, &flagged.id()));
-    assert_eq!((w.layer, w.rule.as_str(), w.flags.clone()), ("lineage", "poisoned", vec!["poisoned".to_owned()]));
+    assert_eq!((w.layer.as_str(), w.rule.as_str(), w.flags.clone()), ("lineage", "poisoned", vec!["poisoned".to_owned()]));
     assert_eq!(e.list_report(&assistant, &ns(), 100).unwrap().withheld, vec![w]);
     // A search whose one hit outranks the withheld memory does not count it.
     let found = e.search_report(&assistant, &ns(), "landlord deposit due first", 1, Integrity::Untrusted).unwrap();
@@ -145,9 +145,9 @@ fn revoked_ancestor_is_withheld_on_get_history_and_lineage() {
     // in their scope and held back by the lineage layer, which says why.
     not_found(e.get(&bo, &source.id()));
     let w = withheld(e.get(&bo, &note.id()));
-    assert_eq!((w.layer, w.rule.as_str()), ("lineage", "revoked_ancestor"));
+    assert_eq!((w.layer.as_str(), w.rule.as_str()), ("lineage", "revoked_ancestor"));
     assert_eq!(withheld(e.history(&bo, &note.id())), w);
     let l = withheld(e.lineage_of(&bo, &note.id()));
-    assert_eq!((l.layer, l.rule.as_str()), ("lineage", "revoked_ancestor"));
+    assert_eq!((l.layer.as_str(), l.rule.as_str()), ("lineage", "revoked_ancestor"));
     assert_eq!(e.list_report(&bo, &ns(), 100).unwrap().withheld, vec![w]);
 }

@@ -74,7 +74,7 @@ pub fn read_out(r: &ReadMemory) -> MemoryOut {
 
 /// Render a memory a layer withheld (no text).
 pub fn withheld_out(w: &memwarden_engine::WithheldMemory) -> WithheldOut {
-    WithheldOut { id: w.id.to_string(), layer: w.layer.to_owned(), rule: w.rule.clone(), flags: w.flags.clone() }
+    WithheldOut { id: w.id.to_string(), layer: w.layer.as_str().to_owned(), rule: w.rule.clone(), flags: w.flags.clone() }
 }
 
 /// Render a principal.
@@ -308,7 +308,7 @@ pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, 
         withheld_memories: found
             .withheld_memories
             .iter()
-            .map(|w| WithheldHitOut { id: w.memory.id.to_string(), layer: w.memory.layer.to_owned(), rule: w.memory.rule.clone(), flags: w.memory.flags.clone(), similarity: w.similarity })
+            .map(|w| WithheldHitOut { id: w.memory.id.to_string(), layer: w.memory.layer.as_str().to_owned(), rule: w.memory.rule.clone(), flags: w.memory.flags.clone(), similarity: w.similarity })
             .collect(),
         results: found
             .hits

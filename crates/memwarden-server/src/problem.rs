@@ -235,7 +235,7 @@ mod tests {
     #[test]
     fn a_withheld_memory_is_a_403_that_names_the_layer_rule_and_flags() {
         let id = memwarden_core::prelude::ItemId::from_bytes([7; 16]);
-        let w = memwarden_engine::WithheldMemory { id, layer: "lifecycle", rule: "quarantined".into(), flags: vec!["external_source".into(), "self_claim".into()] };
+        let w = memwarden_engine::WithheldMemory { id, layer: memwarden_core::prelude::Layer::Lifecycle, rule: "quarantined".into(), flags: vec!["external_source".into(), "self_claim".into()] };
         let e = ApiError::from(EngineError::Withheld(w));
         assert_eq!((e.status, e.code), (StatusCode::FORBIDDEN, "withheld"));
         let body = e.problem_json();
