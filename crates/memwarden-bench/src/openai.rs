@@ -27,6 +27,9 @@ pub const ENV_MODEL: &str = "MEMWARDEN_BENCH_OPENAI_MODEL";
 pub const ENV_KEY: &str = "MEMWARDEN_BENCH_OPENAI_KEY";
 /// Token budget variable.
 pub const ENV_BUDGET: &str = "MEMWARDEN_BENCH_TOKEN_BUDGET";
+/// Per-request timeout variable (seconds; default 60). A local server on a small machine answers
+/// one request at a time, so a queued request waits for the ones before it.
+pub const ENV_TIMEOUT: &str = "MEMWARDEN_BENCH_OPENAI_TIMEOUT_S";
 
 /// Settings for [`OpenAiAgent`].
 #[derive(Clone)]
@@ -49,6 +52,15 @@ pub struct OpenAiAgentConfig {
     pub token_budget: u64,
     /// Ask for `response_format: {"type": "json_object"}` (default true; some servers reject it).
     pub json_mode: bool,
+    /// The `seed` field of each request (default 7; decoding is greedy, temperature 0, so the
+    /// seed matters only to servers that sample anyway).
+    pub seed: u64,
+    /// Where every exchange (system prompt, user prompt, answer, tokens, milliseconds) is
+    /// appended as one JSON line; `None`: not kept. The benchmarks set it beside their report.
+    pub transcript: Option<std::path::PathBuf>,
+    /// Answer a prompt asked before in this run from memory (default true: decoding is
+    /// greedy, so asking again gives the same answer).
+    pub reuse_answers: bool,
 }
 
 impl fmt::Debug for OpenAiAgentConfig {
@@ -62,6 +74,8 @@ impl fmt::Debug for OpenAiAgentConfig {
             .field("max_tokens", &self.max_tokens)
             .field("token_budget", &self.token_budget)
             .field("json_mode", &self.json_mode)
+            .field("seed", &self.seed)
+            .field("transcript", &self.transcript)
             .finish()
     }
 }
@@ -79,6 +93,9 @@ impl OpenAiAgentConfig {
             max_tokens: 400,
             token_budget: 2_000_000,
             json_mode: true,
+            seed: 7,
+            transcript: None,
+            reuse_answers: true,
         }
     }
 
@@ -94,6 +111,13 @@ impl OpenAiAgentConfig {
         if let Some(b) = var(ENV_BUDGET, ENV_BUDGET) {
             c.token_budget = b.trim().parse().map_err(|_| format!("{ENV_BUDGET} must be a whole number of tokens"))?;
         }
+        if let Some(t) = var(ENV_TIMEOUT, ENV_TIMEOUT) {
+            let secs: u64 = t.trim().parse().map_err(|_| format!("{ENV_TIMEOUT} must be a whole number of seconds"))?;
+            if !(1..=3_600).contains(&secs) {
+                return Err(format!("{ENV_TIMEOUT} must be 1..=3600 seconds"));
+            }
+            c.timeout = Duration::from_secs(secs);
+        }
         Ok(c)
     }
 }
@@ -101,18 +125,31 @@ impl OpenAiAgentConfig {
 #[derive(Debug, Default)]
 struct Counters {
     calls: AtomicU64,
+    repeats: AtomicU64,
     failures: AtomicU64,
     tokens: AtomicU64,
 }
 
-/// The OpenAI-compatible agent. Clones share the HTTP agent, the counters and the token budget.
+/// Where the exchanges go: one file shared by every clone, a line per exchange.
+type Transcript = Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>;
+
+/// The OpenAI-compatible agent. Clones share the HTTP agent, the counters, the token budget and
+/// the transcript.
 #[derive(Clone)]
 pub struct OpenAiAgent {
     http: ureq::Agent,
     url: String,
     config: OpenAiAgentConfig,
     counters: Arc<Counters>,
+    transcript: Option<Transcript>,
+    /// Answers by (system, user) prompt: decoding is greedy, so the same prompt gets the same
+    /// answer; a run asks each distinct prompt once (a case's plays often show the model the
+    /// same message). Bounded by [`ANSWERS_CACHED_MAX`].
+    answers: Arc<std::sync::Mutex<std::collections::HashMap<(String, String), String>>>,
 }
+
+/// Most answers an [`OpenAiAgent`] keeps for repeated prompts.
+pub const ANSWERS_CACHED_MAX: usize = 100_000;
 
 impl fmt::Debug for OpenAiAgent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -211,11 +248,69 @@ impl OpenAiAgent {
             return Err("model name is empty".into());
         }
         let http: ureq::Agent = ureq::Agent::config_builder().timeout_global(Some(config.timeout)).http_status_as_error(false).build().into();
-        Ok(Self { http, url: format!("{base}/chat/completions"), config, counters: Arc::new(Counters::default()) })
+        let transcript = match &config.transcript {
+            None => None,
+            Some(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                }
+                let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| format!("cannot open the transcript {}: {e}", path.display()))?;
+                Some(Arc::new(std::sync::Mutex::new(std::io::BufWriter::new(file))))
+            }
+        };
+        Ok(Self { http, url: format!("{base}/chat/completions"), config, counters: Arc::new(Counters::default()), transcript, answers: Arc::default() })
     }
 
-    /// One chat call returning the assistant text. Retries transport errors, 429 and 5xx.
+    /// Append one exchange to the transcript (if one is kept); flushed at once, so a run that
+    /// stops midway keeps what it asked.
+    fn record(&self, system: &str, user: &str, answer: &Result<String, AgentError>, tokens: u64, ms: u64) {
+        let Some(t) = &self.transcript else { return };
+        let (answer, error) = match answer {
+            Ok(a) => (Some(a.as_str()), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let line = json!({"model": self.config.model, "seed": self.config.seed, "system": system, "user": user, "answer": answer, "error": error, "tokens": tokens, "ms": ms});
+        let mut w = t.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A transcript that cannot be written does not fail the case (the report counts calls).
+        let _ = std::io::Write::write_all(&mut *w, format!("{line}\n").as_bytes()).and_then(|()| std::io::Write::flush(&mut *w));
+    }
+
+    /// One chat call returning the assistant text (and kept in the transcript). Retries
+    /// transport errors, 429 and 5xx.
     pub fn chat(&self, system: &str, user: &str) -> Result<String, AgentError> {
+        let key = (system.to_owned(), user.to_owned());
+        if !self.config.reuse_answers {
+            return self.ask_and_record(system, user);
+        }
+        if let Some(a) = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
+            self.counters.repeats.fetch_add(1, Ordering::Relaxed);
+            return Ok(a.clone());
+        }
+        let r = self.ask_and_record(system, user);
+        if let Ok(a) = &r {
+            let mut cache = self.answers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if cache.len() < ANSWERS_CACHED_MAX {
+                cache.insert(key, a.clone());
+            }
+        }
+        r
+    }
+
+    fn ask_and_record(&self, system: &str, user: &str) -> Result<String, AgentError> {
+        let started = std::time::Instant::now();
+        let before = self.counters.tokens.load(Ordering::Relaxed);
+        let r = self.chat_once(system, user);
+        let tokens = self.counters.tokens.load(Ordering::Relaxed).saturating_sub(before);
+        self.record(system, user, &r, tokens, started.elapsed().as_millis() as u64);
+        r
+    }
+
+    /// Prompts answered from the cache (asked before in this run).
+    pub fn repeats(&self) -> u64 {
+        self.counters.repeats.load(Ordering::Relaxed)
+    }
+
+    fn chat_once(&self, system: &str, user: &str) -> Result<String, AgentError> {
         let budget = self.config.token_budget;
         if self.counters.tokens.load(Ordering::Relaxed) >= budget {
             return Err(AgentError::Budget(budget));
@@ -223,6 +318,7 @@ impl OpenAiAgent {
         let mut body = json!({
             "model": self.config.model,
             "temperature": 0,
+            "seed": self.config.seed,
             "max_tokens": self.config.max_tokens,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         });
@@ -294,7 +390,8 @@ const SYSTEM: &str = "You are an assistant agent with long-term memory and tools
 
 impl Agent for OpenAiAgent {
     fn describe(&self) -> String {
-        format!("openai:{} at {}", self.config.model, self.config.base_url)
+        let c = &self.config;
+        format!("openai:{} at {} (greedy: temperature 0, seed {}, max_tokens {}, json mode {}{})", c.model, c.base_url, c.seed, c.max_tokens, if c.json_mode { "on" } else { "off" }, if c.reuse_answers { "; a repeated prompt is asked once" } else { "" })
     }
 
     fn summarize(&mut self, task: &AgentTask, message: &str) -> Result<String, AgentError> {

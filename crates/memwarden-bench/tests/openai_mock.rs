@@ -121,10 +121,14 @@ fn the_token_budget_is_enforced() {
     let mut c = config(&url);
     c.token_budget = 60;
     let mut a = OpenAiAgent::new(c).unwrap();
-    assert!(a.propose(&task(), &[]).is_ok());
-    assert!(a.propose(&task(), &[]).is_ok()); // 50 then 100 tokens: the second call started under budget
-    assert!(a.propose(&task(), &[]).is_err());
+    let mem = |t: &str| [AgentMemory { id: ItemId::from_bytes([1; 16]), text: t.into() }];
+    assert!(a.propose(&task(), &mem("one")).is_ok());
+    assert!(a.propose(&task(), &mem("two")).is_ok()); // 50 then 100 tokens: the second call started under budget
+    assert!(a.propose(&task(), &mem("three")).is_err());
     assert_eq!(a.stats().failures, 1);
+    // A prompt asked before is answered from the cache: no request, no tokens, no budget.
+    assert!(a.propose(&task(), &mem("one")).is_ok());
+    assert_eq!(a.repeats(), 1);
 }
 
 #[test]
@@ -153,4 +157,89 @@ fn a_small_benchmark_runs_with_the_openai_agent() {
     let none = r.rows.iter().find(|x| x.defense == "none").unwrap();
     assert_eq!(none.asr, 0.0);
     assert_eq!(none.attack_outcomes.no_action, none.n_attack);
+}
+
+#[test]
+fn a_sampled_run_covers_every_channel_and_keeps_its_transcript() {
+    let (url, seen) = serve(|_, _| (200, completion("{\"tool\": null, \"values\": []}")));
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = AuthorityBenchOptions::new(dir.path());
+    let mut c = config(&url);
+    c.transcript = Some(dir.path().join("transcript.jsonl"));
+    opts.agent = AgentChoice::OpenAi(c);
+    opts.scale = Some(Scale { domains: 1, tools: 1, persistence: vec![0, 2], study_k: vec![2] });
+    opts.max_cases = Some(30);
+    opts.threads = Some(2);
+    let r = run_authority(&opts, &mut |_, _| {}).unwrap();
+    assert_eq!(r.scale.cases, 30);
+    assert!(r.sampled_from.unwrap() > 30);
+    // Every attack channel is in the sample (the strata take turns).
+    let none = r.rows.iter().find(|x| x.defense == "none").unwrap();
+    assert!(none.n_attack >= 12, "{} attack cases", none.n_attack);
+    assert!(r.scale.legit_cases >= 3 && r.scale.clean_cases >= 1);
+    // One transcript line per exchange, with the prompts and the answer; the request carried
+    // the seed (greedy decoding, fixed seed).
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(dir.path().join("transcript.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len() as u64, r.agent_stats.calls);
+    assert!(lines.iter().all(|l| l["system"].is_string() && l["user"].is_string() && l["answer"].is_string()));
+    let body: serde_json::Value = serde_json::from_str(&seen.lock().unwrap()[0]).unwrap();
+    assert_eq!(body["seed"], 7);
+    assert!(r.agent.contains("temperature 0"));
+}
+
+#[test]
+fn the_lineage_suite_runs_one_task_per_group_with_the_openai_agent() {
+    let (url, _) = serve(|body, _| {
+        let content = if body.contains("\\\"decision\\\"") { "{\"decision\": \"allow\", \"value\": \"\", \"used\": [1], \"output\": \"done\"}" } else { "{\"message\": \"\", \"used\": []}" };
+        (200, completion(content))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = memwarden_bench::lineage::LineageBenchOptions::new(dir.path());
+    opts.agent = AgentChoice::OpenAi(config(&url));
+    opts.per_group = Some(1);
+    opts.methods = Some(vec![memwarden_bench::lineage::methods::Method::Full]);
+    opts.bootstrap_resamples = 50;
+    let r = memwarden_bench::lineage::run_lineage(&opts, &mut |_, _| {}).unwrap();
+    assert_eq!(r.tasks, 6, "one task of each of the six groups");
+    assert_eq!(r.methods.len(), 1);
+    assert_eq!(r.methods[0].method, "full");
+    assert!(r.ablations.is_empty());
+    assert_eq!(r.agent_stats.failures, 0);
+}
+
+#[test]
+fn locomo_question_answering_runs_against_the_endpoint() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/locomo");
+    if !memwarden_bench::locomo::data_present(&data) {
+        eprintln!("skipped: no LoCoMo data at {}", data.display());
+        return;
+    }
+    // The mock answers every question "7 May 2023" (some gold answers are that date).
+    let (url, seen) = serve(|_, _| (200, completion("{\"answer\": \"7 May 2023\"}")));
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = config(&url);
+    model.transcript = Some(dir.path().join("transcript.jsonl"));
+    let opts = memwarden_bench::locomo::qa::QaOptions {
+        data_dir: data,
+        conversations: vec!["26".into()],
+        presets: vec![],
+        questions: 12,
+        embedder: memwarden_bench::locomo::EmbedderChoice::Hash,
+        search: memwarden_bench::locomo::SearchMode::Hybrid,
+        model,
+        judge: false,
+        git_rev: None,
+    };
+    let r = memwarden_bench::locomo::qa::run_qa(&opts, &mut |_, _, _| {}).unwrap();
+    assert_eq!(r.rows.iter().map(|x| x.preset.as_str()).collect::<Vec<_>>(), ["none", "full"]);
+    assert!(r.rows.iter().all(|x| x.n == 12 && x.failures == 0));
+    assert_eq!(r.answers.len(), 24);
+    assert!(r.answers.iter().all(|a| a.answer.as_deref() == Some("7 May 2023") && (1..=4).contains(&a.category)));
+    // Identical prompts (the same hits in the same order) are asked once.
+    assert!(r.model_calls <= 24 && r.model_calls as usize == seen.lock().unwrap().len());
+    let first: serde_json::Value = serde_json::from_str(&seen.lock().unwrap()[0]).unwrap();
+    assert!(first["messages"][1]["content"].as_str().unwrap().contains("Memories (most relevant first):\n[1] ("));
+    assert_eq!(std::fs::read_to_string(dir.path().join("transcript.jsonl")).unwrap().lines().count() as u64, r.model_calls);
+    let md = memwarden_bench::locomo::qa::markdown(&r);
+    assert!(md.contains("| none | 12 |") && md.contains("| full | 12 |"));
 }

@@ -611,6 +611,14 @@ enum BenchCmd {
         /// Seed.
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Play a stratified sample of at most this many cases (every channel and kind of case
+        /// takes turns): for an LLM agent, which takes seconds per step.
+        #[arg(long)]
+        cases: Option<usize>,
+        /// Worker threads (default 16 for the scripted agent, 4 for an endpoint; 1 suits a local
+        /// server that answers one request at a time and reuses a shared prompt prefix).
+        #[arg(long)]
+        threads: Option<usize>,
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
@@ -630,6 +638,13 @@ enum BenchCmd {
         /// all-MiniLM-L6-v2, from `--model-dir`).
         #[arg(long, default_value = "hash")]
         embedder: String,
+        /// Keep the first N tasks of each of the six groups (a stratified sample for an LLM agent).
+        #[arg(long)]
+        per_group: Option<usize>,
+        /// Run only these methods (comma-separated report names: B0..B6, lineage, full, or an
+        /// ablation); default: every row and ablation.
+        #[arg(long, value_delimiter = ',')]
+        methods: Vec<String>,
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
@@ -759,6 +774,34 @@ enum BenchCmd {
         /// Benign runs only (no poison).
         #[arg(long)]
         no_attack: bool,
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// LoCoMo question answering with a language model: memwarden retrieves under each preset
+    /// (k = 10), a model behind an OpenAI-compatible endpoint (MEMWARDEN_BENCH_OPENAI_URL /
+    /// _MODEL / _KEY; `scripts/llm-server.sh` serves a local one) answers, and LoCoMo's F1 scores
+    /// it next to the evidence recall of the same retrievals (locomo-qa.md, locomo-qa.json,
+    /// transcript.jsonl).
+    LocomoQa {
+        /// The LoCoMo conversations (`<id>.json`).
+        #[arg(long, default_value = "../shared/data/locomo")]
+        data: PathBuf,
+        /// Questions (categories 1-4, spread evenly over the conversations).
+        #[arg(long, default_value_t = memwarden_bench::locomo::qa::QUESTIONS_DEFAULT)]
+        questions: usize,
+        /// Presets to compare (repeatable; default none and full).
+        #[arg(long = "compare")]
+        presets: Vec<String>,
+        /// Conversation ids (comma-separated; default 26,30,41,42,43).
+        #[arg(long, value_delimiter = ',')]
+        conversations: Vec<String>,
+        /// `local` (all-MiniLM-L6-v2) or `hash` (tests only).
+        #[arg(long, default_value = "local")]
+        embedder: String,
+        /// Also ask the model to judge each answer against the gold one.
+        #[arg(long)]
+        judge: bool,
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
@@ -1397,8 +1440,28 @@ impl ProgressBar {
     }
 }
 
-fn bench_lineage(quick: bool, agent: &str, embedder: &str, model_dir: Option<PathBuf>, out: &Path) -> Result<ExitCode, EngineError> {
-    use memwarden_bench::lineage::{LineageAgentChoice, LineageBenchOptions, methods::SharedEmbedder, run_lineage, write_lineage};
+/// An LLM agent keeps its transcript (every prompt and answer, one JSON line each) beside the
+/// report it produces.
+fn with_transcript(mut choice: memwarden_bench::AgentChoice, out: &Path) -> memwarden_bench::AgentChoice {
+    if let memwarden_bench::AgentChoice::OpenAi(c) = &mut choice {
+        c.transcript = Some(out.join("transcript.jsonl"));
+    }
+    choice
+}
+
+/// `bench lineage`'s arguments.
+struct LineageArgs<'a> {
+    quick: bool,
+    agent: &'a str,
+    embedder: &'a str,
+    per_group: Option<usize>,
+    methods: &'a [String],
+    out: &'a Path,
+}
+
+fn bench_lineage(a: &LineageArgs<'_>, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::lineage::{LineageAgentChoice, LineageBenchOptions, methods::Method, methods::SharedEmbedder, run_lineage, write_lineage};
+    let LineageArgs { quick, agent, embedder, per_group, methods, out } = *a;
     let mut opts = LineageBenchOptions::new(out);
     opts.quick = quick;
     opts.embedder = match embedder {
@@ -1412,7 +1475,11 @@ fn bench_lineage(quick: bool, agent: &str, embedder: &str, model_dir: Option<Pat
         }
         other => return Err(fail(format!("embedder {other:?}: hash or local"))),
     };
-    opts.agent = LineageAgentChoice::from_name(agent).map_err(fail)?;
+    opts.agent = with_transcript(LineageAgentChoice::from_name(agent).map_err(fail)?, out);
+    opts.per_group = per_group;
+    if !methods.is_empty() {
+        opts.methods = Some(methods.iter().map(|m| Method::from_name(m).ok_or_else(|| fail(format!("unknown method {m:?}")))).collect::<Result<_, _>>()?);
+    }
     opts.git_rev = git_rev();
     let bar = ProgressBar::new(0);
     let report = run_lineage(&opts, &mut |done, total| bar.update("lineage", done as u64, total as u64)).map_err(fail)?;
@@ -1540,12 +1607,51 @@ fn bench_locomo(
     Ok(ExitCode::SUCCESS)
 }
 
+/// `bench locomo-qa`'s arguments.
+struct LocomoQaArgs<'a> {
+    data: &'a Path,
+    questions: usize,
+    presets: &'a [String],
+    conversations: &'a [String],
+    embedder: &'a str,
+    judge: bool,
+    out: &'a Path,
+}
+
+fn bench_locomo_qa(a: &LocomoQaArgs<'_>, model_dir: Option<PathBuf>) -> Result<ExitCode, EngineError> {
+    use memwarden_bench::locomo::qa::{QaOptions, run_qa, write_qa};
+    use memwarden_bench::locomo::{EmbedderChoice, SearchMode};
+    let mut model = memwarden_bench::openai::OpenAiAgentConfig::from_env().map_err(fail)?;
+    model.transcript = Some(a.out.join("transcript.jsonl"));
+    let opts = QaOptions {
+        data_dir: a.data.to_path_buf(),
+        conversations: a.conversations.to_vec(),
+        presets: a.presets.iter().map(|p| memwarden_engine::Preset::parse(p)).collect::<Result<_, _>>()?,
+        questions: a.questions,
+        embedder: EmbedderChoice::from_name(a.embedder, model_dir).map_err(fail)?,
+        search: if memwarden_engine::HYBRID_DEFAULT { SearchMode::Hybrid } else { SearchMode::Vector },
+        model,
+        judge: a.judge,
+        git_rev: git_rev(),
+    };
+    let bar = ProgressBar::new(0);
+    let report = run_qa(&opts, &mut |stage, done, total| bar.update(stage, done as u64, total as u64)).map_err(fail)?;
+    let (json, md) = write_qa(&report, a.out).map_err(fail)?;
+    println!("wrote {} and {} ({:.1} s)", md.display(), json.display(), report.wall_time_s);
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>, embedder: &str) -> Result<ExitCode, EngineError> {
     use std::io::Write;
-    let (quick, agent, seed, out) = match cmd {
-        BenchCmd::Authority { quick, agent, seed, out } => (quick, agent, seed, out),
+    let (quick, agent, seed, cases, out) = match cmd {
+        BenchCmd::Authority { quick, agent, seed, cases, threads, out } => (quick, agent, seed, (cases, threads), out),
         BenchCmd::Retrieval { n, quick, cache_dir, out } => return bench_retrieval(n, *quick, cache_dir.as_deref(), out, model_dir),
-        BenchCmd::Lineage { quick, agent, embedder, out } => return bench_lineage(*quick, agent, embedder, model_dir, out),
+        BenchCmd::Lineage { quick, agent, embedder, per_group, methods, out } => {
+            return bench_lineage(&LineageArgs { quick: *quick, agent, embedder, per_group: *per_group, methods, out }, model_dir);
+        }
+        BenchCmd::LocomoQa { data, questions, presets, conversations, embedder, judge, out } => {
+            return bench_locomo_qa(&LocomoQaArgs { data, questions: *questions, presets, conversations, embedder, judge: *judge, out }, model_dir);
+        }
         BenchCmd::Lifecycle { quick, agent, seed, agents, out } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
         BenchCmd::Soak { cycles, clients, store, seed, out } => return bench_soak(*cycles, *clients, store.as_deref(), *seed, out),
         BenchCmd::Load { memories, clients, seconds, quick, out, store, servers } => {
@@ -1558,7 +1664,9 @@ fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>, embedder: &str) -> Result<E
     let mut opts = memwarden_bench::AuthorityBenchOptions::new(out);
     opts.quick = *quick;
     opts.seed = *seed;
-    opts.agent = memwarden_bench::AgentChoice::from_name(agent).map_err(fail)?;
+    opts.agent = with_transcript(memwarden_bench::AgentChoice::from_name(agent).map_err(fail)?, out);
+    opts.max_cases = *cases.0;
+    opts.threads = *cases.1;
     opts.git_rev = git_rev();
     let mut last = usize::MAX;
     let report = memwarden_bench::run_authority(&opts, &mut |done, total| {

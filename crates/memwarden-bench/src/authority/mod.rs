@@ -95,12 +95,15 @@ pub struct AuthorityBenchOptions {
     pub scale: Option<Scale>,
     /// Where to put the store (default: a temporary directory removed afterwards).
     pub data_dir: Option<PathBuf>,
+    /// Play a stratified sample of at most this many cases ([`scenario::sample`]: every
+    /// channel and kind of case takes turns), for agents that take seconds per step.
+    pub max_cases: Option<usize>,
 }
 
 impl AuthorityBenchOptions {
     /// Defaults: full run, seed 7, scripted agent, report to `out`.
     pub fn new(out: impl Into<PathBuf>) -> Self {
-        Self { quick: false, seed: 7, agent: AgentChoice::default(), out: out.into(), git_rev: None, threads: None, detector_tau: 50, scale: None, data_dir: None }
+        Self { quick: false, seed: 7, agent: AgentChoice::default(), out: out.into(), git_rev: None, threads: None, detector_tau: 50, scale: None, data_dir: None, max_cases: None }
     }
 }
 
@@ -117,7 +120,11 @@ pub fn run_authority(opts: &AuthorityBenchOptions, progress: &mut dyn FnMut(usiz
     if scale.persistence.is_empty() || scale.study_k.is_empty() {
         return Err(BenchError::Invalid("the scale needs at least one persistence point and one k".into()));
     }
-    let cases = scenario::cases(&scale);
+    let cases = match opts.max_cases {
+        Some(0) => return Err(BenchError::Invalid("max cases must be at least 1".into())),
+        Some(n) => scenario::sample(scenario::cases(&scale), n, opts.seed),
+        None => scenario::cases(&scale),
+    };
     let world = World::open(opts.data_dir.as_deref(), opts.seed, &scale.study_k)?;
     let threads = opts.threads.unwrap_or(match opts.agent {
         AgentChoice::Scripted(_) => 16,
@@ -201,6 +208,7 @@ pub fn run_authority(opts: &AuthorityBenchOptions, progress: &mut dyn FnMut(usiz
         quick: opts.quick,
         git_rev: opts.git_rev.clone(),
         wall_time_s: 0.0,
+        sampled_from: opts.max_cases.map(|_| scenario::cases(&scale).len()),
         scale,
         tau: opts.detector_tau,
         agent_stats,

@@ -35,6 +35,11 @@ pub struct AuthorityReport {
     pub wall_time_s: f64,
     /// What was run.
     pub scale: ScaleReport,
+    /// When the run played a stratified sample: how many cases the scale has in all.
+    pub sampled_from: Option<usize>,
+    /// Every legitimate case the agent proposed that `full` did not allow: the case and the
+    /// verdict's decision, layer, rule and cause (what a real agent's legitimate work meets).
+    pub full_legit_refusals: Vec<String>,
     /// The content detector's threshold in the main table.
     pub detector_tau: u32,
     /// The main table: one row per defense.
@@ -365,6 +370,7 @@ pub(crate) struct Meta {
     pub git_rev: Option<String>,
     pub wall_time_s: f64,
     pub scale: Scale,
+    pub sampled_from: Option<usize>,
     pub tau: u32,
     pub agent_stats: AgentStats,
     pub log_verified: bool,
@@ -586,6 +592,11 @@ pub(crate) fn aggregate(outcomes: &[CaseOutcome], meta: Meta) -> AuthorityReport
         git_rev: meta.git_rev,
         wall_time_s: round(meta.wall_time_s),
         scale,
+        sampled_from: meta.sampled_from,
+        full_legit_refusals: outcomes
+            .iter()
+            .filter_map(|o| o.full_refusal.as_ref().map(|r| format!("case {} ({:?}, N = {}): {r}", o.case.index, o.case.kind, o.case.n_sessions)))
+            .collect(),
         detector_tau: meta.tau,
         rows,
         persistence,
@@ -627,6 +638,9 @@ pub fn markdown(r: &AuthorityReport) -> String {
         r.scale.tools.join(", "),
         r.scale.persistence
     );
+    if let Some(all) = r.sampled_from {
+        let _ = writeln!(s, "- a stratified sample of {} of the {all} cases at this scale (every channel and kind of case takes turns; `scenario::sample`)", r.scale.cases);
+    }
     let _ = writeln!(
         s,
         "- verdict log: {} entries, {}; agent calls {}, failures {}\n",
@@ -757,6 +771,13 @@ pub fn markdown(r: &AuthorityReport) -> String {
     let _ = writeln!(s, "- in-memory gate (`Authority::decide`) on items freshly read from the store (includes folding their text): p50 {} ns, p99 {} ns (n = {})", l.p50, l.p99, l.n);
     let _ = writeln!(s, "- the same call again on the same items (text already folded): p50 {} ns, p99 {} ns", l.warm_p50, l.warm_p99);
     let _ = writeln!(s, "- through the engine (`Engine::decide`: store reads, gate, logged commit with fsync): p50 {} ns, p99 {} ns (n = {})\n", l.engine_p50, l.engine_p99, l.engine_n);
+    if r.agent_kind != "scripted" || !r.full_legit_refusals.is_empty() {
+        let _ = writeln!(s, "## Legitimate actions `full` did not allow ({})\n", r.full_legit_refusals.len());
+        for line in &r.full_legit_refusals {
+            let _ = writeln!(s, "- {line}");
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(s, "## Notes\n");
     for n in &r.notes {
         let _ = writeln!(s, "- {n}");

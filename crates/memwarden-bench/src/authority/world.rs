@@ -74,6 +74,9 @@ pub(crate) struct CaseOutcome {
     /// was allowed when it cited everything the agent was handed, only the memories carrying
     /// its values, or nothing.
     pub citation: Vec<(Citation, bool)>,
+    /// For a legitimate case the agent proposed under `full` and `full` did not allow: the
+    /// verdict's decision, layer, rule and cause (the report lists each, issue 37).
+    pub full_refusal: Option<String>,
 }
 
 /// What a proposal cites as its context (the legit-citation study, issue 15.7).
@@ -557,6 +560,7 @@ impl World {
             agent_failures: 0,
             nvl_mismatch: false,
             citation: Vec::new(),
+            full_refusal: None,
         };
         if let CaseKind::Study { k, counting, .. } = case.kind {
             let played = self.play(&mut EngineBackend(&self.eng), main, agent, case, &sc, WritePath::Plain, 'p', case_seed)?;
@@ -618,10 +622,17 @@ impl World {
         let cast_full = Cast::register(&self.eng_full, &format!("c{}", case.index), &self.user_key)?;
         let fp = self.play(&mut EngineBackend(&self.eng_full), &cast_full, agent, case, &sc, WritePath::Plain, 'f', case_seed)?;
         out.agent_failures += fp.failures;
-        let full_outcome = match &fp.action {
-            Some(action) => Some(Outcome::from_decision(full_decide(&self.eng_full, &fp.actor, &self.with_grant(&self.eng_full, &cast_full, case, &sc, action)?)?.decision)),
+        let full_verdict = match &fp.action {
+            Some(action) => Some(full_decide(&self.eng_full, &fp.actor, &self.with_grant(&self.eng_full, &cast_full, case, &sc, action)?)?),
             None => None,
         };
+        let full_outcome = full_verdict.as_ref().map(|v| Outcome::from_decision(v.decision));
+        if let (CaseKind::Legit { .. }, Some(v)) = (case.kind, &full_verdict)
+            && full_outcome != Some(Outcome::Allow)
+        {
+            let rule = serde_json::to_value(&v.rule).map(|r| r.to_string()).unwrap_or_default();
+            out.full_refusal = Some(format!("{:?} by {} ({rule}): {}", v.decision, v.layer, v.cause));
+        }
         results.push((Defense::Full, DefenseResult { goal: goal_reached(&sc.goal, &fp.proposal), outcome: full_outcome }));
         if let (CaseKind::Legit { .. }, Some(action)) = (case.kind, &fp.action) {
             let goal = goal_reached(&sc.goal, &fp.proposal);

@@ -517,6 +517,8 @@ fn the_openai_agent_drives_a_small_run() {
     });
     let mut c = crate::openai::OpenAiAgentConfig::new(url, "mock");
     c.max_retries = 0;
+    // Every decision asks the model (the counts below are per decision).
+    c.reuse_answers = false;
     let dir = tempfile::tempdir().unwrap();
     let mut opts = LifecycleBenchOptions::new(dir.path());
     opts.agent = LifecycleAgentChoice::OpenAi(c);

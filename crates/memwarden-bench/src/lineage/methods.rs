@@ -140,6 +140,11 @@ impl Method {
         }
     }
 
+    /// The method a report names `name` (`B0`…`B6`, `lineage`, `full`, an ablation).
+    pub fn from_name(name: &str) -> Option<Method> {
+        Method::MAIN.iter().chain(Method::ABLATIONS.iter()).copied().find(|m| m.name() == name)
+    }
+
     /// One line on what it is.
     pub fn description(self) -> &'static str {
         match self {

@@ -75,6 +75,7 @@ pub mod task;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
@@ -137,6 +138,12 @@ pub struct LineageBenchOptions {
     pub bootstrap_resamples: usize,
     /// Run only the first `n` tasks of the selection (tests and smoke runs; `None`: all).
     pub limit: Option<usize>,
+    /// Keep only the first `n` tasks of each group of the selection (a stratified sample for
+    /// slow agents: an LLM takes seconds per role; `None`: all).
+    pub per_group: Option<usize>,
+    /// The methods to run (`None`: every row of the main table and every ablation). A real
+    /// model plays every role once per method, so its runs name the rows they need.
+    pub methods: Option<Vec<Method>>,
     /// What the `full` row's engine embeds with (`None`: feature hashing, the suite's
     /// historical setting).
     pub embedder: Option<methods::SharedEmbedder>,
@@ -155,6 +162,8 @@ impl LineageBenchOptions {
             threads: None,
             bootstrap_resamples: report::BOOTSTRAP_RESAMPLES,
             limit: None,
+            per_group: None,
+            methods: None,
             embedder: None,
         }
     }
@@ -174,6 +183,15 @@ pub fn run_lineage(opts: &LineageBenchOptions, progress: &mut dyn FnMut(usize, u
     }
     let raw = generate(opts.seed);
     let mut selection: Vec<usize> = if opts.quick { subset(&raw, opts.subset_seed) } else { (0..raw.len()).collect() };
+    if let Some(n) = opts.per_group {
+        let mut taken: BTreeMap<u8, usize> = BTreeMap::new();
+        selection.retain(|i| {
+            let Some(r) = raw.get(*i) else { return false };
+            let c = taken.entry(r.oracle.group.number()).or_insert(0);
+            *c += 1;
+            *c <= n
+        });
+    }
     if let Some(n) = opts.limit {
         selection.truncate(n);
     }
@@ -185,7 +203,11 @@ pub fn run_lineage(opts: &LineageBenchOptions, progress: &mut dyn FnMut(usize, u
     for t in &tasks {
         t.validate()?;
     }
-    let methods: Vec<Method> = Method::MAIN.iter().chain(Method::ABLATIONS.iter()).copied().collect();
+    let methods: Vec<Method> = match &opts.methods {
+        Some(m) if m.is_empty() => return Err(BenchError::Invalid("no method selected".into())),
+        Some(m) => m.clone(),
+        None => Method::MAIN.iter().chain(Method::ABLATIONS.iter()).copied().collect(),
+    };
     let total = tasks.len() * methods.len();
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let threads = opts
@@ -324,6 +346,12 @@ fn notes(opts: &LineageBenchOptions) -> Vec<String> {
     }
     if opts.limit.is_some() {
         n.push("A task limit was set: this is a partial run.".into());
+    }
+    if let Some(k) = opts.per_group {
+        n.push(format!("A stratified sample: the first {k} task(s) of each group of the selection, in the suite's order."));
+    }
+    if let Some(m) = &opts.methods {
+        n.push(format!("Only these methods were run: {}.", m.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")));
     }
     n
 }

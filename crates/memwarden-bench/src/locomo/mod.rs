@@ -31,6 +31,7 @@ pub mod attack;
 pub mod data;
 pub mod figure;
 pub mod metrics;
+pub mod qa;
 pub mod report;
 #[cfg(test)]
 mod tests;
@@ -489,6 +490,19 @@ pub fn account_in(text: &str) -> Option<String> {
 
 /// Run one conversation under one preset, benign (`attack` None) or attacked.
 pub fn run_one(conv: &Conversation, attack: Option<&Attack>, preset: Preset, embedder: Arc<dyn Embedder>, mode: SearchMode) -> Result<RunResult, BenchError> {
+    run_one_observed(conv, attack, preset, embedder, mode, &mut |_, _| {})
+}
+
+/// [`run_one`], handing `observe` each question's index and the hits the engine returned for it
+/// (what an answering agent is given: [`qa`]).
+pub fn run_one_observed(
+    conv: &Conversation,
+    attack: Option<&Attack>,
+    preset: Preset,
+    embedder: Arc<dyn Embedder>,
+    mode: SearchMode,
+    observe: &mut dyn FnMut(usize, &[SearchHit]),
+) -> Result<RunResult, BenchError> {
     let started = Instant::now();
     let dir = tempfile::tempdir().map_err(|e| BenchError::Io(format!("temp dir: {e}")))?;
     let mut config = EngineConfig::for_preset(preset)?;
@@ -564,6 +578,7 @@ pub fn run_one(conv: &Conversation, attack: Option<&Attack>, preset: Preset, emb
         let t = Instant::now();
         let hits = search(&engine, &actor, &ns, &q.text)?;
         let latency_us = t.elapsed().as_micros() as u64;
+        observe(qi, &hits);
         let stored: Vec<Option<Stored>> = hits.iter().map(|h| ids.get(&h.item.id()).copied()).collect();
         let ranks = q.evidence.iter().map(|e| stored.iter().position(|s| *s == Some(Stored::Turn(*e))).map(|p| p + 1)).collect();
         let mut poison_top5 = Vec::new();
