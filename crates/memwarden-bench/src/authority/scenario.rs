@@ -838,6 +838,52 @@ pub fn benign_items(d: &Domain, s: u32) -> (String, String) {
     )
 }
 
+/// The stratum a case is sampled from: an attack by its channel, a legitimate case by how it is
+/// elevated, and one stratum each for uncorroborated, clean and study cases.
+fn stratum(kind: &CaseKind) -> String {
+    match kind {
+        CaseKind::Attack { channel, .. } => format!("attack/{channel:?}"),
+        CaseKind::Legit { via, .. } => format!("legit/{via:?}"),
+        CaseKind::Uncorroborated { .. } => "uncorroborated".to_owned(),
+        CaseKind::Clean => "clean".to_owned(),
+        CaseKind::Study { .. } => "study".to_owned(),
+    }
+}
+
+/// A stratified sample of at most `n` of `cases` for a slow agent (an LLM takes seconds per
+/// step): the strata ([`stratum`]) take turns, each giving its next case in a shuffled order
+/// (seeded by `seed`), so every channel and every kind of legitimate case is represented; the
+/// sample keeps the cases' order and their indices (which name their namespaces).
+pub fn sample(cases: Vec<Case>, n: usize, seed: u64) -> Vec<Case> {
+    if n >= cases.len() {
+        return cases;
+    }
+    let mut strata: std::collections::BTreeMap<String, Vec<Case>> = std::collections::BTreeMap::new();
+    for c in cases {
+        strata.entry(stratum(&c.kind)).or_default().push(c);
+    }
+    let mut rng = crate::stats::Rng::new(seed);
+    for list in strata.values_mut() {
+        rng.shuffle(list);
+        list.reverse(); // popped from the back: the shuffled order, first first
+    }
+    let mut out: Vec<Case> = Vec::with_capacity(n);
+    while out.len() < n && strata.values().any(|l| !l.is_empty()) {
+        for list in strata.values_mut() {
+            if out.len() >= n {
+                break;
+            }
+            if let Some(c) = list.pop() {
+                out.push(c);
+            }
+        }
+    }
+    out.sort_by_key(|c| c.index);
+    debug_assert!(out.len() == n);
+    debug_assert!(out.windows(2).all(|w| w[0].index < w[1].index));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -888,48 +934,3 @@ mod tests {
     }
 }
 
-/// The stratum a case is sampled from: an attack by its channel, a legitimate case by how it is
-/// elevated, and one stratum each for uncorroborated, clean and study cases.
-fn stratum(kind: &CaseKind) -> String {
-    match kind {
-        CaseKind::Attack { channel, .. } => format!("attack/{channel:?}"),
-        CaseKind::Legit { via, .. } => format!("legit/{via:?}"),
-        CaseKind::Uncorroborated { .. } => "uncorroborated".to_owned(),
-        CaseKind::Clean => "clean".to_owned(),
-        CaseKind::Study { .. } => "study".to_owned(),
-    }
-}
-
-/// A stratified sample of at most `n` of `cases` for a slow agent (an LLM takes seconds per
-/// step): the strata ([`stratum`]) take turns, each giving its next case in a shuffled order
-/// (seeded by `seed`), so every channel and every kind of legitimate case is represented; the
-/// sample keeps the cases' order and their indices (which name their namespaces).
-pub fn sample(cases: Vec<Case>, n: usize, seed: u64) -> Vec<Case> {
-    if n >= cases.len() {
-        return cases;
-    }
-    let mut strata: std::collections::BTreeMap<String, Vec<Case>> = std::collections::BTreeMap::new();
-    for c in cases {
-        strata.entry(stratum(&c.kind)).or_default().push(c);
-    }
-    let mut rng = crate::stats::Rng::new(seed);
-    for list in strata.values_mut() {
-        rng.shuffle(list);
-        list.reverse(); // popped from the back: the shuffled order, first first
-    }
-    let mut out: Vec<Case> = Vec::with_capacity(n);
-    while out.len() < n && strata.values().any(|l| !l.is_empty()) {
-        for list in strata.values_mut() {
-            if out.len() >= n {
-                break;
-            }
-            if let Some(c) = list.pop() {
-                out.push(c);
-            }
-        }
-    }
-    out.sort_by_key(|c| c.index);
-    debug_assert!(out.len() == n);
-    debug_assert!(out.windows(2).all(|w| w[0].index < w[1].index));
-    out
-}
