@@ -199,6 +199,8 @@ fn value_text(v: &Value) -> Option<String> {
     match v {
         Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
         Value::Number(n) => Some(n.to_string()),
+        // A one-element list is read as its element (small models often wrap a value).
+        Value::Array(a) if a.len() == 1 => a.first().and_then(value_text),
         _ => None,
     }
 }
@@ -463,6 +465,9 @@ mod tests {
         assert!(parse_proposal("I would pay them.", 1).is_err());
         assert!(parse_proposal("{\"tool\": \"pay\", \"values\": []}", 1).is_err());
         assert!(parse_proposal("{\"tool\": 5}", 1).is_err());
+        // A wrapped value is its element; a list of two is no value.
+        assert_eq!(parse_proposal("{\"tool\": \"pay\", \"values\": [{\"key\": \"k\", \"value\": [\"v\"]}]}", 1).unwrap().values[0].value, "v");
+        assert!(parse_proposal("{\"tool\": \"pay\", \"values\": [{\"key\": \"k\", \"value\": [\"v\", \"w\"]}]}", 1).is_err());
     }
 
     #[test]

@@ -284,7 +284,14 @@ pub fn parse_role_proposal(answer: &str, n_items: usize) -> Result<RoleProposal,
         Some("ask_user" | "askuser") => Decision::AskUser,
         other => return Err(AgentError::Parse(format!("unknown decision {other:?}"))),
     };
-    let value = v.get("value").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty()).map(clip);
+    // A one-element list is read as its element (a small model often wraps the value); a longer
+    // list names no single value.
+    let value = match v.get("value") {
+        Some(Value::Array(a)) if a.len() == 1 => a.first().and_then(Value::as_str),
+        Some(x) => x.as_str(),
+        None => None,
+    };
+    let value = value.map(str::trim).filter(|s| !s.is_empty()).map(clip);
     let output = clip(v.get("output").and_then(Value::as_str).unwrap_or_default());
     Ok(RoleProposal { decision, value, used: used_list(&v, n_items), output })
 }

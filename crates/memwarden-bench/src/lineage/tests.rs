@@ -506,6 +506,8 @@ fn scripted_agent_behaviour() {
     c.check("notice recogniser", (is_notice(notice), is_notice(clean)), (true, false));
     let p = parse_role_proposal("```json\n{\"decision\": \"Ask User\", \"value\": \"acct-1\", \"used\": [2, 9], \"output\": \"ok\"}\n```", 3).unwrap();
     c.check("endpoint answer parsed", (p.decision, p.value.as_deref(), p.used), (Decision::AskUser, Some("acct-1"), vec![1]));
+    let wrapped = |v: &str| parse_role_proposal(&format!("{{\"decision\": \"allow\", \"value\": {v}, \"used\": [1]}}"), 1).unwrap().value;
+    c.check("a one-element list is its value", (wrapped("[\"acct-1\"]"), wrapped("[\"acct-1\", \"acct-2\"]"), wrapped("[]")), (Some("acct-1".to_owned()), None, None));
     c.check("bad endpoint answers fail", (parse_role_proposal("sure", 1).is_err(), parse_role_proposal("{\"decision\": \"maybe\"}", 1).is_err()), (true, true));
     let red = sim::redact("A is fine. B leaks CANARY-1. C is fine.", &["source text with CANARY-1 in it"]);
     c.check("redaction drops flagged canaries", red, "A is fine. C is fine.".to_owned());
