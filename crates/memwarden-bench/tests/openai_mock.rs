@@ -228,6 +228,7 @@ fn locomo_question_answering_runs_against_the_endpoint() {
         search: memwarden_bench::locomo::SearchMode::Hybrid,
         model,
         judge: false,
+        context_k: 10,
         git_rev: None,
     };
     let r = memwarden_bench::locomo::qa::run_qa(&opts, &mut |_, _, _| {}).unwrap();

@@ -802,6 +802,9 @@ enum BenchCmd {
         /// Also ask the model to judge each answer against the gold one.
         #[arg(long)]
         judge: bool,
+        /// How many of the 10 hits (best first) the model is given.
+        #[arg(long, default_value_t = 10)]
+        context_k: usize,
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
@@ -1615,6 +1618,7 @@ struct LocomoQaArgs<'a> {
     conversations: &'a [String],
     embedder: &'a str,
     judge: bool,
+    context_k: usize,
     out: &'a Path,
 }
 
@@ -1632,6 +1636,7 @@ fn bench_locomo_qa(a: &LocomoQaArgs<'_>, model_dir: Option<PathBuf>) -> Result<E
         search: if memwarden_engine::HYBRID_DEFAULT { SearchMode::Hybrid } else { SearchMode::Vector },
         model,
         judge: a.judge,
+        context_k: a.context_k,
         git_rev: git_rev(),
     };
     let bar = ProgressBar::new(0);
@@ -1649,8 +1654,8 @@ fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>, embedder: &str) -> Result<E
         BenchCmd::Lineage { quick, agent, embedder, per_group, methods, out } => {
             return bench_lineage(&LineageArgs { quick: *quick, agent, embedder, per_group: *per_group, methods, out }, model_dir);
         }
-        BenchCmd::LocomoQa { data, questions, presets, conversations, embedder, judge, out } => {
-            return bench_locomo_qa(&LocomoQaArgs { data, questions: *questions, presets, conversations, embedder, judge: *judge, out }, model_dir);
+        BenchCmd::LocomoQa { data, questions, presets, conversations, embedder, judge, context_k, out } => {
+            return bench_locomo_qa(&LocomoQaArgs { data, questions: *questions, presets, conversations, embedder, judge: *judge, context_k: *context_k, out }, model_dir);
         }
         BenchCmd::Lifecycle { quick, agent, seed, agents, out } => return bench_lifecycle(*quick, agent, *seed, *agents, out),
         BenchCmd::Soak { cycles, clients, store, seed, out } => return bench_soak(*cycles, *clients, store.as_deref(), *seed, out),

@@ -64,6 +64,8 @@ pub struct QaOptions {
     pub model: OpenAiAgentConfig,
     /// Also ask the model to judge each answer against the gold one.
     pub judge: bool,
+    /// How many of the search's hits (best first, at most 10) the model is given.
+    pub context_k: usize,
     /// Git revision to stamp.
     pub git_rev: Option<String>,
 }
@@ -137,6 +139,8 @@ pub struct QaReport {
     pub embedder: String,
     /// Search mode.
     pub search: String,
+    /// Hits given to the model.
+    pub context_k: usize,
     /// Conversations.
     pub conversations: Vec<String>,
     /// Git revision.
@@ -265,6 +269,10 @@ fn answer_of(text: &str, key: &str) -> Result<String, String> {
     match v.get(key) {
         Some(serde_json::Value::String(s)) => Ok(s.trim().to_owned()),
         Some(serde_json::Value::Number(n)) => Ok(n.to_string()),
+        // A list is a multi-part answer, as LoCoMo writes one: its parts joined by commas.
+        Some(serde_json::Value::Array(parts)) if !parts.is_empty() && parts.iter().all(|p| p.is_string() || p.is_number()) => {
+            Ok(parts.iter().map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_owned)).collect::<Vec<_>>().join(", "))
+        }
         _ => Err(format!("no \"{key}\" string")),
     }
 }
@@ -296,8 +304,10 @@ fn retrieve(opts: &QaOptions, convs: &[Conversation], sample: &[(usize, usize)],
             };
             let run = super::run_one_observed(conv, None, *preset, cache.clone(), opts.search, &mut observe)?;
             for qi in &wanted {
-                let evidence = run.questions.get(*qi).is_some_and(|q| q.ranked.ranks.iter().any(Option::is_some));
-                let texts = handed.remove(qi).ok_or_else(|| BenchError::Invalid(format!("question {qi} of conversation {} was not searched", conv.id)))?;
+                let k = opts.context_k;
+                let evidence = run.questions.get(*qi).is_some_and(|q| q.ranked.ranks.iter().any(|r| r.is_some_and(|r| r <= k)));
+                let mut texts = handed.remove(qi).ok_or_else(|| BenchError::Invalid(format!("question {qi} of conversation {} was not searched", conv.id)))?;
+                texts.truncate(k);
                 out.insert((pi, ci, *qi), (texts, evidence));
             }
             progress("engine runs", pi * convs.len() + ci + 1, total);
@@ -316,6 +326,9 @@ pub fn run_qa(opts: &QaOptions, progress: &mut dyn FnMut(&str, usize, usize)) ->
     let sample = sample_questions(&convs, opts.questions);
     if sample.is_empty() {
         return Err(BenchError::Invalid("no question to ask".into()));
+    }
+    if !(1..=super::metrics::K).contains(&opts.context_k) {
+        return Err(BenchError::Invalid(format!("context k must be 1..={}", super::metrics::K)));
     }
     let (retrieved, embedder) = retrieve(opts, &convs, &sample, &presets, progress)?;
     let mut model_cfg = opts.model.clone();
@@ -369,6 +382,7 @@ pub fn run_qa(opts: &QaOptions, progress: &mut dyn FnMut(&str, usize, usize)) ->
         judge_system: opts.judge.then(|| JUDGE_SYSTEM.to_owned()),
         embedder,
         search: opts.search.as_str().into(),
+        context_k: opts.context_k,
         conversations: convs.iter().map(|c| c.id.clone()).collect(),
         git_rev: opts.git_rev.clone(),
         date_utc,
@@ -425,7 +439,7 @@ pub fn markdown(r: &QaReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "# LoCoMo question answering with a language model\n");
     let _ = writeln!(s, "- model: `{}`", r.agent);
-    let _ = writeln!(s, "- retrieval: memwarden, {} search, embedder {}, k = {}; conversations {}", r.search, r.embedder, super::metrics::K, r.conversations.join(", "));
+    let _ = writeln!(s, "- retrieval: memwarden, {} search, embedder {}, the first {} of k = {} hits given to the model; conversations {}", r.search, r.embedder, r.context_k, super::metrics::K, r.conversations.join(", "));
     let _ = writeln!(s, "- git: {} | date: {} | wall time: {:.1} s | model calls: {} | tokens: {}\n", r.git_rev.as_deref().unwrap_or("unknown"), r.date_utc, r.wall_time_s, r.model_calls, r.tokens);
     let _ = writeln!(s, "| preset | questions | F1 (95% CI) | F1 cat 1 / 2 / 3 / 4 | judge % (95% CI) | evidence given % | F1 where given | failures |");
     let _ = writeln!(s, "|---|---:|---|---|---|---:|---:|---:|");
@@ -522,6 +536,9 @@ mod tests {
         assert_eq!(answer_of("```json\n{\"answer\": \"7 May 2023\"}\n```", "answer").unwrap(), "7 May 2023");
         assert_eq!(answer_of("{\"answer\": 3}", "answer").unwrap(), "3");
         assert!(answer_of("It was in May.", "answer").is_err());
+        // A list answer is LoCoMo's multi-part form.
+        assert_eq!(answer_of("{\"answer\": [\"New York\", \"Los Angeles\"]}", "answer").unwrap(), "New York, Los Angeles");
+        assert!(answer_of("{\"answer\": []}", "answer").is_err());
         assert!(answer_of("{\"other\": 1}", "answer").is_err());
     }
 }
