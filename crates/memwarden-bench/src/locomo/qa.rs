@@ -334,25 +334,25 @@ pub fn run_qa(opts: &QaOptions, progress: &mut dyn FnMut(&str, usize, usize)) ->
     let mut model_cfg = opts.model.clone();
     model_cfg.max_tokens = ANSWER_TOKENS_MAX;
     let model = OpenAiAgent::new(model_cfg).map_err(BenchError::Agent)?;
-    let mut asked: HashMap<String, Result<String, String>> = HashMap::new();
-    let mut judged: HashMap<(String, String, String), Option<bool>> = HashMap::new();
     let mut answers = Vec::with_capacity(retrieved.len());
     let total = retrieved.len();
     for (done, ((pi, ci, qi), (hits, evidence))) in retrieved.iter().enumerate() {
         let (Some(conv), Some(preset)) = (convs.get(*ci), presets.get(*pi)) else { continue };
         let Some(q) = conv.questions.get(*qi) else { continue };
         let prompt = answer_prompt(hits, &q.text);
-        let reply = asked.entry(prompt.clone()).or_insert_with(|| model.chat(ANSWER_SYSTEM, &prompt).map_err(|e| e.to_string()).and_then(|t| answer_of(&t, "answer"))).clone();
+        // The client answers a prompt it was asked before from memory (two presets that hand
+        // over the same memories in the same order).
+        let reply = model.chat(ANSWER_SYSTEM, &prompt).map_err(|e| e.to_string()).and_then(|t| answer_of(&t, "answer"));
         let (answer, error) = match reply {
             Ok(a) => (Some(a), None),
             Err(e) => (None, Some(e)),
         };
         let score = answer.as_deref().map_or(0.0, |a| f1(a, &q.answer, q.category));
         let judge_correct = match (&answer, opts.judge) {
-            (Some(a), true) => *judged.entry((q.text.clone(), q.answer.clone(), a.clone())).or_insert_with(|| {
+            (Some(a), true) => {
                 let user = format!("Question: {}\nGold answer: {}\nGenerated answer: {a}", q.text, q.answer);
                 model.chat(JUDGE_SYSTEM, &user).ok().and_then(|t| answer_of(&t, "label").ok()).map(|l| l.eq_ignore_ascii_case("correct"))
-            }),
+            }
             _ => None,
         };
         answers.push(QaAnswer {
@@ -390,7 +390,7 @@ pub fn run_qa(opts: &QaOptions, progress: &mut dyn FnMut(&str, usize, usize)) ->
         model_calls: stats.calls,
         tokens: stats.tokens,
         rows,
-        notes: notes(&answers, asked.len()),
+        notes: notes(&answers, model.repeats()),
         answers,
     })
 }
@@ -424,9 +424,9 @@ fn row(preset: &str, answers: &[QaAnswer]) -> QaRow {
     }
 }
 
-fn notes(answers: &[QaAnswer], distinct_prompts: usize) -> Vec<String> {
+fn notes(answers: &[QaAnswer], repeats: u64) -> Vec<String> {
     vec![
-        format!("{} answers from {distinct_prompts} distinct prompts: a prompt two presets share (the same memories in the same order) was asked once; decoding is greedy, so asking again gives the same answer.", answers.len()),
+        format!("{} answers; {repeats} prompts were answered from the run's memory: a prompt two presets share (the same memories in the same order) is asked once, and decoding is greedy, so asking again gives the same answer.", answers.len()),
         "F1 is LoCoMo's token F1 (category 1: multi-answer form; category 3: the gold's first `;` part) with Snowball's English stemmer where LoCoMo uses NLTK's Porter stemmer.".to_owned(),
         "Evidence given: an annotated evidence turn was among the hits the model was handed (recall@10 any-of on this sample). F1 where evidence was given separates the model's reading from the retrieval.".to_owned(),
         "The judge, when asked, is the same small model: its labels are a rough second opinion, not a calibrated grader.".to_owned(),
