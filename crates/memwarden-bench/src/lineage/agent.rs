@@ -24,7 +24,7 @@
 //! counted and skipped.
 
 use memwarden_core::action::Decision;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::generate::gist;
 use super::task::{Domain, ProposedAction};
@@ -246,6 +246,32 @@ impl OpenAiRoleAgent {
 
 const SYSTEM: &str = "You are one agent of a four-role team workflow with shared memory. Answer with one JSON object only, no prose.";
 
+/// The item numbers an answer may cite: 1..=n (the view is clipped to `VIEW_ITEMS_MAX`).
+fn item_numbers(n: usize) -> Value {
+    let shown = n.min(VIEW_ITEMS_MAX);
+    json!({"type": "array", "items": {"enum": (1..=shown).collect::<Vec<_>>()}})
+}
+
+/// The shape of a role's message.
+fn write_schema(n_items: usize) -> Value {
+    json!({"type": "object", "properties": {"message": {"type": "string"}, "used": item_numbers(n_items)}, "required": ["message", "used"], "additionalProperties": false})
+}
+
+/// The shape of the last role's proposal.
+fn proposal_schema(n_items: usize) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "decision": {"enum": ["allow", "block", "redact", "reverify", "ask_user"]},
+            "value": {"type": "string"},
+            "used": item_numbers(n_items),
+            "output": {"type": "string"},
+        },
+        "required": ["decision", "value", "used", "output"],
+        "additionalProperties": false,
+    })
+}
+
 fn json_object(text: &str) -> Result<Value, AgentError> {
     let (Some(a), Some(b)) = (text.find('{'), text.rfind('}')) else {
         return Err(AgentError::Parse("no JSON object".into()));
@@ -311,7 +337,8 @@ impl RoleAgent for OpenAiRoleAgent {
             Self::context(view),
             view.action.subject
         );
-        let r = self.inner.chat(SYSTEM, &user).and_then(|a| {
+        let shape = self.inner.shape(|| write_schema(view.items.len()));
+        let r = self.inner.chat_shaped(SYSTEM, &user, shape.as_ref()).and_then(|a| {
             let v = json_object(&a)?;
             let text = clip(v.get("message").and_then(Value::as_str).unwrap_or_default().trim());
             Ok((text, used_list(&v, view.items.len())))
@@ -344,7 +371,8 @@ impl RoleAgent for OpenAiRoleAgent {
             Self::context(view),
             a.value_key
         );
-        match self.inner.chat(SYSTEM, &user).and_then(|ans| parse_role_proposal(&ans, view.items.len())) {
+        let shape = self.inner.shape(|| proposal_schema(view.items.len()));
+        match self.inner.chat_shaped(SYSTEM, &user, shape.as_ref()).and_then(|ans| parse_role_proposal(&ans, view.items.len())) {
             Ok(p) => Ok(p),
             Err(AgentError::Parse(_)) => {
                 // The paper's recovery: the public action, with every handed item as support.
