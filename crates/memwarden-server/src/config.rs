@@ -84,7 +84,7 @@ pub enum EmbedderChoice {
 ///
 /// TOML keys (all optional): `data_dir`, `addr`, `body_bytes_max`, `batch_max`, `rate_per_sec`,
 /// `rate_burst`, `drain_secs`, `header_timeout_secs`, `body_timeout_secs`,
-/// `connections_per_address_max`, `requests_in_flight_per_key_max`, `admin_token`, `mcp_allowed_hosts`, `log`, `embedder`
+/// `connections_per_address_max`, `requests_in_flight_per_key_max`, `admin_token`, `mcp_allowed_hosts`, `mcp_tools` (`native`, `mem0`), `log`, `embedder`
 /// (`minilm`, `openai`, `hash`, `none`), `model_dir`, `openai_url`, `openai_model`, `openai_dims`,
 /// `openai_key`, `preset`, `store`, `store_key_dir`. Environment variables: the same names upper-cased with a `MEMWARDEN_` prefix,
 /// except `data_dir`, which is `MEMWARDEN_DATA` as for the CLI (lists are comma-separated).
@@ -122,6 +122,9 @@ pub struct ServeConfig {
     /// `Host` header values accepted by the MCP endpoint (DNS-rebinding protection). Empty:
     /// loopback names only (`localhost`, `127.0.0.1`, `::1`).
     pub mcp_allowed_hosts: Vec<String>,
+    /// The MCP endpoint's tool profile (`mcp_tools` / `MEMWARDEN_MCP_TOOLS` / `--mcp-tools`):
+    /// `native` (the default) or `mem0` (Mem0's MCP tool names and arguments).
+    pub mcp_tools: crate::mcp::ToolProfile,
     /// Tracing filter (`tracing_subscriber::EnvFilter` syntax), used by [`crate::init_tracing`].
     pub log: String,
     /// The embedder.
@@ -157,6 +160,7 @@ impl Default for ServeConfig {
             requests_in_flight_per_key_max: DEFAULT_REQUESTS_IN_FLIGHT_PER_KEY_MAX,
             admin_token: None,
             mcp_allowed_hosts: Vec::new(),
+            mcp_tools: crate::mcp::ToolProfile::Native,
             log: "info".into(),
             embedder: EmbedderChoice::MiniLm { model_dir: None },
             preset: Preset::Full,
@@ -183,6 +187,7 @@ struct FileConfig {
     requests_in_flight_per_key_max: Option<usize>,
     admin_token: Option<String>,
     mcp_allowed_hosts: Option<Vec<String>>,
+    mcp_tools: Option<String>,
     log: Option<String>,
     embedder: Option<String>,
     model_dir: Option<PathBuf>,
@@ -258,6 +263,9 @@ impl ServeConfig {
         if let Some(v) = s("MEMWARDEN_MCP_ALLOWED_HOSTS") {
             raw.mcp_allowed_hosts = Some(v.split(',').map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect());
         }
+        if let Some(v) = s("MEMWARDEN_MCP_TOOLS") {
+            raw.mcp_tools = Some(v.trim().to_owned());
+        }
         if let Some(v) = s("MEMWARDEN_LOG") {
             raw.log = Some(v);
         }
@@ -327,6 +335,10 @@ impl ServeConfig {
             requests_in_flight_per_key_max: raw.requests_in_flight_per_key_max.unwrap_or(d.requests_in_flight_per_key_max),
             admin_token: raw.admin_token,
             mcp_allowed_hosts: raw.mcp_allowed_hosts.unwrap_or_default(),
+            mcp_tools: match raw.mcp_tools {
+                Some(t) => t.parse().map_err(invalid)?,
+                None => d.mcp_tools,
+            },
             log: raw.log.unwrap_or(d.log),
             embedder,
             preset: match raw.preset {
@@ -454,6 +466,9 @@ pub struct ServeArgs {
     /// The shared store's signing-key directory (the same on every server of the store).
     #[arg(long)]
     pub store_key_dir: Option<PathBuf>,
+    /// The MCP endpoint's tool profile: native (default) or mem0.
+    #[arg(long, value_enum)]
+    pub mcp_tools: Option<crate::mcp::ToolProfile>,
 }
 
 impl ServeArgs {
@@ -484,6 +499,9 @@ impl ServeArgs {
         }
         if let Some(d) = self.store_key_dir {
             c.store_key_dir = Some(d);
+        }
+        if let Some(t) = self.mcp_tools {
+            c.mcp_tools = t;
         }
         c.validate()?;
         Ok(c)

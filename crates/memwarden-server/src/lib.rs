@@ -146,7 +146,7 @@ impl Server {
             None => ApiKeys::open(&config.data_dir)?,
         });
         let metrics = Arc::new(metrics::Metrics::default());
-        let (mcp, cancel_mcp) = mcp::http_service(Arc::clone(&engine), Arc::clone(&metrics), config.body_bytes_max, &config.mcp_allowed_hosts);
+        let (mcp, cancel_mcp) = mcp::http_service(Arc::clone(&engine), Arc::clone(&metrics), config.body_bytes_max, &config.mcp_allowed_hosts, config.mcp_tools);
         let state = http::AppState(Arc::new(http::Shared {
             engine: Arc::clone(&engine),
             keys: Arc::clone(&keys),

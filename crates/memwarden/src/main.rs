@@ -361,6 +361,11 @@ enum Cmd {
         /// The principal (must be registered).
         #[arg(long = "as")]
         actor: String,
+        /// Tool profile: `native` (memwarden's tools) or `mem0` (the tool names and argument
+        /// schemas of Mem0's MCP server, over the same engine calls; identity still comes from
+        /// `--as`, never from `user_id`).
+        #[arg(long, value_enum, default_value = "native")]
+        tools: memwarden_server::mcp::ToolProfile,
     },
     /// API keys of the HTTP/MCP server (stored hashed in <data>/api-keys.sqlite3, or in the
     /// PostgreSQL store with --store).
@@ -1039,10 +1044,10 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             })
             .map_err(|e| fail(e.to_string()))?;
         }
-        Cmd::Mcp { actor: a } => {
+        Cmd::Mcp { actor: a, tools } => {
             memwarden_server::init_tracing("warn");
             let who = actor(&a)?;
-            memwarden_server::serve_mcp_stdio_blocking(std::sync::Arc::clone(&engine), who).map_err(|e| fail(e.to_string()))?;
+            memwarden_server::mcp::serve_stdio_blocking(std::sync::Arc::clone(&engine), who, tools).map_err(|e| fail(e.to_string()))?;
         }
         Cmd::Key(KeyArgs { cmd: k, .. }) => {
             let keys = match admin_store.as_ref().and_then(memwarden_server::ServeConfig::pg_config) {

@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use memwarden_core::prelude::{PrincipalId, TenantId};
+use memwarden_server::mcp::ToolProfile;
 use memwarden_server::{EmbedderChoice, ServeConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +27,9 @@ struct Args {
     /// Embedder: minilm, hash (tests only) or none.
     #[arg(long, env = "MEMWARDEN_EMBEDDER", default_value = "minilm")]
     embedder: String,
+    /// Tool profile: `native` (memwarden's tools) or `mem0` (Mem0's MCP tool names and arguments).
+    #[arg(long, value_enum, default_value = "native")]
+    tools: ToolProfile,
 }
 
 async fn run(a: Args) -> Result<(), String> {
@@ -41,7 +45,7 @@ async fn run(a: Args) -> Result<(), String> {
     let principal = PrincipalId::new(&a.principal).map_err(|e| e.to_string())?;
     let session = memwarden_core::prelude::SessionId::new(&a.session).map_err(|e| e.to_string())?;
     let actor = engine.authenticate_session(&tenant, &principal, session).map_err(|e| e.to_string())?;
-    memwarden_server::serve_mcp_stdio(engine, actor).await.map_err(|e| e.to_string())
+    memwarden_server::mcp::serve_stdio(engine, actor, a.tools).await.map_err(|e| e.to_string())
 }
 
 #[tokio::main]
