@@ -169,13 +169,23 @@ fn mcp_stdio_refuses_duplicate_keys_before_the_library_sees_them() {
         oversized,
         r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"list_memories","arguments":{}}}"#.to_string(),
     ];
-    for l in &lines {
+    // The MCP library serves requests concurrently: the listing (the last line) is sent only once
+    // the well-formed add (id 5) has been answered, so it reads after that write's commit.
+    let (last, first) = lines.split_last().unwrap();
+    for l in first {
         stdin.write_all(l.as_bytes()).unwrap();
         stdin.write_all(b"\n").unwrap();
     }
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut replies: Vec<Value> = Vec::new();
+    while !replies.iter().any(|r| r["id"] == 5) {
+        let line = out.next().unwrap_or_else(|| panic!("the server stopped before answering id 5: {replies:?}")).unwrap();
+        replies.push(serde_json::from_str(&line).unwrap());
+    }
+    stdin.write_all(last.as_bytes()).unwrap();
+    stdin.write_all(b"\n").unwrap();
     drop(stdin);
-    let out = BufReader::new(child.stdout.take().unwrap());
-    let replies: Vec<Value> = out.lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    replies.extend(out.map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap()));
     assert!(child.wait().unwrap().success());
     let by_id = |id: Value| replies.iter().find(|r| r["id"] == id).unwrap_or_else(|| panic!("no reply for id {id}: {replies:?}")).clone();
     assert!(by_id(json!(1))["result"]["serverInfo"].is_object());

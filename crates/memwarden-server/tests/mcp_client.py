@@ -7,6 +7,7 @@ Driven by `tests/mcp.rs`; usable by hand too:
     python3 mcp_client.py http --url http://127.0.0.1:7077/mcp --key mw_...
     python3 mcp_client.py http-bad-key --url http://127.0.0.1:7077/mcp
     python3 mcp_client.py withheld --url http://127.0.0.1:7077/mcp --key mw_... --id ID --namespace held
+    python3 mcp_client.py proxy --bin PATH --url http://127.0.0.1:7077 --key mw_...
 
 The data directory (stdio) or the key's tenant (http) must hold: an `agent` principal (the one the
 client acts as) and, in namespace `mail`, an untrusted memory written by a source that says
@@ -16,6 +17,7 @@ client acts as) and, in namespace `mail`, an untrusted memory written by a sourc
 import argparse
 import asyncio
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters
@@ -239,6 +241,33 @@ async def run_stdio(a, checks):
             await exercise(session, checks)
 
 
+def proxy_params(a, key):
+    """The stdio proxy to a running server (`memwarden-mcp-stdio --server URL`, the key in the
+    environment, as `memwarden --server URL mcp` takes it)."""
+    env = dict(os.environ, MEMWARDEN_API_KEY=key)
+    return StdioServerParameters(command=a.bin, args=["--server", a.url], env=env)
+
+
+async def run_proxy(a, checks):
+    """The whole native exercise through the stdio proxy in front of a running server."""
+    async with stdio_client(proxy_params(a, a.key)) as streams:
+        async with ClientSession(streams[0], streams[1]) as session:
+            await exercise(session, checks)
+
+
+async def run_proxy_bad_key(a, checks):
+    """Through the proxy, a bad key fails initialize with the server's 401, named."""
+    try:
+        async with stdio_client(proxy_params(a, "mw_" + "0" * 64)) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await asyncio.wait_for(session.initialize(), timeout=20)
+        checks.check(False, "initialize succeeded with a bad key")
+    except BaseException as e:  # noqa: BLE001 - the refusal arrives as an MCP error
+        text = repr(e)
+        checks.seen["bad_key_error"] = text[:300]
+        checks.check("401" in text, f"the proxy did not name the server's 401: {text}")
+
+
 def http_client_ctx(url, key):
     """The streamable-HTTP transport with an Authorization header (v2 API, else v1)."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -317,7 +346,7 @@ async def run_http_bad_key(a, checks):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["stdio", "http", "http-bad-key", "tool-echo", "withheld"])
+    p.add_argument("mode", choices=["stdio", "http", "http-bad-key", "tool-echo", "withheld", "proxy", "proxy-bad-key"])
     p.add_argument("--bin")
     p.add_argument("--data")
     p.add_argument("--tenant", default="acme")
@@ -328,7 +357,8 @@ def main():
     p.add_argument("--namespace", default="held")
     a = p.parse_args()
     checks = Checks()
-    runner = {"stdio": run_stdio, "http": run_http, "http-bad-key": run_http_bad_key, "tool-echo": run_tool_echo, "withheld": run_withheld}[a.mode]
+    runner = {"stdio": run_stdio, "http": run_http, "http-bad-key": run_http_bad_key, "tool-echo": run_tool_echo, "withheld": run_withheld,
+              "proxy": run_proxy, "proxy-bad-key": run_proxy_bad_key}[a.mode]
     asyncio.run(asyncio.wait_for(runner(a, checks), timeout=120))
     print(json.dumps({"ok": not checks.failed, "failed": checks.failed, "seen": checks.seen}))
     sys.exit(0 if not checks.failed else 1)

@@ -3,6 +3,7 @@
 
     python3 mcp_mem0.py stdio --bin PATH --data DIR --tenant acme --principal agent --foreign ID,ID
     python3 mcp_mem0.py http --url http://127.0.0.1:7077/mcp --key mw_... --principal agent --foreign ID,ID
+    python3 mcp_mem0.py proxy --bin PATH --url http://127.0.0.1:7077 --key mw_... --principal agent --foreign ID,ID
 
 The caller (`--principal`) runs a benign add / search / list / get / update / delete round trip
 through Mem0's tool names and argument shapes, then lies: a `user_id` / `agent_id` naming another
@@ -171,6 +172,11 @@ async def run(a, checks):
         async with stdio_client(params) as streams:
             async with ClientSession(streams[0], streams[1]) as session:
                 await exercise(session, checks, a)
+    elif a.mode == "proxy":
+        params = StdioServerParameters(command=a.bin, args=["--server", a.url], env=dict(os.environ, MEMWARDEN_API_KEY=a.key))
+        async with stdio_client(params) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await exercise(session, checks, a)
     else:
         async with http_client_ctx(a.url, a.key) as streams:
             async with ClientSession(streams[0], streams[1]) as session:
@@ -179,7 +185,7 @@ async def run(a, checks):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["stdio", "http"])
+    p.add_argument("mode", choices=["stdio", "http", "proxy"])
     p.add_argument("--bin")
     p.add_argument("--data")
     p.add_argument("--tenant", default="acme")

@@ -356,11 +356,13 @@ enum Cmd {
     Bench(BenchCmd),
     /// Serve the HTTP API (and MCP at /mcp) on the data directory until SIGINT/SIGTERM.
     Serve(memwarden_server::ServeArgs),
-    /// Serve MCP over stdio, every tool call acting as `--as` in `--session`.
+    /// Serve MCP over stdio, every tool call acting as `--as` in `--session`; or, with the global
+    /// `--server URL` and an API key, in front of a running `memwarden serve` (each message goes
+    /// to its `/mcp` with the key and acts as the key's principal there; no data directory).
     Mcp {
-        /// The principal (must be registered).
+        /// The principal (must be registered; not with --server, where the key decides).
         #[arg(long = "as")]
-        actor: String,
+        actor: Option<String>,
         /// Tool profile: `native` (memwarden's tools) or `mem0` (the tool names and argument
         /// schemas of Mem0's MCP server, over the same engine calls; identity still comes from
         /// `--as`, never from `user_id`).
@@ -926,7 +928,26 @@ impl AsArg for Option<String> {
     }
 }
 
+/// `memwarden --server URL mcp`: MCP over stdio in front of a running server, with the API key
+/// (`--key-file`, `MEMWARDEN_API_KEY` or `--api-key`). No engine here: the server holds the data,
+/// authenticates the key, and its `mcp_tools` decides the tool profile.
+fn mcp_proxy(cli: &Cli, url: &str, actor: Option<&str>, tools: memwarden_server::mcp::ToolProfile) -> Result<ExitCode, EngineError> {
+    if actor.is_some() {
+        return Err(fail("mcp --server: the API key decides who acts; omit --as"));
+    }
+    if tools != memwarden_server::mcp::ToolProfile::Native {
+        return Err(fail("mcp --server: the server's mcp_tools decides the tool profile; omit --tools"));
+    }
+    let key = remote::api_key(cli).map_err(|e| fail(e.to_string()))?;
+    memwarden_server::init_tracing("warn");
+    memwarden_server::mcp::proxy::proxy_stdio(url, &key).map_err(|e| fail(e.to_string()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run(cli: Cli) -> Result<ExitCode, EngineError> {
+    if let (Some(url), Cmd::Mcp { actor, tools }) = (&cli.server, &cli.cmd) {
+        return mcp_proxy(&cli, url, actor.as_deref(), *tools);
+    }
     // Remote mode: everything but the data-free commands goes to the server (or is refused there).
     if cli.server.is_some() && !matches!(cli.cmd, Cmd::Demo { .. } | Cmd::Check(_) | Cmd::Bench(_)) {
         return Ok(remote::run(&cli));

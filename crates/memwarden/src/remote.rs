@@ -240,7 +240,7 @@ pub(crate) fn run(cli: &Cli) -> ExitCode {
 }
 
 /// The API key: `--key-file`, else `--api-key` / `MEMWARDEN_API_KEY`.
-fn api_key(cli: &Cli) -> Result<String, RemoteError> {
+pub(crate) fn api_key(cli: &Cli) -> Result<String, RemoteError> {
     if let Some(p) = &cli.key_file {
         let text = std::fs::read_to_string(p).map_err(|e| RemoteError::input(format!("--key-file {}: {e}", p.display())))?;
         return Ok(text.trim().to_owned());

@@ -1,7 +1,8 @@
 //! The MCP door (official Rust SDK, `rmcp`), with two tool profiles over the same engine calls:
 //! `native` (memwarden's own tools, the default; [`native`]) and `mem0` (the tool names and
 //! argument schemas of Mem0's MCP server; [`mem0`]). Every tool has annotations and an output
-//! schema ([`schema`]); an argument error names the tool and the field's path ([`args`]).
+//! schema ([`schema`]); an argument error names the tool and the field's path ([`args`]). [`proxy`]
+//! serves MCP over stdio in front of a running server, with an API key.
 //!
 //! Over stdio the acting principal is fixed when the server starts (the process was started by
 //! someone who holds that principal's credentials). Over streamable HTTP (`/mcp`) every request
@@ -12,6 +13,7 @@
 pub mod args;
 mod mem0;
 mod native;
+pub mod proxy;
 pub mod schema;
 mod sessions;
 mod stdio;
