@@ -11,7 +11,7 @@
 //! clause. `enable_graph: true` is refused (no graph memory here).
 
 use super::MemwardenMcp;
-use super::args::{Parameters, refuse};
+use super::args::{Parameters, plain_name, refuse};
 use super::schema;
 use crate::dto::{AddMemory, ListOut, MemoryOut, RouteName, SearchIn, SearchOut};
 use crate::ops;
@@ -227,7 +227,9 @@ fn apply_key(tool: &str, path: &str, key: &str, v: &Value, actor: &Actor, scope:
 /// Mem0 filters: `{key: value, ...}` or `{"AND": [{...}, ...]}` (nested `AND` too).
 fn apply_filters(tool: &str, path: &str, filters: &serde_json::Map<String, Value>, actor: &Actor, scope: &mut Scope) -> Result<(), ApiError> {
     for (k, v) in filters {
-        let at = format!("{path}.{k}");
+        // The key is the caller's: named only when it looks like a field name or a mem0 operator.
+        let named = plain_name(k) || ["AND", "OR", "NOT"].contains(&k.as_str());
+        let at = format!("{path}.{}", if named { k.as_str() } else { "…" });
         if k != "AND" {
             apply_key(tool, &at, k, v, actor, scope)?;
             continue;
@@ -467,5 +469,41 @@ impl MemwardenMcp {
         output_schema = delete_all_schema())]
     async fn mem0_delete_all(&self, Parameters(a): Parameters<DeleteAllArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
         self.call(&ctx, a, delete_all).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memwarden_core::prelude::{PrincipalId, PrincipalKind, Principal, TenantId};
+
+    fn actor() -> (tempfile::TempDir, Actor) {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(dir.path(), memwarden_engine::EngineConfig::default()).unwrap();
+        let t = TenantId::new("acme").unwrap();
+        let p = Principal { id: PrincipalId::new("agent").unwrap(), tenant: t.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None };
+        engine.register_principal(p).unwrap();
+        let a = engine.authenticate(&t, &PrincipalId::new("agent").unwrap()).unwrap();
+        (dir, a)
+    }
+
+    fn scope(f: Value) -> Result<Scope, String> {
+        let (_dir, a) = actor();
+        let Value::Object(f) = f else { panic!("not an object") };
+        scope_of("search_memories", Some(&f), &a).map_err(|e| e.detail)
+    }
+
+    #[test]
+    fn filters_name_the_caller_a_namespace_and_a_run_only() {
+        let s = scope(json!({"AND": [{"user_id": "agent"}, {"app_id": "notes"}, {"run_id": "r1"}]})).unwrap();
+        assert_eq!(s, Scope { namespace: Some("notes".into()), run: Some("r1".into()) });
+        let e = scope(json!({"AND": [{"app_id": "notes"}, {"user_id": "bob"}]})).unwrap_err();
+        assert!(e.starts_with("search_memories: `filters.AND[1].user_id`: names another principal"), "{e}");
+        let e = scope(json!({"app_id": "a", "AND": [{"app_id": "b"}]})).unwrap_err();
+        assert!(e.contains("app_id`: conflicts with an earlier clause"), "{e}");
+        let e = scope(json!({"created_at": {"gte": "2024-01-01"}})).unwrap_err();
+        assert!(e.contains("`filters.created_at`: only equality"), "{e}");
+        let e = scope(json!({"sk-live-SECRET": "x"})).unwrap_err();
+        assert!(e.contains("`filters.…`") && !e.contains("SECRET"), "{e}");
     }
 }
