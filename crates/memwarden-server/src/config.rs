@@ -544,6 +544,19 @@ mod tests {
     }
 
     #[test]
+    fn mcp_tools_from_file_and_env() {
+        assert_eq!(ServeConfig::load_with(None, &|_| None).unwrap().mcp_tools, crate::mcp::ToolProfile::Native);
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "mcp_tools = \"mem0\"\n").unwrap();
+        assert_eq!(ServeConfig::load_with(Some(&f), &|_| None).unwrap().mcp_tools, crate::mcp::ToolProfile::Mem0);
+        let env = |k: &str| (k == "MEMWARDEN_MCP_TOOLS").then(|| "mem0".to_owned());
+        assert_eq!(ServeConfig::load_with(None, &env).unwrap().mcp_tools, crate::mcp::ToolProfile::Mem0);
+        let env = |k: &str| (k == "MEMWARDEN_MCP_TOOLS").then(|| "zep".to_owned());
+        assert!(ServeConfig::load_with(None, &env).unwrap_err().to_string().contains("native, mem0"));
+    }
+
+    #[test]
     fn preset_from_file_and_env() {
         assert_eq!(ServeConfig::load_with(None, &|_| None).unwrap().preset, Preset::Full);
         assert_eq!(ServeConfig::parse_toml("preset = \"lineage\"\n").unwrap().preset, Some("lineage".into()));
