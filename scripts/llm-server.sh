@@ -41,10 +41,19 @@ if [[ ! -f "$GGUF" ]]; then
 fi
 echo "$SHA256  $GGUF" | sha256sum --check --quiet || { echo "llm-server: $GGUF does not have the pinned sha256" >&2; exit 1; }
 
-if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null; then
-    echo "llm-server: building llama.cpp through $LLAMA_CPP_PYTHON (about 10 minutes on 2 cores)" >&2
+# The CPU features are named, not `-march=native`: on a Xeon that reports AMX, llama.cpp's AMX
+# matrix kernel dies with a general-protection fault at its first `ldtilecfg` in a VM that does
+# not grant the tile state (seen here), so AMX stays off; AVX-512 is used when the CPU has it.
+FEATURES="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
+    FEATURES="$FEATURES -DGGML_AVX512=ON"
+fi
+STAMP="$VENV/.memwarden-build"
+if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null || [[ "$(cat "$STAMP" 2>/dev/null)" != "$LLAMA_CPP_PYTHON $FEATURES" ]]; then
+    echo "llm-server: building llama.cpp through $LLAMA_CPP_PYTHON with $FEATURES (about 10 minutes on 2 cores)" >&2
     python3 -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$LLAMA_CPP_PYTHON"
+    CMAKE_ARGS="$FEATURES" "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir --force-reinstall --no-binary llama-cpp-python "$LLAMA_CPP_PYTHON"
+    echo "$LLAMA_CPP_PYTHON $FEATURES" > "$STAMP"
 fi
 
 echo "llm-server: serving $GGUF on http://127.0.0.1:$PORT/v1 ($THREADS threads, context $CTX)" >&2

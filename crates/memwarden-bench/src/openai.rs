@@ -168,6 +168,9 @@ struct Counters {
     tokens: AtomicU64,
 }
 
+/// A prompt as asked: (system prompt, user prompt, answer schema or "").
+type PromptKey = (String, String, String);
+
 /// Where the exchanges go: one file shared by every clone, a line per exchange.
 type Transcript = Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>;
 
@@ -183,7 +186,7 @@ pub struct OpenAiAgent {
     /// Answers by (system, user) prompt: decoding is greedy, so the same prompt gets the same
     /// answer; a run asks each distinct prompt once (a case's plays often show the model the
     /// same message). Bounded by [`ANSWERS_CACHED_MAX`].
-    answers: Arc<std::sync::Mutex<std::collections::HashMap<(String, String, String), String>>>,
+    answers: Arc<std::sync::Mutex<std::collections::HashMap<PromptKey, String>>>,
 }
 
 /// Most answers an [`OpenAiAgent`] keeps for repeated prompts.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use memwarden_bench::agent::{Agent, AgentMemory, AgentTask, KeySpec, ToolSpec};
-use memwarden_bench::openai::{OpenAiAgent, OpenAiAgentConfig};
+use memwarden_bench::openai::{OpenAiAgent, OpenAiAgentConfig, SchemaMode};
 use memwarden_bench::{AgentChoice, AuthorityBenchOptions, Scale, run_authority};
 use memwarden_core::ids::ItemId;
 use memwarden_core::normalize::ValueKind;
@@ -89,10 +89,30 @@ fn proposals_are_parsed_and_requests_are_well_formed() {
     assert_eq!(body["model"], "mock-model");
     assert_eq!(body["temperature"], 0);
     assert_eq!(body["response_format"]["type"], "json_object");
+    // The answer is decoded against the task's shape: the tool, its value names, the memory numbers.
+    let options = &body["response_format"]["schema"]["anyOf"];
+    assert_eq!(options[1]["properties"]["tool"]["const"], "pay");
+    assert_eq!(options[1]["properties"]["values"]["required"], serde_json::json!(["payee_account"]));
+    assert_eq!(options[1]["properties"]["values"]["properties"]["payee_account"]["properties"]["source"]["enum"], serde_json::json!([1, 2, null]));
     assert!(body["messages"][1]["content"].as_str().unwrap().contains("[2] ACCT-1"));
     assert_eq!(a.stats().calls, 1);
     assert_eq!(a.stats().tokens, 50);
     assert_eq!(a.stats().failures, 0);
+}
+
+#[test]
+fn the_schema_mode_sets_the_response_format() {
+    let (url, seen) = serve(|_, _| (200, completion("{\"tool\": null}")));
+    let mems = [AgentMemory { id: ItemId::from_bytes([1; 16]), text: "old".into() }];
+    for (mode, want) in [(SchemaMode::JsonSchema, "json_schema"), (SchemaMode::Off, "json_object")] {
+        let mut c = config(&url);
+        c.schema = mode;
+        let mut a = OpenAiAgent::new(c).unwrap();
+        assert_eq!(a.propose(&task(), &mems).unwrap(), memwarden_bench::agent::Proposal::answer());
+        let body: serde_json::Value = serde_json::from_str(seen.lock().unwrap().last().unwrap()).unwrap();
+        assert_eq!(body["response_format"]["type"], want, "{mode:?}");
+        assert_eq!(body["response_format"].get("schema").is_some() || body["response_format"].get("json_schema").is_some(), mode != SchemaMode::Off, "{mode:?}");
+    }
 }
 
 #[test]
