@@ -172,6 +172,28 @@ fn fuse(lists: [Vec<Hit>; 2], depth: usize) -> Vec<Ranked> {
     fused
 }
 
+/// The firewall's content flags that mark a memory as steering rather than informing
+/// (instruction-like text, a directive it may not give, a claim about itself, an answer bound to
+/// a trigger): flags of the text, not of who wrote it, so a benign memory from an untrusted source
+/// is not demoted for its source.
+pub const STEERING_FLAGS: [&str; 5] = ["instruction_like", "forbidden_directive", "self_claim", "answer_binding", "trigger_cue"];
+
+/// How far a steering memory falls in the ranking (issue 36 item 5): its rank key is its
+/// relevance times this factor, so it does not take a slot from a benign match of similar
+/// relevance, yet still leads when it is clearly the more relevant (the query is about it).
+/// It stays retrievable and carries its flags.
+pub const STEERING_RANK_FACTOR: f64 = 0.5;
+
+/// The rank key of a candidate: its relevance, scaled down when the firewall flagged its text
+/// as steering.
+fn rank_key(c: &Candidate) -> f64 {
+    let steering = c.risk.as_ref().is_some_and(|(_, flags)| flags.iter().any(|f| STEERING_FLAGS.contains(f)));
+    // Lowered by the same share of its size whatever its sign (a cosine can be negative).
+    let key = if steering { c.relevance - (1.0 - STEERING_RANK_FACTOR) * c.relevance.abs() } else { c.relevance };
+    debug_assert!(key <= c.relevance && key.is_finite());
+    key
+}
+
 /// Step 3, rank and select: the candidates a layer held back, by relevance (to count the ones
 /// that would have been hits), and the rest ranked by relevance, then path trust, then the older
 /// memory (ids are time-ordered), the first `k` kept.
@@ -185,7 +207,7 @@ fn rank_and_select(mut candidates: Vec<Candidate>, k: usize) -> (Vec<Candidate>,
         .collect();
     candidates.retain(|c| c.withheld.is_none());
     let trust = |c: &Candidate| c.path.as_ref().map_or(0.0, |p| p.scores.trust.get());
-    candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then(trust(b).total_cmp(&trust(a))).then(a.item().id().cmp(&b.item().id())));
+    candidates.sort_by(|a, b| rank_key(b).total_cmp(&rank_key(a)).then(trust(b).total_cmp(&trust(a))).then(a.item().id().cmp(&b.item().id())));
     candidates.truncate(k);
     debug_assert!(candidates.len() <= k);
     (candidates, held)

@@ -1,7 +1,7 @@
 //! [`RuleSet`]: the pattern and marker lists of the scorer, as data.
 //!
 //! The built-in [`RuleSet::english`] is the paper's English rule set (Appendix A, completed from
-//! the authors' code) plus memwarden's secret shapes. A deployment can load its own from JSON
+//! the authors' code) plus memwarden's secret shapes and common prompt-injection shapes. A deployment can load its own from JSON
 //! ([`RuleSet::from_json_str`]) or add another language's patterns with [`RuleSet::merged_with`].
 //!
 //! Two kinds of entries:
@@ -270,6 +270,15 @@ impl RuleSet {
                 r"\bfuture\s+query\b",
                 r"\bprimary\s+prior\b",
                 r"\bkeep\s+the\s+final\s+answer\b",
+                // memwarden's own: the common shapes of a prompt injection aimed at whoever
+                // reads the memory (the paper's list targets its multiple-choice tasks).
+                r"\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|earlier|above|other)\s+(?:messages?|instructions?|context|conversations?)\b",
+                r"\bforget\s+(?:anything|everything)\s+else\b",
+                r#"\balways\s+(?:answer|reply|respond|say)\s*(?:with\b|that\b|only\b|["'“:])"#,
+                r"\b(?:reply|respond|answer)\s+only\b",
+                r"(?m)^\s*system\s*:",
+                r"\bnote\s+for\s+the\s+(?:assistant|ai|agent|model)\b",
+                r"\bif\s+(?:anyone|someone|the\s+user)\s+asks\b",
             ]),
             answer_binding: strings(&[
                 r"\boption\s+[A-E]\b",
