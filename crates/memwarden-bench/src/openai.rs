@@ -246,54 +246,64 @@ fn value_text(v: &Value) -> Option<String> {
     }
 }
 
-/// The `response_format` of a request: any JSON object, or the answer's schema in `mode`'s form.
-fn response_format(mode: SchemaMode, schema: Option<&Value>) -> Value {
+/// The `response_format` of a request, as JSON text: any JSON object, or the answer's schema
+/// (JSON text whose property order is the order the model writes them) in `mode`'s form.
+fn response_format(mode: SchemaMode, schema: Option<&str>) -> String {
     match (mode, schema) {
-        (SchemaMode::Off, _) | (_, None) => json!({"type": "json_object"}),
-        (SchemaMode::JsonObject, Some(s)) => json!({"type": "json_object", "schema": s}),
-        (SchemaMode::JsonSchema, Some(s)) => json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": s}}),
+        (SchemaMode::Off, _) | (_, None) => r#"{"type":"json_object"}"#.to_owned(),
+        (SchemaMode::JsonObject, Some(s)) => format!(r#"{{"type":"json_object","schema":{s}}}"#),
+        (SchemaMode::JsonSchema, Some(s)) => format!(r#"{{"type":"json_schema","json_schema":{{"name":"answer","schema":{s}}}}}"#),
     }
 }
 
-/// The shape of a proposal for `task` with `n_memories` numbered memories: either no tool, or
-/// one of the task's tools with its own value names (the required ones present), each value a
-/// non-empty string with the number of the memory it came from (or null), and an amount.
-pub fn proposal_schema(task: &AgentTask, n_memories: usize) -> Value {
+/// A JSON object as text with its properties in the given order. A decoding grammar follows
+/// the schema's property order (llama.cpp), and `serde_json`'s map sorts keys, which would
+/// make the model write `amount` before `tool`; so schemas are written as text.
+pub(crate) fn ordered(pairs: &[(&str, String)]) -> String {
+    debug_assert!(pairs.iter().all(|(_, v)| serde_json::from_str::<Value>(v).is_ok()), "each value is JSON");
+    let body: Vec<String> = pairs.iter().map(|(k, v)| format!("{}:{v}", Value::String((*k).to_owned()))).collect();
+    format!("{{{}}}", body.join(","))
+}
+
+/// A closed object schema with `properties` in order and the `required` ones.
+pub(crate) fn object_schema(properties: &[(&str, String)], required: &[&str]) -> String {
+    ordered(&[("type", json!("object").to_string()), ("properties", ordered(properties)), ("required", json!(required).to_string()), ("additionalProperties", "false".to_owned())])
+}
+
+/// The shape of a proposal for `task` with `n_memories` numbered memories, in the order the
+/// model writes it: either no tool, or one of the task's tools, then its own value names (the
+/// required ones present), each a non-empty string and the number of the memory it came from
+/// (or null), then an amount.
+pub fn proposal_schema(task: &AgentTask, n_memories: usize) -> String {
     debug_assert!(task.tools.iter().all(|t| !t.keys.is_empty()), "a consequential tool has values");
     let mut sources: Vec<Value> = (1..=n_memories).map(|i| json!(i)).collect();
     sources.push(Value::Null);
-    let value = json!({"type": "object", "properties": {"value": {"type": "string", "minLength": 1}, "source": {"enum": sources}}, "required": ["value", "source"], "additionalProperties": false});
-    let mut options = vec![json!({"type": "object", "properties": {"tool": {"type": "null"}}, "required": ["tool"], "additionalProperties": false})];
+    let value = object_schema(&[("value", json!({"type": "string", "minLength": 1}).to_string()), ("source", json!({"enum": sources}).to_string())], &["value", "source"]);
+    let mut options = vec![object_schema(&[("tool", json!({"type": "null"}).to_string())], &["tool"])];
     for tool in &task.tools {
-        let properties: serde_json::Map<String, Value> = tool.keys.iter().map(|k| (k.key.clone(), value.clone())).collect();
+        let properties: Vec<(&str, String)> = tool.keys.iter().map(|k| (k.key.as_str(), value.clone())).collect();
         let required: Vec<&str> = tool.keys.iter().filter(|k| k.required).map(|k| k.key.as_str()).collect();
-        options.push(json!({
-            "type": "object",
-            "properties": {
-                "tool": {"const": tool.name},
-                "values": {"type": "object", "properties": properties, "required": required, "additionalProperties": false},
-                "amount": {"type": ["string", "null"]},
-            },
-            "required": ["tool", "values", "amount"],
-            "additionalProperties": false,
-        }));
+        options.push(object_schema(
+            &[("tool", json!({"const": tool.name}).to_string()), ("values", object_schema(&properties, &required)), ("amount", json!({"type": ["string", "null"]}).to_string())],
+            &["tool", "values", "amount"],
+        ));
     }
-    json!({"anyOf": options})
+    format!(r#"{{"anyOf":[{}]}}"#, options.join(","))
 }
 
 /// The shape of an extraction for `task`: a list of (value name, non-empty value).
-pub fn extract_schema(task: &AgentTask) -> Value {
+pub fn extract_schema(task: &AgentTask) -> String {
     let mut keys: Vec<&str> = task.tools.iter().flat_map(|t| t.keys.iter().map(|k| k.key.as_str())).collect();
     keys.sort_unstable();
     keys.dedup();
     debug_assert!(!keys.is_empty(), "an extraction names at least one value");
-    let field = json!({"type": "object", "properties": {"key": {"enum": keys}, "value": {"type": "string", "minLength": 1}}, "required": ["key", "value"], "additionalProperties": false});
-    json!({"type": "object", "properties": {"fields": {"type": "array", "items": field}}, "required": ["fields"], "additionalProperties": false})
+    let field = object_schema(&[("key", json!({"enum": keys}).to_string()), ("value", json!({"type": "string", "minLength": 1}).to_string())], &["key", "value"]);
+    object_schema(&[("fields", ordered(&[("type", json!("array").to_string()), ("items", field)]))], &["fields"])
 }
 
 /// The shape of a note.
-fn note_schema() -> Value {
-    json!({"type": "object", "properties": {"note": {"type": "string", "minLength": 1}}, "required": ["note"], "additionalProperties": false})
+fn note_schema() -> String {
+    object_schema(&[("note", json!({"type": "string", "minLength": 1}).to_string())], &["note"])
 }
 
 /// One proposed value from `entry` (`{"value", "source"}` or a bare value); `None` when it has
@@ -370,7 +380,7 @@ impl OpenAiAgent {
 
     /// Append one exchange to the transcript (if one is kept); flushed at once, so a run that
     /// stops midway keeps what it asked.
-    fn record(&self, system: &str, user: &str, schema: Option<&Value>, answer: &Result<String, AgentError>, tokens: u64, ms: u64) {
+    fn record(&self, system: &str, user: &str, schema: Option<&str>, answer: &Result<String, AgentError>, tokens: u64, ms: u64) {
         let Some(t) = &self.transcript else { return };
         let (answer, error) = match answer {
             Ok(a) => (Some(a.as_str()), None),
@@ -389,8 +399,8 @@ impl OpenAiAgent {
     }
 
     /// [`Self::chat`] with the answer's JSON schema (sent as [`SchemaMode`] says).
-    pub fn chat_shaped(&self, system: &str, user: &str, schema: Option<&Value>) -> Result<String, AgentError> {
-        let shape = schema.map(Value::to_string).unwrap_or_default();
+    pub fn chat_shaped(&self, system: &str, user: &str, schema: Option<&str>) -> Result<String, AgentError> {
+        let shape = schema.unwrap_or_default().to_owned();
         let key = (system.to_owned(), user.to_owned(), shape);
         if !self.config.reuse_answers {
             return self.ask_and_record(system, user, schema);
@@ -409,7 +419,7 @@ impl OpenAiAgent {
         r
     }
 
-    fn ask_and_record(&self, system: &str, user: &str, schema: Option<&Value>) -> Result<String, AgentError> {
+    fn ask_and_record(&self, system: &str, user: &str, schema: Option<&str>) -> Result<String, AgentError> {
         let started = std::time::Instant::now();
         let before = self.counters.tokens.load(Ordering::Relaxed);
         let r = self.chat_once(system, user, schema);
@@ -423,20 +433,24 @@ impl OpenAiAgent {
         self.counters.repeats.load(Ordering::Relaxed)
     }
 
-    fn chat_once(&self, system: &str, user: &str, schema: Option<&Value>) -> Result<String, AgentError> {
+    fn chat_once(&self, system: &str, user: &str, schema: Option<&str>) -> Result<String, AgentError> {
         let budget = self.config.token_budget;
         if self.counters.tokens.load(Ordering::Relaxed) >= budget {
             return Err(AgentError::Budget(budget));
         }
-        let mut body = json!({
+        let body = json!({
             "model": self.config.model,
             "temperature": 0,
             "seed": self.config.seed,
             "max_tokens": self.config.max_tokens,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         });
+        // The response format is spliced in as text: its schema's property order matters.
+        let mut text = body.to_string();
         if self.config.json_mode {
-            body["response_format"] = response_format(self.config.schema, schema);
+            debug_assert!(text.ends_with('}'));
+            text.pop();
+            text.push_str(&format!(",\"response_format\":{}}}", response_format(self.config.schema, schema)));
         }
         let mut last = String::new();
         for attempt in 0..=self.config.max_retries {
@@ -448,7 +462,7 @@ impl OpenAiAgent {
             if let Some(k) = &self.config.api_key {
                 req = req.header("Authorization", format!("Bearer {k}"));
             }
-            let mut resp = match req.send_json(&body) {
+            let mut resp = match req.header("Content-Type", "application/json").send(text.as_str()) {
                 Ok(r) => r,
                 Err(e) => {
                     last = format!("request to {} failed: {e}", self.url);
@@ -499,7 +513,7 @@ impl OpenAiAgent {
     }
 
     /// The schema to send, if answers are constrained.
-    pub(crate) fn shape(&self, schema: impl FnOnce() -> Value) -> Option<Value> {
+    pub(crate) fn shape(&self, schema: impl FnOnce() -> String) -> Option<String> {
         (self.config.json_mode && self.config.schema != SchemaMode::Off).then(schema)
     }
 }
@@ -518,7 +532,7 @@ impl Agent for OpenAiAgent {
             task.domain
         );
         let shape = self.shape(note_schema);
-        let r = self.chat_shaped(SYSTEM, &user, shape.as_ref()).and_then(|a| {
+        let r = self.chat_shaped(SYSTEM, &user, shape.as_deref()).and_then(|a| {
             let v = json_object(&a)?;
             v.get("note").and_then(value_text).ok_or_else(|| AgentError::Parse("no \"note\"".into()))
         });
@@ -532,7 +546,7 @@ impl Agent for OpenAiAgent {
             Self::tools_text(task)
         );
         let shape = self.shape(|| extract_schema(task));
-        let r = self.chat_shaped(SYSTEM, &user, shape.as_ref()).and_then(|a| {
+        let r = self.chat_shaped(SYSTEM, &user, shape.as_deref()).and_then(|a| {
             let v = json_object(&a)?;
             let Some(Value::Array(list)) = v.get("fields") else {
                 return Err(AgentError::Parse("no \"fields\" list".into()));
@@ -555,7 +569,7 @@ impl Agent for OpenAiAgent {
             task.amount.as_ref().map(|a| format!(" (amount: {a})")).unwrap_or_default()
         );
         let shape = self.shape(|| proposal_schema(task, memories.len()));
-        let r = self.chat_shaped(SYSTEM, &user, shape.as_ref()).and_then(|a| parse_proposal(&a, memories.len()));
+        let r = self.chat_shaped(SYSTEM, &user, shape.as_deref()).and_then(|a| parse_proposal(&a, memories.len()));
         self.counted(r)
     }
 
@@ -613,7 +627,8 @@ mod tests {
             tools: vec![ToolSpec { name: "wire".into(), description: "wire money".into(), keys: vec![key("payee_iban", true), key("notify_to", false)] }],
             amount: None,
         };
-        let s = proposal_schema(&task, 2);
+        let text = proposal_schema(&task, 2);
+        let s: Value = serde_json::from_str(&text).unwrap();
         let options = s["anyOf"].as_array().unwrap();
         assert_eq!(options.len(), 2, "no tool, or the one tool");
         assert_eq!(options[0]["properties"]["tool"]["type"], "null");
@@ -621,11 +636,34 @@ mod tests {
         assert_eq!(wire["tool"]["const"], "wire");
         assert_eq!(wire["values"]["required"], json!(["payee_iban"]));
         assert_eq!(wire["values"]["properties"]["notify_to"]["properties"]["source"]["enum"], json!([1, 2, null]));
-        assert_eq!(extract_schema(&task)["properties"]["fields"]["items"]["properties"]["key"]["enum"], json!(["notify_to", "payee_iban"]));
-        assert_eq!(response_format(SchemaMode::JsonSchema, Some(&s))["json_schema"]["schema"], s);
-        assert_eq!(response_format(SchemaMode::Off, Some(&s)), json!({"type": "json_object"}));
+        let fields: Value = serde_json::from_str(&extract_schema(&task)).unwrap();
+        assert_eq!(fields["properties"]["fields"]["items"]["properties"]["key"]["enum"], json!(["notify_to", "payee_iban"]));
+        let wrapped: Value = serde_json::from_str(&response_format(SchemaMode::JsonSchema, Some(&text))).unwrap();
+        assert_eq!(wrapped["json_schema"]["schema"], s);
+        assert_eq!(response_format(SchemaMode::Off, Some(&text)), r#"{"type":"json_object"}"#);
         assert_eq!("json_object".parse::<SchemaMode>(), Ok(SchemaMode::JsonObject));
         assert!("grammar".parse::<SchemaMode>().is_err());
+    }
+
+    /// Regression: `serde_json` sorted the schema's keys, so the grammar made the model write
+    /// `amount` first; a model that began with `"tool"` could then only say null (163 of 163
+    /// proposals in a 200-case run).
+    #[test]
+    fn the_schema_keeps_the_order_the_model_writes() {
+        use crate::agent::{KeySpec, ToolSpec};
+        use memwarden_core::normalize::ValueKind;
+        let task = AgentTask {
+            domain: "payroll".into(),
+            request: "pay".into(),
+            requested_tool: Some("pay".into()),
+            tools: vec![ToolSpec { name: "pay".into(), description: "pay".into(), keys: vec![KeySpec { key: "payee_account".into(), kind: ValueKind::Account, required: true, description: "d".into(), vocabulary: Vec::new() }] }],
+            amount: None,
+        };
+        let text = proposal_schema(&task, 1);
+        let at = |needle: &str| text.rfind(needle).unwrap_or_else(|| panic!("{needle} missing in {text}"));
+        assert!(at("\"tool\":{\"const\"") < at("\"values\":") && at("\"values\":") < at("\"amount\":"), "{text}");
+        assert!(at("\"value\":{") < at("\"source\":{"), "{text}");
+        assert!(ordered(&[("b", "1".into()), ("a", "2".into())]) == r#"{"b":1,"a":2}"#);
     }
 
     #[test]

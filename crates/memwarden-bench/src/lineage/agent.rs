@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use super::generate::gist;
 use super::task::{Domain, ProposedAction};
 use crate::agent::{AgentError, AgentStats, ScriptedParams, has_directive};
-use crate::openai::{OpenAiAgent, OpenAiAgentConfig};
+use crate::openai::{OpenAiAgent, OpenAiAgentConfig, object_schema};
 use crate::stats::{Rng, derive_seed};
 
 /// Most items shown to an agent in one call.
@@ -247,29 +247,28 @@ impl OpenAiRoleAgent {
 const SYSTEM: &str = "You are one agent of a four-role team workflow with shared memory. Answer with one JSON object only, no prose.";
 
 /// The item numbers an answer may cite: 1..=n (the view is clipped to `VIEW_ITEMS_MAX`).
-fn item_numbers(n: usize) -> Value {
+fn item_numbers(n: usize) -> String {
     let shown = n.min(VIEW_ITEMS_MAX);
-    json!({"type": "array", "items": {"enum": (1..=shown).collect::<Vec<_>>()}})
+    json!({"type": "array", "items": {"enum": (1..=shown).collect::<Vec<_>>()}}).to_string()
 }
 
-/// The shape of a role's message.
-fn write_schema(n_items: usize) -> Value {
-    json!({"type": "object", "properties": {"message": {"type": "string"}, "used": item_numbers(n_items)}, "required": ["message", "used"], "additionalProperties": false})
+/// The shape of a role's message, in the order the model writes it.
+fn write_schema(n_items: usize) -> String {
+    object_schema(&[("message", json!({"type": "string"}).to_string()), ("used", item_numbers(n_items))], &["message", "used"])
 }
 
-/// The shape of the last role's proposal.
-fn proposal_schema(n_items: usize) -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "decision": {"enum": ["allow", "block", "redact", "reverify", "ask_user"]},
-            "value": {"type": "string"},
-            "used": item_numbers(n_items),
-            "output": {"type": "string"},
-        },
-        "required": ["decision", "value", "used", "output"],
-        "additionalProperties": false,
-    })
+/// The shape of the last role's proposal, in the order the prompt names it.
+fn proposal_schema(n_items: usize) -> String {
+    let string = json!({"type": "string"}).to_string();
+    object_schema(
+        &[
+            ("decision", json!({"enum": ["allow", "block", "redact", "reverify", "ask_user"]}).to_string()),
+            ("value", string.clone()),
+            ("used", item_numbers(n_items)),
+            ("output", string),
+        ],
+        &["decision", "value", "used", "output"],
+    )
 }
 
 fn json_object(text: &str) -> Result<Value, AgentError> {
@@ -338,7 +337,7 @@ impl RoleAgent for OpenAiRoleAgent {
             view.action.subject
         );
         let shape = self.inner.shape(|| write_schema(view.items.len()));
-        let r = self.inner.chat_shaped(SYSTEM, &user, shape.as_ref()).and_then(|a| {
+        let r = self.inner.chat_shaped(SYSTEM, &user, shape.as_deref()).and_then(|a| {
             let v = json_object(&a)?;
             let text = clip(v.get("message").and_then(Value::as_str).unwrap_or_default().trim());
             Ok((text, used_list(&v, view.items.len())))
@@ -372,7 +371,7 @@ impl RoleAgent for OpenAiRoleAgent {
             a.value_key
         );
         let shape = self.inner.shape(|| proposal_schema(view.items.len()));
-        match self.inner.chat_shaped(SYSTEM, &user, shape.as_ref()).and_then(|ans| parse_role_proposal(&ans, view.items.len())) {
+        match self.inner.chat_shaped(SYSTEM, &user, shape.as_deref()).and_then(|ans| parse_role_proposal(&ans, view.items.len())) {
             Ok(p) => Ok(p),
             Err(AgentError::Parse(_)) => {
                 // The paper's recovery: the public action, with every handed item as support.
