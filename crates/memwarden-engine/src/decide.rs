@@ -31,8 +31,22 @@ struct Cited {
     /// decision (neither evidence nor an invalid citation).
     not_weighed: Vec<ItemId>,
     /// The first cited id the actor may not cite (unknown, outside its scope, a value's source it
-    /// cannot read, or held back without a lineage layer): the request is invalid.
-    invalid: Option<ItemId>,
+    /// cannot read, or held back without a lineage layer): the request is invalid. With it, the
+    /// hold that withheld it when it is of the actor's scope (unknown and out-of-scope ids get one
+    /// answer, so the verdict does not reveal that a memory exists).
+    invalid: Option<(ItemId, Option<Hold>)>,
+}
+
+/// How one cited memory counts in a decision ([`Engine::citation`]).
+enum Citation {
+    /// Handed over: weighed by every layer.
+    Weighed,
+    /// Addressed to the actor, narrowed only at write: left out.
+    NotWeighed,
+    /// Of the actor's scope, held back: the lineage stage's evidence.
+    Evidence,
+    /// Unknown, out of scope, or a value's source the actor may not be handed.
+    Invalid,
 }
 
 impl Engine {
@@ -47,9 +61,11 @@ impl Engine {
         self.refuse_credentials(actor, now, "action", &fields)?;
         let tenant = actor.tenant().clone();
         // Step 1: what the action cites, sorted out; step 2: their readable ancestors.
-        let Cited { ids, mut items, unreadable, not_weighed, invalid: invalid_context } = self.cited(actor, action)?;
+        // The read stages may log what they held back: it commits with the decision.
+        let mut fx = Effects::default();
+        let Cited { ids, mut items, unreadable, not_weighed, invalid: invalid_context } = self.cited(actor, action, now, &mut fx)?;
         if invalid_context.is_none() {
-            self.add_ancestors(actor, &ids, &mut items)?;
+            self.add_ancestors(actor, &ids, &mut items, now, &mut fx)?;
         }
         let keys: Vec<String> = action.values.iter().map(|v| v.key.clone()).collect();
         // Only the attestations of the action's own (key, value) pairs: a value that does not
@@ -108,42 +124,27 @@ impl Engine {
             pruned = ActionRequest { context: action.context.iter().copied().filter(kept).collect(), ..action.clone() };
             &pruned
         };
-        // An invalid request has no analysis: `Authority::decide` blocks it below.
-        let analysis = self.authority.analyse(action, &ctx).ok();
-        let mut fx = Effects::default();
-        let mut outcome = match &analysis {
-            None => self.authority.decide(action, &ctx),
-            Some(analysis) => {
+        let outcome = match (invalid_context, self.authority.analyse(action, &ctx)) {
+            // A citation the actor may not make: the request is invalid, whatever else holds.
+            (Some((id, hold)), _) => DecisionOutcome::denied(Rule::InvalidRequest {
+                reason: match hold {
+                    None => format!("context item {id} is unknown or not readable by {}", actor.id()),
+                    Some(h) => format!("context item {id} is withheld from {} by the {} layer ({})", actor.id(), h.layer, h.rule),
+                },
+            }),
+            // An unusable request (the analysis names why): blocked.
+            (None, Err(rule)) => DecisionOutcome::denied(rule),
+            (None, Ok(analysis)) => {
                 let mut classed = action.clone();
                 classed.kind = class.action.kind;
                 classed.risk = class.action.risk;
                 let weighed: Vec<ItemId> = ids.iter().copied().filter(|id| !not_weighed.contains(id)).collect();
-                let input = DecideInput { classed: &classed, analysis, cited: &weighed, unreadable: &unreadable };
-                let cx = self.cx(actor, now);
-                // Every stage's verdict, in pipeline order; a stage that fails blocks.
-                let mut verdicts = Vec::with_capacity(self.stages.len());
-                for s in &self.stages {
-                    match s.decide(&cx, &input, &mut fx) {
-                        Ok(Some(v)) => verdicts.push(v),
-                        Ok(None) => {}
-                        Err(e) => verdicts.push(Verdict::new(
-                            Decision::Block,
-                            s.layer(),
-                            Rule::DecisionError { reason: e.to_string() },
-                            format!("the {} layer failed: {e}", s.layer()),
-                        )),
-                    }
-                }
-                // The one precedence rule over every layer's verdict.
-                memwarden_core::authority::compose(&self.authority, action, Some(analysis), verdicts, &ctx)
+                let input = DecideInput { classed: &classed, analysis: &analysis, cited: &weighed, unreadable: &unreadable };
+                let verdicts = self.stage_verdicts(actor, now, &input, &mut fx);
+                // The one precedence rule over the authority verdict and every other layer's.
+                self.authority.decide_with(action, &analysis, verdicts, &ctx)
             }
         };
-        if let Some(id) = invalid_context {
-            outcome.deny(
-                Rule::InvalidRequest { reason: format!("context item {id} is unknown or not readable by {}", actor.id()) },
-                format!("context item {id} is unknown or not readable"),
-            );
-        }
         let summary = json!({
             "tool": action.tool, "kind": action.kind, "risk": action.risk, "amount": action.amount,
             "values": action.values.iter().map(|v| json!({"key": v.key, "value": v.value, "kind": v.kind, "sources": v.sources})).collect::<Vec<_>>(),
@@ -235,10 +236,11 @@ impl Engine {
         Ok(out)
     }
 
-    /// Step 1: the memories `action` cites, sorted out for `actor`. More than twice
+    /// Step 1: the memories `action` cites, sorted out for `actor` by the one readability rule
+    /// every door uses ([`Engine::admit_cited`]). More than twice
     /// [`memwarden_core::action::ACTION_CONTEXT_MAX`] ids are not read (the gate refuses the
     /// request as too large).
-    fn cited(&self, actor: &Actor, action: &ActionRequest) -> Result<Cited, EngineError> {
+    fn cited(&self, actor: &Actor, action: &ActionRequest, now: u64, fx: &mut Effects) -> Result<Cited, EngineError> {
         let tenant = actor.tenant();
         let mut ids: Vec<ItemId> = action.context.clone();
         ids.extend(action.values.iter().flat_map(|v| v.sources.iter().copied()));
@@ -246,15 +248,27 @@ impl Engine {
         ids.dedup();
         let mut out = Cited { ids: Vec::new(), items: Vec::with_capacity(ids.len()), unreadable: Vec::new(), not_weighed: Vec::new(), invalid: None };
         if ids.len() <= memwarden_core::action::ACTION_CONTEXT_MAX * 2 {
-            for (id, item) in ids.iter().zip(self.items_of(tenant, &ids)?) {
-                let source = action.values.iter().any(|v| v.sources.contains(id));
-                match item {
-                    Some(i) if i.readable_by(actor.id()) => out.items.push(i),
-                    Some(i) if !source && !i.scope().admits(actor.id()) && i.addressed_to(actor.id()) && !self.confidential_ancestry(&i, actor)? => {
-                        out.not_weighed.push(*id);
+            let found: Vec<MemoryItem> = self.items_of(tenant, &ids)?.into_iter().flatten().collect();
+            // Unknown ids are invalid citations (the first one in id order is named).
+            out.invalid = ids.iter().find(|id| !found.iter().any(|i| i.id() == **id)).map(|id| (*id, None));
+            for c in self.admit_cited(actor, found, now, fx)? {
+                let id = c.item().id();
+                let source = action.values.iter().any(|v| v.sources.contains(&id));
+                match self.citation(actor, &c, source) {
+                    Citation::Weighed => out.items.push(c.view.item),
+                    Citation::NotWeighed => out.not_weighed.push(id),
+                    Citation::Evidence => out.unreadable.push(id),
+                    Citation::Invalid => {
+                        // The first invalid id in id order is named; a hold only for an in-scope one.
+                        let hold = match c.withheld {
+                            Some(Withheld::Stage(h)) => Some(h),
+                            Some(Withheld::SessionFloor) => Some(Hold::new(Layer::Engine, "session_floor", Vec::new())),
+                            _ => None,
+                        };
+                        if out.invalid.as_ref().is_none_or(|(first, _)| id < *first) {
+                            out.invalid = Some((id, hold));
+                        }
                     }
-                    Some(i) if self.lineage.is_some() && !source && in_reader_scope(Some(&i), actor.id()) => out.unreadable.push(*id),
-                    _ => out.invalid = out.invalid.or(Some(*id)),
                 }
             }
         }
@@ -264,35 +278,77 @@ impl Engine {
         Ok(out)
     }
 
-    /// Step 2: the cited memories' ancestors the actor may read, along declared parents (at most
-    /// [`DECIDE_ANCESTORS_MAX`], nearest first), appended to `items`: the gate counts them as
-    /// cited (a trusted record a note was derived from supports the note's value; an untrusted
-    /// one pushes it). One it may not read is simply not consulted.
-    fn add_ancestors(&self, actor: &Actor, ids: &[ItemId], items: &mut Vec<MemoryItem>) -> Result<(), EngineError> {
-        let mut frontier: std::collections::VecDeque<ItemId> = items.iter().flat_map(|i| i.parents().iter().map(|p| p.id)).collect();
-        let mut seen: std::collections::BTreeSet<ItemId> = ids.iter().copied().collect();
-        let mut ancestors = 0usize;
-        while let Some(id) = frontier.pop_front() {
-            if ancestors >= DECIDE_ANCESTORS_MAX {
-                break;
-            }
-            if !seen.insert(id) {
-                continue;
-            }
-            if let Some(i) = self.store.item(actor.tenant(), &id)?.filter(|i| i.readable_by(actor.id())) {
-                ancestors += 1;
-                frontier.extend(i.parents().iter().map(|p| p.id));
-                items.push(i);
+    /// How one cited memory counts, after the readability rule ([`Engine::admit_cited`]) had its
+    /// say: handed over, it is weighed; one addressed to the actor and only narrowed at write is
+    /// left out; one of the actor's scope that a layer or the session's floor holds back is the
+    /// lineage stage's evidence (a context item, with a lineage layer); anything else (unknown,
+    /// out of scope, or a value's source the actor may not be handed) is an invalid citation.
+    fn citation(&self, actor: &Actor, c: &Candidate, source: bool) -> Citation {
+        let evidence = self.lineage.is_some() && !source;
+        match &c.withheld {
+            None => Citation::Weighed,
+            Some(Withheld::Stage(h)) if h.rule == NARROWED_AT_WRITE && !source => Citation::NotWeighed,
+            Some(Withheld::Stage(_) | Withheld::SessionFloor) if evidence => Citation::Evidence,
+            // A superseded version of the actor's scope: held back, not unknown.
+            Some(Withheld::Scope) if evidence && in_reader_scope(Some(c.item()), actor.id()) => Citation::Evidence,
+            Some(_) => Citation::Invalid,
+        }
+    }
+
+    /// Step 2: the cited memories' ancestors along declared parents (at most
+    /// [`DECIDE_ANCESTORS_MAX`] looked at, nearest first), appended to `items`: the gate counts
+    /// them as cited (a trusted record a note was derived from supports the note's value; an
+    /// untrusted one pushes it). Readability is the one rule ([`Engine::admit_cited`]): an
+    /// ancestor the actor may be handed is consulted; one of its scope that a layer or its
+    /// session's floor holds back never supports anything, but if it is untrusted it still
+    /// pushes what it carries (taint does not depend on what the actor may read); one outside
+    /// its scope is not consulted.
+    fn add_ancestors(&self, actor: &Actor, ids: &[ItemId], items: &mut Vec<MemoryItem>, now: u64, fx: &mut Effects) -> Result<(), EngineError> {
+        let mut seen: BTreeSet<ItemId> = ids.iter().copied().collect();
+        let mut level: Vec<ItemId> = items.iter().flat_map(|i| i.parents().iter().map(|p| p.id)).collect();
+        let mut looked = 0usize;
+        while !level.is_empty() && looked < DECIDE_ANCESTORS_MAX {
+            level.retain(|id| seen.insert(*id));
+            level.truncate(DECIDE_ANCESTORS_MAX - looked);
+            looked += level.len();
+            let found: Vec<MemoryItem> = self.items_of(actor.tenant(), &level)?.into_iter().flatten().filter(|i| i.scope().admits(actor.id())).collect();
+            level = found.iter().flat_map(|i| i.parents().iter().map(|p| p.id)).collect();
+            for c in self.admit_cited(actor, found, now, fx)? {
+                let consulted = match c.withheld {
+                    None => true,
+                    Some(_) => c.item().label().integrity() == Integrity::Untrusted && in_reader_scope(Some(c.item()), actor.id()),
+                };
+                if consulted {
+                    items.push(c.view.item);
+                }
             }
         }
-        debug_assert!(ancestors <= DECIDE_ANCESTORS_MAX);
+        debug_assert!(looked <= DECIDE_ANCESTORS_MAX);
+        debug_assert!(items.iter().all(|i| i.tenant() == actor.tenant()));
         Ok(())
+    }
+
+    /// Step 4: every stage's verdict, in pipeline order; a stage that fails blocks. The authority
+    /// layer's stage has none: core computes that verdict from the analysis
+    /// ([`Authority::decide_with`]).
+    fn stage_verdicts(&self, actor: &Actor, now: u64, input: &DecideInput<'_>, fx: &mut Effects) -> Vec<Verdict> {
+        let cx = self.cx(actor, now);
+        let mut verdicts = Vec::with_capacity(self.stages.len());
+        for s in &self.stages {
+            match s.decide(&cx, input, fx) {
+                Ok(Some(v)) => verdicts.push(v),
+                Ok(None) => {}
+                Err(e) => verdicts.push(Verdict::new(Decision::Block, s.layer(), Rule::DecisionError { reason: e.to_string() }, format!("the {} layer failed: {e}", s.layer()))),
+            }
+        }
+        debug_assert!(verdicts.len() <= self.stages.len());
+        verdicts
     }
 
     /// Step 5: commit the decision `outcome` (its log summary `summary`) with its consumed
     /// grants, new elevations and the stages' records (`fx`), in one transaction. If another
     /// decision consumed one of its grants first, this one is refused and logged as such.
-    fn commit_decision(&self, actor: &Actor, now: u64, summary: serde_json::Value, mut outcome: DecisionOutcome, mut fx: Effects) -> Result<(Verdict, Receipt), EngineError> {
+    fn commit_decision(&self, actor: &Actor, now: u64, summary: serde_json::Value, outcome: DecisionOutcome, mut fx: Effects) -> Result<(Verdict, Receipt), EngineError> {
         let tenant = actor.tenant();
         let on_behalf_of = outcome.grant_uses().first().map(|u| u.grant.grant.user.clone());
         for ev in fx.events_mut() {
@@ -309,8 +365,7 @@ impl Engine {
             Ok(r) => Ok((outcome.verdict().clone(), r)),
             Err(EngineError::Commit(CommitError::GrantAlreadyUsed(nonce))) => {
                 // Another decision consumed the grant first: this one is refused, and logged as such.
-                let reason = format!("grant {nonce} was already used");
-                outcome.deny(Rule::GrantRefused { code: "reused".into(), reason: reason.clone() }, format!("grant refused: {reason}"));
+                let outcome = outcome.grant_spent_first(&nonce.to_string());
                 let mut fx = Effects::default();
                 fx.primary(mutation(outcome.clone()));
                 for mut ev in events {

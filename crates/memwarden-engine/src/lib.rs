@@ -709,7 +709,7 @@ impl Engine {
     pub fn with_store(store: Arc<dyn Store>, config: EngineConfig) -> Result<Self, EngineError> {
         let lineage = config.lineage.map(lineage::Lineage::new).transpose()?.map(Arc::new);
         let authority = Authority::new(config.authority);
-        let mut stages: Vec<Box<dyn Stage>> = vec![Box::new(stages::AuthorityStage { authority: authority.clone() })];
+        let mut stages: Vec<Box<dyn Stage>> = vec![Box::new(stages::AuthorityStage)];
         if let Some(scorer) = &config.lifecycle {
             stages.push(Box::new(stages::LifecycleStage { scorer: Arc::clone(scorer), authority: authority.clone() }));
         }
@@ -942,6 +942,17 @@ impl Engine {
             s.filter_reads(&cx, read, candidates, fx)?;
         }
         Ok(())
+    }
+
+    /// The one readability rule ([`Engine::admit_reads`], as for a read by id) over memories an
+    /// operation cites rather than reads (a decision's context, its values' sources and their
+    /// ancestors): each with why it is withheld, if it is. Nothing is handed over.
+    fn admit_cited(&self, actor: &Actor, items: Vec<MemoryItem>, now: u64, fx: &mut Effects) -> Result<Vec<Candidate>, EngineError> {
+        let n = items.len();
+        let mut candidates: Vec<Candidate> = self.views(actor.tenant(), items, true)?.into_iter().map(|v| Candidate::new(v, 0.0, 0.0)).collect();
+        self.admit_reads(actor, Read::Get, Integrity::Untrusted, &mut candidates, now, fx)?;
+        debug_assert_eq!(candidates.len(), n);
+        Ok(candidates)
     }
 
     /// Why a memory addressed to `actor` is withheld (issue 34.8): a declared source of it that

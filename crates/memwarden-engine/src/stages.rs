@@ -10,19 +10,14 @@ use memwarden_store::Mutation;
 use serde_json::json;
 use std::sync::Arc;
 
-/// The authority layer's action verdict (its other gates mint the proofs every operation starts
-/// from: [`AdmittedWrite`], [`AdmittedPromotion`], ...).
-pub(crate) struct AuthorityStage {
-    pub(crate) authority: Authority,
-}
+/// The authority layer as a stage. Its gates mint the proofs every operation starts from
+/// ([`AdmittedWrite`], [`AdmittedPromotion`], ...); its action verdict is computed by core from
+/// the analysis only core mints ([`Authority::decide_with`]), never handed in by a stage.
+pub(crate) struct AuthorityStage;
 
 impl Stage for AuthorityStage {
     fn layer(&self) -> Layer {
         Layer::Authority
-    }
-
-    fn decide(&self, _cx: &Cx<'_>, input: &DecideInput<'_>, _fx: &mut Effects) -> Result<Option<Verdict>, EngineError> {
-        Ok(Some(self.authority.verdict(input.analysis)))
     }
 }
 

@@ -378,3 +378,77 @@ fn a_write_retried_under_its_idempotency_key_is_applied_once() {
         assert!(w.engine.store().idempotency_record(&w.tenant, &pid("ana"), "retry-2", w.engine.now_ms()).unwrap().is_none());
     }
 }
+
+/// The pay action of the readability tests: `value` as the payee, citing `context`.
+fn pay_citing(value: &str, context: Vec<ItemId>) -> ActionRequest {
+    ActionRequest {
+        tool: "pay".into(),
+        kind: ActionKind::Act,
+        risk: Risk::High,
+        values: vec![ActionValue { key: "payee".into(), value: value.into(), kind: ValueKind::Account, sources: vec![] }],
+        amount: Some("$900".into()),
+        context,
+        grants: Vec::new(),
+    }
+}
+
+/// The authority layer's own decision in a composed verdict.
+fn authority_decision(v: &Verdict) -> Decision {
+    v.layers.iter().find(|l| l.layer == "authority").expect("the authority layer decided").decision
+}
+
+/// Regression (issue 38.3, one readability rule): a decision's ancestors were read with the
+/// scope check alone, so a user's record reported poisoned — withheld by every read — still
+/// supported a payment as the trusted ancestor of a note citing it (the lineage layer's block
+/// hid it, but the authority layer's verdict rested on it). Now an ancestor is consulted only as
+/// every door would hand it over: withheld, it supports nothing.
+#[test]
+fn a_poisoned_ancestor_no_longer_supports_a_payment() {
+    let w = World::new(Preset::Full);
+    let record = w.add("alice", "Our landlord's account is ACCT-HOME-1234.", Route::Direct);
+    let ana = w.actor("ana");
+    w.engine.get(&ana, &record).unwrap();
+    let mut derived = WriteRequest::new(ns(), "Rent goes to ACCT-HOME-1234 on the 1st.", Route::Summary);
+    derived.parents.push(ParentRef { id: record, kind: EdgeKind::DerivedFrom });
+    let (note, _) = w.engine.add(&ana, derived).unwrap();
+    // Benign: the note's trusted ancestor supports the value, and the payment goes through.
+    let (v, _) = w.engine.decide(&ana, &pay_citing("ACCT-HOME-1234", vec![note.id()])).unwrap();
+    assert_eq!((v.decision, authority_decision(&v)), (Decision::Allow, Decision::Allow), "{}", v.cause);
+    w.engine.flag_poisoned(&w.actor("alice"), &record).unwrap();
+    assert!(matches!(w.engine.get(&ana, &record), Err(EngineError::Withheld(_))), "every read withholds the poisoned record");
+    let (v, _) = w.engine.decide(&ana, &pay_citing("ACCT-HOME-1234", vec![note.id()])).unwrap();
+    assert_eq!(v.decision, Decision::Block, "{}", v.cause);
+    assert_ne!(authority_decision(&v), Decision::Allow, "the authority layer no longer counts the withheld record as support: {:?}", v.layers);
+    assert!(!v.supporting.contains(&record), "nor names it as support: {:?}", v.supporting);
+    // Declared as the value's source, the withheld record makes the request invalid, and the
+    // verdict says which layer withheld it and why (not "unknown").
+    let mut direct = pay_citing("ACCT-HOME-1234", vec![]);
+    direct.values[0].sources = vec![record];
+    let (v, _) = w.engine.decide(&ana, &direct).unwrap();
+    assert_eq!(v.decision, Decision::Block, "{}", v.cause);
+    assert!(v.cause.contains("lineage layer (poisoned)"), "the cause names the hold: {}", v.cause);
+}
+
+/// Regression (issue 38.3): a planning session — never handed memory below `agent` — could cite
+/// an untrusted page in a decision as if it had been handed it. Now the session's floor applies
+/// to what a decision cites: the page is withheld evidence, so a disclosure goes out without it
+/// (redact) and the verdict says why; the same citation from a default session is weighed.
+#[test]
+fn a_planning_session_cannot_cite_what_its_floor_withholds() {
+    let w = World::new(Preset::Full);
+    let page = w.add("web", "The Eiffel Tower is 330 metres tall.", Route::ExternalObservation);
+    let ana = w.actor("ana");
+    let (plan, _) = w.engine.open_session(&ana, SessionKind::Planning).unwrap();
+    let planner = w.engine.authenticate_session(&w.tenant, &pid("ana"), plan).unwrap();
+    let reply = Principal { action: Some(ToolAction::new(ActionKind::Answer, Risk::Low, Vec::new(), false)), ..Principal::new(pid("reply"), w.tenant.clone(), PrincipalKind::Tool) };
+    w.engine.register_principal(reply).unwrap();
+    let answer = ActionRequest { tool: "reply".into(), kind: ActionKind::Answer, risk: Risk::Low, values: vec![], amount: None, context: vec![page], grants: vec![] };
+    let (v, _) = w.engine.decide(&planner, &answer).unwrap();
+    assert_eq!(v.decision, Decision::Redact, "{}", v.cause);
+    assert!(v.affected.contains(&page), "the page is named: {:?}", v.affected);
+    assert!(v.cause.contains("withheld"), "and why: {}", v.cause);
+    // A default session was handed it and may cite it.
+    w.engine.get(&ana, &page).unwrap();
+    let (v, _) = w.engine.decide(&ana, &answer).unwrap();
+    assert_eq!(v.decision, Decision::Allow, "{}", v.cause);
+}

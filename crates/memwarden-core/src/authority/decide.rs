@@ -157,7 +157,10 @@ impl ValueFacts {
 }
 
 /// The shared analysis of an action: the class, the values with their supports, the cited items.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Only [`Authority::analyse`] mints one (`non_exhaustive`, not deserialisable): it is what
+/// [`Authority::decide_with`] computes the authority verdict from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ActionAnalysis {
     /// How the system classes the action.
     pub class: ActionClass,
@@ -547,6 +550,37 @@ impl Authority {
         }
     }
 
+    /// The authority verdict on `analysis` (which only [`Authority::analyse`] mints) composed
+    /// with the other layers' verdicts (`layers`, in pipeline order) under the one precedence
+    /// rule ([`compose`]). The other layers can only restrict: a verdict in `layers` that claims
+    /// the authority layer is a decision error (block).
+    ///
+    /// Neither the analysis nor an outcome can be built elsewhere:
+    ///
+    /// ```compile_fail
+    /// // `compose` is core's own: no caller composes caller-built verdicts.
+    /// use memwarden_core::authority::compose;
+    /// ```
+    ///
+    /// ```compile_fail
+    /// // An analysis is minted by `Authority::analyse` only.
+    /// let a = memwarden_core::authority::ActionAnalysis {
+    ///     class: memwarden_core::authority::ActionClass::of("pay", None),
+    ///     actor: memwarden_core::ids::PrincipalId::new("agent").unwrap(),
+    ///     actor_is_user: true, amount: None, values: vec![], cited: vec![], overridden: vec![],
+    /// };
+    /// ```
+    pub fn decide_with(&self, action: &ActionRequest, analysis: &ActionAnalysis, layers: Vec<Verdict>, ctx: &DecisionContext<'_>) -> DecisionOutcome {
+        if layers.iter().any(|v| v.layer == Layer::Authority) {
+            return DecisionOutcome::denied(Rule::DecisionError { reason: "a verdict claims the authority layer; only the authority gate decides for it".into() });
+        }
+        let mut all = Vec::with_capacity(layers.len() + 1);
+        all.push(self.verdict(analysis));
+        all.extend(layers);
+        debug_assert!(all.iter().filter(|v| v.layer == Layer::Authority).count() == 1);
+        compose(self, action, Some(analysis), all, ctx)
+    }
+
     fn check_grant(&self, sg: &SignedGrant, action: &ActionRequest, amount: Option<&str>, ctx: &DecisionContext<'_>, seen: &mut BTreeSet<[u8; 16]>) -> Result<(), GrantRefusal> {
         let g = &sg.grant;
         let nonce = g.nonce_hex();
@@ -665,7 +699,11 @@ fn binds(g: &SignedGrant, ask: &GrantRequest) -> bool {
 /// 3. otherwise the most restrictive of `Reverify`, `Redact`, `Allow` wins.
 ///
 /// Elevations are recorded only when the outcome is `Allow`.
-pub fn compose(authority: &Authority, action: &ActionRequest, analysis: Option<&ActionAnalysis>, verdicts: Vec<Verdict>, ctx: &DecisionContext<'_>) -> DecisionOutcome {
+///
+/// Crate-private: outside core an outcome is composed only through [`Authority::decide`] or
+/// [`Authority::decide_with`], where the authority verdict is computed here from an analysis
+/// only core mints, so no caller-built verdict can allow anything.
+pub(crate) fn compose(authority: &Authority, action: &ActionRequest, analysis: Option<&ActionAnalysis>, verdicts: Vec<Verdict>, ctx: &DecisionContext<'_>) -> DecisionOutcome {
     let layers: Vec<LayerSummary> = verdicts.iter().map(|v| LayerSummary { layer: v.layer, decision: v.decision, rule: v.rule.clone() }).collect();
     let finish = |mut v: Verdict, elevations: Vec<Elevation>, uses: Vec<GrantUse>| {
         v.layers = layers.clone();
@@ -894,4 +932,45 @@ mod tests {
         // none, and an unresolvable AskUser is a decision error: block.
         check(vec![v("lineage", AskUser, &[])], &[], Block, 0);
     }
+
+    /// Issue 38.2: outside core an outcome is composed only over core's own authority verdict;
+    /// a layer verdict claiming to be the authority layer's is a decision error, and the other
+    /// layers can only restrict what the authority verdict allows.
+    #[test]
+    fn only_core_decides_for_the_authority_layer() {
+        let w = world();
+        let class = ActionClass::of("pay", None);
+        let action = ActionRequest { tool: "pay".into(), kind: ActionKind::Act, risk: Risk::High, values: vec![], amount: None, context: vec![], grants: vec![] };
+        let lookup = |id: &PrincipalId| (id == &w.user.id).then(|| w.user.clone());
+        let unused = |_: &[u8; 16]| false;
+        let observed = Observed::clean();
+        let agent = Principal::new(PrincipalId::new("agent").unwrap(), w.tenant.clone(), PrincipalKind::Agent);
+        let ctx = DecisionContext {
+            tenant: &w.tenant,
+            store: "store-1",
+            now_ms: 10,
+            actor: &agent,
+            class: &class,
+            items: &[],
+            attestations: &[],
+            elevations: &[],
+            principal: &lookup,
+            grant_used: &unused,
+            session: &observed,
+            session_witnesses: &[],
+            neighbours: &[],
+        };
+        let authority = Authority::default();
+        let analysis = authority.analyse(&action, &ctx).unwrap();
+        let alone = authority.decide(&action, &ctx).verdict().decision;
+        assert_eq!(alone, Decision::AskUser, "an unregistered payment naming no value asks");
+        let forged = authority.decide_with(&action, &analysis, vec![v("authority", Decision::Allow, &[])], &ctx);
+        assert_eq!(forged.verdict().decision, Decision::Block, "a forged authority verdict is refused: {}", forged.verdict().cause);
+        assert!(matches!(forged.verdict().rule, Rule::DecisionError { .. }));
+        let allowed = authority.decide_with(&action, &analysis, vec![v("lineage", Decision::Allow, &[])], &ctx);
+        assert_eq!(allowed.verdict().decision, alone, "another layer's Allow does not lift the authority verdict");
+        let stricter = authority.decide_with(&action, &analysis, vec![v("lineage", Decision::Block, &[])], &ctx);
+        assert_eq!(stricter.verdict().decision, Decision::Block, "another layer may restrict");
+    }
+
 }

@@ -19,7 +19,7 @@ pub mod decide;
 pub mod grant;
 pub mod tool;
 
-pub use decide::{compose, ActionAnalysis, ActionClass, DecisionContext, Support, ValueFacts, TOOL_CALL_KEY};
+pub use decide::{ActionAnalysis, ActionClass, DecisionContext, Support, ValueFacts, TOOL_CALL_KEY};
 pub use tool::{ToolStatement, Vouch};
 
 use crate::action::{Decision, Rule, Verdict};
@@ -505,13 +505,19 @@ impl DecisionOutcome {
         };
         Self { verdict: decide::verdict(Decision::Block, crate::action::Layer::Authority, rule, cause), new_elevations: Vec::new(), grant_uses: Vec::new() }
     }
-    /// Turn the outcome into a denial (e.g. when a grant was consumed concurrently).
-    pub fn deny(&mut self, rule: Rule, cause: String) {
-        self.verdict.decision = Decision::Block;
-        self.verdict.rule = rule;
-        self.verdict.cause = cause;
-        self.grant_uses.clear();
-        self.new_elevations.clear();
+    /// The transition a commit makes when another decision consumed one of this outcome's
+    /// grants first (`nonce`): the outcome becomes a refusal, with nothing consumed or elevated.
+    #[must_use]
+    pub fn grant_spent_first(self, nonce: &str) -> Self {
+        debug_assert!(!self.grant_uses.is_empty(), "only an outcome that consumes a grant can lose it");
+        let reason = format!("grant {nonce} was already used");
+        let mut verdict = self.verdict;
+        verdict.decision = Decision::Block;
+        verdict.rule = Rule::GrantRefused { code: "reused".into(), reason: reason.clone() };
+        verdict.cause = format!("grant refused: {reason}");
+        let out = Self { verdict, new_elevations: Vec::new(), grant_uses: Vec::new() };
+        debug_assert!(out.grant_uses.is_empty() && out.new_elevations.is_empty());
+        out
     }
 }
 
