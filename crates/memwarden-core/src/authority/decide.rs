@@ -869,9 +869,20 @@ mod tests {
     /// expected decision and number of grants consumed.
     fn check(verdicts: Vec<Verdict>, grants: &[(&str, u8)], expect: Decision, consumed: usize) {
         let w = world();
-        let class = ActionClass::of("pay", None);
         let mut action = ActionRequest { tool: "pay".into(), kind: ActionKind::Act, risk: Risk::High, values: vec![], amount: None, context: vec![], grants: vec![] };
         action.grants = grants.iter().map(|(k, n)| grant(&w, k, *n)).collect();
+        let names: Vec<String> = verdicts.iter().map(|v| format!("{}:{:?}", v.layer, v.decision)).collect();
+        let out = in_context(&w, |ctx| compose(&Authority::default(), &action, None, verdicts, ctx));
+        assert_eq!(out.verdict().decision, expect, "{names:?} with grants {grants:?}");
+        assert_eq!(out.grant_uses().len(), consumed, "{names:?} with grants {grants:?}");
+        if expect == Decision::AskUser {
+            assert!(!out.verdict().ask.is_empty(), "an AskUser always names what a grant must bind");
+        }
+    }
+
+    /// Run `f` in the context of an agent's unregistered `pay` with nothing cited.
+    fn in_context<R>(w: &World, f: impl FnOnce(&DecisionContext<'_>) -> R) -> R {
+        let class = ActionClass::of("pay", None);
         let lookup = |id: &PrincipalId| (id == &w.user.id).then(|| w.user.clone());
         let unused = |_: &[u8; 16]| false;
         let observed = Observed::clean();
@@ -891,13 +902,7 @@ mod tests {
             session_witnesses: &[],
             neighbours: &[],
         };
-        let names: Vec<String> = verdicts.iter().map(|v| format!("{}:{:?}", v.layer, v.decision)).collect();
-        let out = compose(&Authority::default(), &action, None, verdicts, &ctx);
-        assert_eq!(out.verdict().decision, expect, "{names:?} with grants {grants:?}");
-        assert_eq!(out.grant_uses().len(), consumed, "{names:?} with grants {grants:?}");
-        if expect == Decision::AskUser {
-            assert!(!out.verdict().ask.is_empty(), "an AskUser always names what a grant must bind");
-        }
+        f(&ctx)
     }
 
     #[test]
@@ -939,38 +944,21 @@ mod tests {
     #[test]
     fn only_core_decides_for_the_authority_layer() {
         let w = world();
-        let class = ActionClass::of("pay", None);
         let action = ActionRequest { tool: "pay".into(), kind: ActionKind::Act, risk: Risk::High, values: vec![], amount: None, context: vec![], grants: vec![] };
-        let lookup = |id: &PrincipalId| (id == &w.user.id).then(|| w.user.clone());
-        let unused = |_: &[u8; 16]| false;
-        let observed = Observed::clean();
-        let agent = Principal::new(PrincipalId::new("agent").unwrap(), w.tenant.clone(), PrincipalKind::Agent);
-        let ctx = DecisionContext {
-            tenant: &w.tenant,
-            store: "store-1",
-            now_ms: 10,
-            actor: &agent,
-            class: &class,
-            items: &[],
-            attestations: &[],
-            elevations: &[],
-            principal: &lookup,
-            grant_used: &unused,
-            session: &observed,
-            session_witnesses: &[],
-            neighbours: &[],
-        };
-        let authority = Authority::default();
-        let analysis = authority.analyse(&action, &ctx).unwrap();
-        let alone = authority.decide(&action, &ctx).verdict().decision;
-        assert_eq!(alone, Decision::AskUser, "an unregistered payment naming no value asks");
-        let forged = authority.decide_with(&action, &analysis, vec![v("authority", Decision::Allow, &[])], &ctx);
-        assert_eq!(forged.verdict().decision, Decision::Block, "a forged authority verdict is refused: {}", forged.verdict().cause);
-        assert!(matches!(forged.verdict().rule, Rule::DecisionError { .. }));
-        let allowed = authority.decide_with(&action, &analysis, vec![v("lineage", Decision::Allow, &[])], &ctx);
-        assert_eq!(allowed.verdict().decision, alone, "another layer's Allow does not lift the authority verdict");
-        let stricter = authority.decide_with(&action, &analysis, vec![v("lineage", Decision::Block, &[])], &ctx);
-        assert_eq!(stricter.verdict().decision, Decision::Block, "another layer may restrict");
+        in_context(&w, |ctx| only_core_decides(&action, ctx));
     }
 
+    fn only_core_decides(action: &ActionRequest, ctx: &DecisionContext<'_>) {
+        let authority = Authority::default();
+        let analysis = authority.analyse(action, ctx).unwrap();
+        let alone = authority.decide(action, ctx).verdict().decision;
+        assert_eq!(alone, Decision::AskUser, "an unregistered payment naming no value asks");
+        let forged = authority.decide_with(action, &analysis, vec![v("authority", Decision::Allow, &[])], ctx);
+        assert_eq!(forged.verdict().decision, Decision::Block, "a forged authority verdict is refused: {}", forged.verdict().cause);
+        assert!(matches!(forged.verdict().rule, Rule::DecisionError { .. }));
+        let allowed = authority.decide_with(action, &analysis, vec![v("lineage", Decision::Allow, &[])], ctx);
+        assert_eq!(allowed.verdict().decision, alone, "another layer's Allow does not lift the authority verdict");
+        let stricter = authority.decide_with(action, &analysis, vec![v("lineage", Decision::Block, &[])], ctx);
+        assert_eq!(stricter.verdict().decision, Decision::Block, "another layer may restrict");
+    }
 }
