@@ -627,8 +627,6 @@ pub struct Engine {
     sessions: Mutex<HashMap<SessionKey, (Observed, u64)>>,
     /// The lineage layer, if on (its graphs; its stage holds the same).
     lineage: Option<Arc<lineage::Lineage>>,
-    /// The lifecycle layer's scorer, if on (outcome feedback; its stage holds the same).
-    lifecycle: Option<Arc<memwarden_lifecycle::RiskScorer>>,
     /// The pipeline: the stages that are on, in their one fixed order.
     stages: Vec<Box<dyn Stage>>,
     /// Recent query embeddings.
@@ -724,7 +722,6 @@ impl Engine {
             sessions: Mutex::new(HashMap::new()),
             neighbours_seen: Mutex::new(NeighboursSeen::default()),
             lineage,
-            lifecycle: config.lifecycle,
             stages,
             query_cache: Mutex::new(QueryCache::new(config.query_cache_entries)),
             hybrid: config.hybrid,
@@ -1002,15 +999,10 @@ impl Engine {
     /// Scanned by the lifecycle layer's detector, so only where that layer is on, as content
     /// is. The refusal is logged with the field and the credential's kind, never the text.
     fn refuse_credentials(&self, actor: &Actor, now: u64, what: &str, fields: &[(String, &str)]) -> Result<(), EngineError> {
-        let Some(scorer) = &self.lifecycle else { return Ok(()) };
-        // The detector's contract: texts within a memory's size limit (no field is longer).
-        if let Some((name, _)) = fields.iter().find(|(_, t)| t.len() > memwarden_core::item::CONTENT_BYTES_MAX) {
-            return Err(EngineError::Invalid(format!("{what} {name} is longer than {} bytes", memwarden_core::item::CONTENT_BYTES_MAX)));
+        let mut findings: Vec<String> = Vec::new();
+        for s in &self.stages {
+            findings.extend(s.screen_fields(what, fields)?);
         }
-        let findings: Vec<String> = fields
-            .iter()
-            .flat_map(|(name, text)| scorer.find_credentials(text).into_iter().map(move |c| format!("{:?} in {what} {name}", c.kind)))
-            .collect();
         if findings.is_empty() {
             return Ok(());
         }
@@ -1018,7 +1010,7 @@ impl Engine {
         let decision = json!({"layer": "lifecycle", "decision": {"outcome": "reject", "rule": "credential", "where": what, "findings": findings}});
         fx.log(Mutation::GateDecision { tenant: actor.tenant().clone(), actor: actor.id().clone(), decision });
         let e = EngineError::Refused { layer: Layer::Lifecycle, rule: "credential".into(), reason: format!("credential material: {}", findings.join(", ")) };
-        debug_assert!(findings.len() <= fields.len() * scorer.config().limits.credential_findings_max.max(1));
+        debug_assert!(!findings.is_empty());
         Err(self.refuse(actor.tenant(), now, fx, e))
     }
 
@@ -1026,13 +1018,7 @@ impl Engine {
     /// scorer finds in it (its write-time flags; `unscored` if it cannot score it; none with the
     /// layer off).
     fn quarantine_hold(&self, view: &MemoryView) -> Hold {
-        let flags = match &self.lifecycle {
-            None => Vec::new(),
-            Some(scorer) => match scorer.score(&stages::lifecycle_memory(view)) {
-                Ok(b) => b.flags().iter().map(|f| (*f).to_owned()).collect(),
-                Err(_) => vec!["unscored".to_owned()],
-            },
-        };
+        let flags = self.stages.iter().find_map(|s| s.hold_flags(view)).unwrap_or_default();
         Hold::new(Layer::Lifecycle, "quarantined", flags)
     }
 
@@ -2071,8 +2057,9 @@ impl Engine {
     /// failure moves the writer's reputation only once another principal has also reported a
     /// failure of that memory, so no single reader can drag down everything a writer stores.
     pub fn feedback(&self, actor: &Actor, used: &[ItemId], success: bool) -> Result<(Vec<memwarden_lifecycle::FeedbackRecord>, Receipt), EngineError> {
-        use memwarden_lifecycle::{FeedbackState, Outcome, feedback};
-        let scorer = self.lifecycle.as_ref().ok_or(EngineError::LayerOff("lifecycle"))?;
+        if !self.stages.iter().any(|s| s.layer() == Layer::Lifecycle) {
+            return Err(EngineError::LayerOff("lifecycle"));
+        }
         if used.is_empty() || used.len() > FEEDBACK_ITEMS_MAX {
             return Err(EngineError::Invalid(format!("feedback names 1..={FEEDBACK_ITEMS_MAX} memories")));
         }
@@ -2080,69 +2067,19 @@ impl Engine {
         ids.sort();
         ids.dedup();
         let items = self.resolve(actor, &ids)?;
-        let outcome = if success { Outcome::Success } else { Outcome::Failure };
-        let weight = self.reporter_weight(actor, scorer.config().signals.agent_trust_default)?;
-        debug_assert!((0.0..=1.0).contains(&weight));
-        let mut reputations: HashMap<PrincipalId, Option<f64>> = HashMap::new();
-        let mut records = Vec::with_capacity(items.len());
-        let mut guards = Vec::with_capacity(items.len());
-        // A principal's feedback about its own memories moves neither their trust nor its
-        // reputation: a writer cannot vouch for itself (issue 19 item 7).
-        let own: Vec<ItemId> = items.iter().filter(|i| i.writer() == actor.id()).map(|i| i.id()).collect();
-        let mut repeated: Vec<ItemId> = Vec::new();
-        for item in items.iter().filter(|i| i.writer() != actor.id()) {
-            let before = item.guard();
-            if before.reported_by(actor.id()) || before.reports.len() >= memwarden_core::item::REPORTS_MAX {
-                repeated.push(item.id());
-                continue;
-            }
-            let rep = match reputations.get(item.writer()) {
-                Some(r) => *r,
-                None => self.store.reputation(actor.tenant(), item.writer())?,
-            };
-            let mut rec = feedback(scorer.config(), &FeedbackState { guard: before.clone(), source_agent_trust: rep }, outcome);
-            weigh_guard(&mut rec.after.guard, before, weight);
-            rec.after.guard.reports.push(memwarden_core::item::OutcomeReport { by: actor.id().clone(), success });
-            let moves_writer = success || before.other_failure_reporters(actor.id()) >= 1;
-            if moves_writer {
-                let from = rep.unwrap_or(scorer.config().signals.agent_trust_default);
-                let moved = rec.after.source_agent_trust.map(|to| from + weight * (to - from));
-                rec.after.source_agent_trust = moved;
-                reputations.insert(item.writer().clone(), moved);
-            } else {
-                rec.after.source_agent_trust = rep;
-            }
-            guards.push((item.id(), item.version(), rec.after.guard.clone()));
-            records.push(rec);
-        }
-        debug_assert!(guards.len() + repeated.len() + own.len() == items.len());
-        let record = json!({"outcome": if success { "success" } else { "failure" }, "items": ids, "updates": records, "ignored_own": own, "repeated": repeated, "weight": weight});
-        let m = Mutation::Feedback {
-            tenant: actor.tenant().clone(),
-            actor: actor.id().clone(),
-            guards,
-            reputations: reputations.into_iter().filter_map(|(p, r)| r.map(|r| (p, r))).collect(),
-            record,
-        };
+        let now = self.now_ms();
+        let cx = self.cx(actor, now);
         let mut fx = Effects::default();
-        fx.primary(m);
-        let receipt = self.finish_one(actor.tenant(), self.now_ms(), fx)?;
-        Ok((records, receipt))
-    }
-
-    /// How much one report by `actor` weighs: a user's 1; another principal's its stored
-    /// reputation over the default (no reputation yet: 1), at most 1.
-    fn reporter_weight(&self, actor: &Actor, default: f64) -> Result<f64, EngineError> {
-        if actor.principal().kind == PrincipalKind::User {
-            return Ok(1.0);
+        let mut records = Vec::new();
+        for s in &self.stages {
+            if let Some(f) = s.feedback(&cx, &items, success)? {
+                records.extend(f.records);
+                fx.primary(f.mutation);
+            }
         }
-        let rep = self.store.reputation(actor.tenant(), actor.id())?;
-        let w = match rep {
-            Some(r) if r.is_finite() && default > 0.0 => (r / default).clamp(0.0, 1.0),
-            Some(_) => 0.0,
-            None => 1.0,
-        };
-        Ok(w)
+        debug_assert!(records.len() <= items.len());
+        let receipt = self.finish_one(actor.tenant(), now, fx)?;
+        Ok((records, receipt))
     }
 
     /// A log entry's body as JSON, its sealed fields opened (issue 35.7): the plain values where
@@ -2180,17 +2117,6 @@ pub const NEIGHBOURS_SCAN_MAX: usize = 2_000;
 pub const NEIGHBOURS_SEEN_MAX: usize = 50_000;
 /// Most bytes of folded text that scan remembers (about four times the texts' bytes).
 pub const NEIGHBOURS_SEEN_BYTES_MAX: usize = 64 * 1024 * 1024;
-
-/// Scale a feedback update of a guard state by the reporter's `weight` (0..=1): the numbers move
-/// that fraction of the way from `before` to the unweighted update; counts move as reported.
-fn weigh_guard(after: &mut memwarden_core::item::GuardState, before: &memwarden_core::item::GuardState, weight: f64) {
-    debug_assert!((0.0..=1.0).contains(&weight));
-    let lerp = |from: f64, to: f64| from + weight * (to - from);
-    after.q = lerp(before.q, after.q);
-    after.tau = lerp(before.tau, after.tau);
-    after.h = lerp(before.h, after.h);
-    debug_assert!(after.tau.is_finite() && after.h.is_finite());
-}
 
 #[cfg(test)]
 mod query_cache_tests {

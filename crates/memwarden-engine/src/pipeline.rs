@@ -272,6 +272,32 @@ pub(crate) trait Stage: Send + Sync {
     fn admit_promotion(&self, _cx: &Cx<'_>, _memory: &MemoryView, _admitted: &[AdmittedPromotion], _fx: &mut Effects) -> Result<(), EngineError> {
         Ok(())
     }
+
+    /// What the layer finds in an operation's free-text fields (`(name, text)`) that must not
+    /// reach the store or the log (credential material), one finding per line, never the text.
+    fn screen_fields(&self, _what: &str, _fields: &[(String, &str)]) -> Result<Vec<String>, EngineError> {
+        Ok(Vec::new())
+    }
+
+    /// The evidence the layer sees in a memory a gate quarantined (`None`: it has no scorer).
+    fn hold_flags(&self, _view: &MemoryView) -> Option<Vec<String>> {
+        None
+    }
+
+    /// A task outcome reported for memories the reporter was handed (`used`, resolved): the
+    /// layer's records and the one mutation that commits them (`None`: the layer keeps no
+    /// outcome state).
+    fn feedback(&self, _cx: &Cx<'_>, _used: &[MemoryItem], _success: bool) -> Result<Option<Feedback>, EngineError> {
+        Ok(None)
+    }
+}
+
+/// What a stage's outcome feedback produced ([`Stage::feedback`]).
+pub(crate) struct Feedback {
+    /// Each moved memory's record.
+    pub(crate) records: Vec<memwarden_lifecycle::FeedbackRecord>,
+    /// The guard states and reputations, logged with the report.
+    pub(crate) mutation: memwarden_store::Mutation,
 }
 
 /// What the action stages read.

@@ -2,7 +2,7 @@
 //! order: authority, lifecycle, lineage. A preset is the subset that is on.
 
 use crate::lineage::{self, Lineage, StoredEvent};
-use crate::pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, Hold, MemoryView, Read, Stage, Withheld};
+use crate::pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, Feedback, Hold, MemoryView, Read, Stage, Withheld};
 use crate::{EngineError, lifecycle_route, new_id};
 use memwarden_core::prelude::*;
 use memwarden_lineage::Candidate as RankCandidate;
@@ -206,6 +206,53 @@ impl Stage for LifecycleStage {
         Ok(())
     }
 
+    /// Credential material in an operation's free-text fields (the write gate's detector; texts
+    /// within a memory's size limit, its contract).
+    fn screen_fields(&self, what: &str, fields: &[(String, &str)]) -> Result<Vec<String>, EngineError> {
+        if let Some((name, _)) = fields.iter().find(|(_, t)| t.len() > memwarden_core::item::CONTENT_BYTES_MAX) {
+            return Err(EngineError::Invalid(format!("{what} {name} is longer than {} bytes", memwarden_core::item::CONTENT_BYTES_MAX)));
+        }
+        let findings: Vec<String> = fields
+            .iter()
+            .flat_map(|(name, text)| self.scorer.find_credentials(text).into_iter().map(move |c| format!("{:?} in {what} {name}", c.kind)))
+            .collect();
+        debug_assert!(findings.len() <= fields.len() * self.scorer.config().limits.credential_findings_max.max(1));
+        Ok(findings)
+    }
+
+    /// The scorer's write-time flags of a quarantined memory (`unscored` if it cannot score it).
+    fn hold_flags(&self, view: &MemoryView) -> Option<Vec<String>> {
+        Some(match self.scorer.score(&lifecycle_memory(view)) {
+            Ok(b) => b.flags().iter().map(|f| (*f).to_owned()).collect(),
+            Err(_) => vec!["unscored".to_owned()],
+        })
+    }
+
+    /// Outcome feedback (`Engine::feedback`): each used memory's utility, trust and hazard and
+    /// its writer's reputation move by the reporter's weight; a principal's own memories and its
+    /// repeated reports move nothing (issue 34.7).
+    fn feedback(&self, cx: &Cx<'_>, used: &[MemoryItem], success: bool) -> Result<Option<Feedback>, EngineError> {
+        let config = self.scorer.config();
+        let weight = reporter_weight(cx, config.signals.agent_trust_default)?;
+        debug_assert!((0.0..=1.0).contains(&weight));
+        let actor = cx.actor.id();
+        // A principal's feedback about its own memories moves neither their trust nor its
+        // reputation: a writer cannot vouch for itself (issue 19 item 7).
+        let own: Vec<ItemId> = used.iter().filter(|i| i.writer() == actor).map(MemoryItem::id).collect();
+        let moved = self.moved_by_report(cx, used, success, weight)?;
+        debug_assert!(moved.guards.len() + moved.repeated.len() + own.len() == used.len());
+        let ids: Vec<ItemId> = used.iter().map(MemoryItem::id).collect();
+        let record = json!({"outcome": if success { "success" } else { "failure" }, "items": ids, "updates": moved.records, "ignored_own": own, "repeated": moved.repeated, "weight": weight});
+        let mutation = Mutation::Feedback {
+            tenant: cx.actor.tenant().clone(),
+            actor: actor.clone(),
+            guards: moved.guards,
+            reputations: moved.reputations.into_iter().filter_map(|(p, r)| r.map(|r| (p, r))).collect(),
+            record,
+        };
+        Ok(Some(Feedback { records: moved.records, mutation }))
+    }
+
     /// The promotion gate (`B_p`): a blocked promotion quarantines the memory (a hold, logged)
     /// and is refused.
     fn admit_promotion(&self, cx: &Cx<'_>, memory: &MemoryView, _admitted: &[AdmittedPromotion], fx: &mut Effects) -> Result<(), EngineError> {
@@ -220,6 +267,79 @@ impl Stage for LifecycleStage {
         fx.log(gate_decision(cx, json!({"layer": "lifecycle", "gate": "promotion", "item": id, "decision": d})));
         Err(EngineError::Refused { layer: Layer::Lifecycle, rule, reason: "the promotion gate held the memory back; it is quarantined".into() })
     }
+}
+
+/// What one outcome report moves ([`LifecycleStage::moved_by_report`]).
+struct Moved {
+    records: Vec<memwarden_lifecycle::FeedbackRecord>,
+    guards: Vec<(ItemId, u64, GuardState)>,
+    reputations: std::collections::HashMap<PrincipalId, Option<f64>>,
+    repeated: Vec<ItemId>,
+}
+
+impl LifecycleStage {
+    /// The moves of one report by `cx.actor` on the memories of others in `used`: a repeated
+    /// report moves nothing; a failure moves the writer's reputation only once another principal
+    /// has also reported a failure of that memory.
+    fn moved_by_report(&self, cx: &Cx<'_>, used: &[MemoryItem], success: bool, weight: f64) -> Result<Moved, EngineError> {
+        use memwarden_lifecycle::{FeedbackState, Outcome, feedback};
+        let config = self.scorer.config();
+        let actor = cx.actor.id();
+        let outcome = if success { Outcome::Success } else { Outcome::Failure };
+        let mut out = Moved { records: Vec::new(), guards: Vec::new(), reputations: std::collections::HashMap::new(), repeated: Vec::new() };
+        for item in used.iter().filter(|i| i.writer() != actor) {
+            let before = item.guard();
+            if before.reported_by(actor) || before.reports.len() >= memwarden_core::item::REPORTS_MAX {
+                out.repeated.push(item.id());
+                continue;
+            }
+            let rep = match out.reputations.get(item.writer()) {
+                Some(r) => *r,
+                None => cx.store.reputation(cx.actor.tenant(), item.writer())?,
+            };
+            let mut rec = feedback(config, &FeedbackState { guard: before.clone(), source_agent_trust: rep }, outcome);
+            weigh_guard(&mut rec.after.guard, before, weight);
+            rec.after.guard.reports.push(memwarden_core::item::OutcomeReport { by: actor.clone(), success });
+            if success || before.other_failure_reporters(actor) >= 1 {
+                let from = rep.unwrap_or(config.signals.agent_trust_default);
+                let moved = rec.after.source_agent_trust.map(|to| from + weight * (to - from));
+                rec.after.source_agent_trust = moved;
+                out.reputations.insert(item.writer().clone(), moved);
+            } else {
+                rec.after.source_agent_trust = rep;
+            }
+            out.guards.push((item.id(), item.version(), rec.after.guard.clone()));
+            out.records.push(rec);
+        }
+        debug_assert_eq!(out.records.len(), out.guards.len());
+        Ok(out)
+    }
+}
+
+/// How much one report by `cx.actor` weighs: a user's 1; another principal's its stored
+/// reputation over the default (no reputation yet: 1), at most 1.
+fn reporter_weight(cx: &Cx<'_>, default: f64) -> Result<f64, EngineError> {
+    if cx.actor.principal().kind == PrincipalKind::User {
+        return Ok(1.0);
+    }
+    let w = match cx.store.reputation(cx.actor.tenant(), cx.actor.id())? {
+        Some(r) if r.is_finite() && default > 0.0 => (r / default).clamp(0.0, 1.0),
+        Some(_) => 0.0,
+        None => 1.0,
+    };
+    debug_assert!((0.0..=1.0).contains(&w));
+    Ok(w)
+}
+
+/// Scale a feedback update of a guard state by the reporter's `weight` (0..=1): the numbers move
+/// that fraction of the way from `before` to the unweighted update; counts move as reported.
+fn weigh_guard(after: &mut GuardState, before: &GuardState, weight: f64) {
+    debug_assert!((0.0..=1.0).contains(&weight));
+    let lerp = |from: f64, to: f64| from + weight * (to - from);
+    after.q = lerp(before.q, after.q);
+    after.tau = lerp(before.tau, after.tau);
+    after.h = lerp(before.h, after.h);
+    debug_assert!(after.tau.is_finite() && after.h.is_finite());
 }
 
 /// The lineage layer (MAP-Graph): the tenant's provenance graph decides what may be cited and
