@@ -61,6 +61,9 @@ pub const FEEDBACK_ITEMS_MAX: usize = 100;
 /// Most versions [`Engine::history`] walks in each direction from the asked one.
 pub const HISTORY_VERSIONS_MAX: usize = 1000;
 
+/// Which versions of a memory's chain a history read hands over (a page of it).
+pub(crate) type VersionSelect<'a> = dyn FnMut(&[MemoryItem]) -> Result<std::ops::Range<usize>, EngineError> + 'a;
+
 /// Every version of `item`'s memory that `fetch` returns, first version first: back through
 /// `supersedes`, then forward through `superseded_by`, each link checked both ways; at most
 /// [`HISTORY_VERSIONS_MAX`] older versions and twice that in all. A version `fetch` withholds
@@ -1451,7 +1454,7 @@ impl Engine {
         &self,
         actor: &Actor,
         id: &ItemId,
-        select: &mut dyn FnMut(&[MemoryItem]) -> Result<std::ops::Range<usize>, EngineError>,
+        select: &mut VersionSelect<'_>,
     ) -> Result<Vec<MemoryItem>, EngineError> {
         let now = self.now_ms();
         let mut fx = Effects::default();
