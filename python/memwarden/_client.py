@@ -349,7 +349,7 @@ class Client:
         defense layer held back, by id with the layer, rule and flags, never their text) and
         `next_cursor`: pass it back as `cursor` for the next page (`None` on the last). A
         cursor is opaque and bound to this namespace and principal; any other is refused with
-        `InvalidInput` (code `invalid_cursor`)."""
+        `InvalidCursor` (an `InvalidInput`, code `invalid_cursor`)."""
         return cast(ListOut, self._t.call("list", _paged({"namespace": namespace, "limit": limit}, cursor)))
 
     def iter_memories(self, namespace: str = DEFAULT_NAMESPACE, *, page_size: int = 1000) -> Iterator[MemoryOut]:

@@ -48,9 +48,9 @@ def check_paging(a: memwarden.Client, other: memwarden.Client) -> None:
         lambda: a.listing("pg", cursor="not a cursor"),
         lambda: a.history_record(ids[0], cursor=cursor),
     ):
-        with pytest.raises(memwarden.InvalidInput) as e:
+        with pytest.raises(memwarden.InvalidCursor) as e:
             call()
-        assert e.value.code == "invalid_cursor" and e.value.status == 400
+        assert e.value.code == "invalid_cursor" and e.value.status == 400 and isinstance(e.value, memwarden.InvalidInput)
     with pytest.raises(memwarden.InvalidInput):
         a.listing("pg", limit=0)
     # History pages too; `history` reads every page.
