@@ -37,6 +37,7 @@ from ._errors import (
     Forbidden,
     IdentityMismatch,
     InferenceUnavailable,
+    InvalidCursor,
     InvalidInput,
     LayerOff,
     MemwardenError,
@@ -53,7 +54,7 @@ from ._native import __version__
 
 __all__ = [
     "AsyncClient", "AsyncMemory", "BATCH_MAX", "Client", "Conflict", "DEFAULT_NAMESPACE", "DEFAULT_SESSION", "EmbedderFailed", "Engine",
-    "Forbidden", "IdentityMismatch", "InferenceUnavailable", "InvalidInput", "LayerOff", "Memory", "MemoryNotFound", "MemwardenError",
+    "Forbidden", "IdentityMismatch", "InferenceUnavailable", "InvalidCursor", "InvalidInput", "LayerOff", "Memory", "MemoryNotFound", "MemwardenError",
     "NotFound", "RateLimited", "Refused", "SearchUnavailable", "Unauthorized", "Withheld", "WriteRefused", "__version__", "connect", "connect_async",
     "default_model_dir", "generate_user_key", "open", "open_async", "sign_grant",
 ]

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _native
 from ._errors import MemwardenError, error_for, native_error
@@ -119,10 +119,10 @@ class _Embedded(_Transport):
 _ROUTES: Dict[str, Tuple[str, str, Tuple[str, ...], Tuple[str, ...]]] = {
     "add": ("POST", "/v1/memories", (), ()),
     "add_many": ("POST", "/v1/memories", (), ()),
-    "list": ("GET", "/v1/memories", (), ("namespace", "limit")),
+    "list": ("GET", "/v1/memories", (), ("namespace", "limit", "cursor")),
     "get": ("GET", "/v1/memories/{id}", ("id",), ()),
     "update": ("PUT", "/v1/memories/{id}", ("id",), ()),
-    "history": ("GET", "/v1/memories/{id}/history", ("id",), ()),
+    "history": ("GET", "/v1/memories/{id}/history", ("id",), ("limit", "cursor")),
     "erase": ("DELETE", "/v1/memories/{id}", ("id",), ()),
     "revoke": ("POST", "/v1/memories/{id}/revoke", ("id",), ()),
     "promote": ("POST", "/v1/memories/{id}/promote", ("id",), ()),
@@ -133,7 +133,7 @@ _ROUTES: Dict[str, Tuple[str, str, Tuple[str, ...], Tuple[str, ...]]] = {
     "derive": ("POST", "/v1/derive", (), ()),
     "tool_call": ("POST", "/v1/tool-calls", (), ()),
     "attest": ("POST", "/v1/attestations", (), ()),
-    "elevations": ("GET", "/v1/elevations", (), ()),
+    "elevations": ("GET", "/v1/elevations", (), ("limit", "cursor")),
     "withdraw_elevation": ("POST", "/v1/elevations/withdraw", (), ()),
     "grant": ("POST", "/v1/grants", (), ()),
     "decide": ("POST", "/v1/actions/decide", (), ()),
@@ -337,15 +337,31 @@ class Client:
         it back)."""
         return cast(MemoryOut, self._t.call("get", {"id": id}))
 
-    def list(self, namespace: str = DEFAULT_NAMESPACE, *, limit: int = 100) -> List[MemoryOut]:
-        """The memories of `namespace` this principal may read, oldest first (at most `limit`,
-        1..=10000). `listing` also names the ones a defense layer withheld."""
-        return self.listing(namespace, limit=limit)["results"]
+    def list(self, namespace: str = DEFAULT_NAMESPACE, *, limit: int = 100, cursor: Optional[str] = None) -> List[MemoryOut]:
+        """One page of the memories of `namespace` this principal may read, oldest first:
+        `limit` memories of the namespace are scanned (1..=10000), so a page may hold fewer.
+        `listing` also gives the page's `next_cursor` and the ones a defense layer withheld;
+        `iter_memories` reads every page."""
+        return self.listing(namespace, limit=limit, cursor=cursor)["results"]
 
-    def listing(self, namespace: str = DEFAULT_NAMESPACE, *, limit: int = 100) -> ListOut:
-        """`list` with `withheld`: the memories of this principal's scope that a defense layer
-        held back, by id with the layer, rule and flags (never their text)."""
-        return cast(ListOut, self._t.call("list", {"namespace": namespace, "limit": limit}))
+    def listing(self, namespace: str = DEFAULT_NAMESPACE, *, limit: int = 100, cursor: Optional[str] = None) -> ListOut:
+        """One page of `list` with `withheld` (the memories of this principal's scope that a
+        defense layer held back, by id with the layer, rule and flags, never their text) and
+        `next_cursor`: pass it back as `cursor` for the next page (`None` on the last). A
+        cursor is opaque and bound to this namespace and principal; any other is refused with
+        `InvalidCursor` (an `InvalidInput`, code `invalid_cursor`)."""
+        return cast(ListOut, self._t.call("list", _paged({"namespace": namespace, "limit": limit}, cursor)))
+
+    def iter_memories(self, namespace: str = DEFAULT_NAMESPACE, *, page_size: int = 1000) -> Iterator[MemoryOut]:
+        """Every memory of `namespace` this principal may read, oldest first, reading one page
+        of `page_size` at a time. Memories written meanwhile may appear."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.listing(namespace, limit=page_size, cursor=cursor)
+            yield from page["results"]
+            cursor = page.get("next_cursor")
+            if cursor is None:
+                return
 
     def search(self, query: str, *, namespace: str = DEFAULT_NAMESPACE, k: int = 5) -> List[Hit]:
         """Semantic search (1 <= k <= 100). The permission filter runs before ranking; each hit
@@ -364,13 +380,22 @@ class Client:
 
     def history(self, id: str) -> List[MemoryOut]:
         """Every version of a memory this principal may see, oldest first (none once it was
-        erased: see `history_record`)."""
-        return cast(List[MemoryOut], self._t.call("history", {"id": id})["versions"])
+        erased: see `history_record`), every page of it."""
+        versions: List[MemoryOut] = []
+        cursor: Optional[str] = None
+        while True:
+            page = self.history_record(id, cursor=cursor)
+            versions.extend(page["versions"])
+            cursor = page.get("next_cursor")
+            if cursor is None:
+                return versions
 
-    def history_record(self, id: str) -> Dict[str, Any]:
-        """`history` with what is left of an erased memory: `{"versions": [...], "erased":
-        {"erasure_id", "root", "erased_by", "at_ms"}}` (`erased` only after an erasure)."""
-        return cast(Dict[str, Any], self._t.call("history", {"id": id}))
+    def history_record(self, id: str, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> Dict[str, Any]:
+        """One page of `history` (at most `limit` versions, default 100) with what is left of an
+        erased memory: `{"versions": [...], "next_cursor", "erased": {"erasure_id", "root",
+        "erased_by", "at_ms"}}` (`erased` only after an erasure; `next_cursor` `None` on the
+        last page)."""
+        return cast(Dict[str, Any], self._t.call("history", _paged({"id": id, "limit": limit}, cursor)))
 
     def revoke(self, id: str, reason: str = "") -> Dict[str, Any]:
         """Revoke a memory (its owner or a user): no read returns it afterwards; descendants are
@@ -409,10 +434,11 @@ class Client:
         the attestation's own label is trusted)."""
         return cast(AttestOut, self._t.call("attest", {"key": key, "value": value, "kind": kind, "sources": list(sources or ())}))
 
-    def elevations(self) -> Dict[str, Any]:
-        """Users only: the tenant's elevations, each with the memories it rests on and whether
-        it still counts."""
-        return cast(Dict[str, Any], self._t.call("elevations", {}))
+    def elevations(self, *, limit: Optional[int] = None, cursor: Optional[str] = None) -> Dict[str, Any]:
+        """Users only: one page (at most `limit`, default 100) of the tenant's elevations,
+        oldest first, each with the memories it rests on and whether it still counts, and
+        `next_cursor` (pass it back as `cursor`; `None` on the last page)."""
+        return cast(Dict[str, Any], self._t.call("elevations", _paged({"limit": limit}, cursor)))
 
     def withdraw_elevation(self, key: str, value: str, *, kind: str = "text", reason: str = "") -> Dict[str, Any]:
         """Users only: withdraw the elevation of ``key`` = ``value``; it stops counting now and
@@ -492,6 +518,14 @@ class Client:
     def proof(self, index: int) -> ProofOut:
         """Inclusion proof of one verdict-log entry of this tenant, verified before returned."""
         return cast(ProofOut, self._t.call("proof", {"index": index}))
+
+
+def _paged(body: Dict[str, Any], cursor: Optional[str]) -> Dict[str, Any]:
+    """A list operation's body: unset paging fields left out (the server's defaults apply)."""
+    out = {k: v for k, v in body.items() if v is not None}
+    if cursor is not None:
+        out["cursor"] = cursor
+    return out
 
 
 def _add_body(

@@ -42,6 +42,13 @@ class InvalidInput(MemwardenError, ValueError):
     code, status = "invalid_input", 400
 
 
+class InvalidCursor(InvalidInput):
+    """A page cursor that is malformed, was changed, or belongs to another list, query or
+    principal (`invalid_cursor`, 400): start again without one."""
+
+    code, status = "invalid_cursor", 400
+
+
 class Unauthorized(MemwardenError):
     """No valid API key (`unauthorized`, 401)."""
 
@@ -141,6 +148,7 @@ class InferenceUnavailable(InvalidInput):
 
 _BY_CODE: Dict[str, Type[MemwardenError]] = {
     "invalid_input": InvalidInput,
+    "invalid_cursor": InvalidCursor,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "withheld": Withheld,

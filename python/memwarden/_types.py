@@ -112,6 +112,7 @@ class ListOut(TypedDict):
 
     results: List[MemoryOut]
     withheld: List[WithheldOut]
+    next_cursor: Optional[str]
 
 
 class SearchOut(TypedDict):

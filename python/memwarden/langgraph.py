@@ -151,7 +151,7 @@ class MemwardenStore(BaseStore):
 
     def _refresh(self, ns: str) -> Dict[str, MemoryOut]:
         index: Dict[str, MemoryOut] = {}
-        for m in self.client.list(ns, limit=LIST_LIMIT):
+        for m in self.client.iter_memories(ns, page_size=LIST_LIMIT):
             k = (m.get("metadata") or {}).get(_KEY)
             if k is None:
                 continue
@@ -176,7 +176,7 @@ class MemwardenStore(BaseStore):
     def _catalog_names(self) -> set:
         if self._catalog is None:
             names = set()
-            for m in self.client.list(self.prefix + _CATALOG_NS, limit=LIST_LIMIT):
+            for m in self.client.iter_memories(self.prefix + _CATALOG_NS, page_size=LIST_LIMIT):
                 n = (m.get("metadata") or {}).get(_CATALOG_KEY)
                 if n:
                     names.add(n)
@@ -269,7 +269,7 @@ class MemwardenStore(BaseStore):
                 hits = self.client.search(op.query, namespace=name, k=max(1, k))
                 cands = [(h["score"], h["item"]) for h in hits]
             else:
-                cands = [(0.0, m) for m in self.client.list(name, limit=LIST_LIMIT)]
+                cands = [(0.0, m) for m in self.client.iter_memories(name, page_size=LIST_LIMIT)]
             for score, m in cands:
                 key = (m.get("metadata") or {}).get(_KEY)
                 if key is None:

@@ -296,7 +296,7 @@ class Memory:
         return last
 
     def _own(self, run_id: Optional[str] = None) -> List[MemoryOut]:
-        items = self.client.list(self.namespace, limit=LIST_LIMIT)
+        items = self.client.iter_memories(self.namespace, page_size=LIST_LIMIT)
         return [m for m in items if m["writer"] == self._me_id and (run_id is None or (m.get("metadata") or {}).get("run_id") == run_id)]
 
     # -- Mem0's API -----------------------------------------------------------------------------
@@ -386,7 +386,7 @@ class Memory:
         out: List[Dict[str, Any]] = []
         if top_k == 0:
             return {"results": out}
-        for m in self.client.list(self.namespace, limit=LIST_LIMIT):
+        for m in self.client.iter_memories(self.namespace, page_size=LIST_LIMIT):
             r = self._result(m, with_score=False)
             if not show_expired and _expired(r):
                 continue

@@ -279,6 +279,9 @@ pub struct ListOut {
     /// `withheld` with the same rule and flags.
     #[serde(default)]
     pub withheld: Vec<WithheldOut>,
+    /// The cursor of the next page (pass it back as `cursor`); null on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// A memory of the caller's scope that a defense layer held back, and why (no text).
@@ -325,10 +328,35 @@ pub struct ListQuery {
     #[serde(default = "default_ns")]
     #[param(pattern = "^[a-z0-9][a-z0-9._-]{0,63}$")]
     pub namespace: String,
-    /// At most this many (default 100, at most 10000).
+    /// Memories of the store's order scanned for this page (default 100, 1..=10000; out of
+    /// range is a 400). A page may hold fewer (those the caller may not read are skipped)
+    /// and still have a next one.
     #[serde(default = "default_limit")]
     #[param(minimum = 1, maximum = 10000)]
     pub limit: usize,
+    /// Opaque cursor: the `next_cursor` of the previous page, unchanged (absent: the first
+    /// page). Bound to this list and query; one of another list, query or caller, or a changed
+    /// one, is a 400 `invalid_cursor`.
+    #[serde(default)]
+    #[param(max_length = 600)]
+    pub cursor: Option<String>,
+}
+
+/// Query of a paged list (`GET /v1/memories/{id}/history`, `GET /v1/elevations`).
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams, schemars::JsonSchema)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// At most this many (default 100, 1..=10000; out of range is a 400).
+    #[serde(default)]
+    #[param(minimum = 1, maximum = 10000)]
+    pub limit: Option<usize>,
+    /// Opaque cursor: the `next_cursor` of the previous page, unchanged (absent: the first
+    /// page). Bound to this list and query; one of another list, query or caller, or a changed
+    /// one, is a 400 `invalid_cursor`.
+    #[serde(default)]
+    #[param(max_length = 600)]
+    pub cursor: Option<String>,
 }
 
 /// Semantic search.
@@ -540,7 +568,14 @@ pub struct WithdrawElevationIn {
 /// Arguments of the MCP `list_elevations` tool (none).
 #[derive(Debug, Clone, Default, Deserialize, ToSchema, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ElevationsIn {}
+pub struct ElevationsIn {
+    /// At most this many (default 100, 1..=10000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Opaque cursor: the `next_cursor` of the previous page, unchanged (absent: the first page).
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
 
 /// One elevation: a value corroboration lifted for a key, what it rests on, whether it counts.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -567,8 +602,11 @@ pub struct ElevationOut {
 /// `GET /v1/elevations`: the tenant's elevations (users only).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ElevationsOut {
-    /// Every elevation of the tenant.
+    /// The tenant's elevations on this page, oldest first.
     pub elevations: Vec<ElevationOut>,
+    /// The cursor of the next page (pass it back as `cursor`); null on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// A withdrawn elevation.
@@ -635,6 +673,9 @@ pub struct HistoryOut {
     /// time, never text). Shown to those who could read the memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erased: Option<ErasureNoteOut>,
+    /// The cursor of the next page (pass it back as `cursor`); null on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// What is left of an erased memory: the erasure, by whom and when.
@@ -1032,13 +1073,26 @@ pub struct TenantQuery {
     /// Tenant (keys: optional, all tenants when absent).
     #[serde(default)]
     pub tenant: Option<String>,
+    /// At most this many (default 100, 1..=10000; out of range is a 400).
+    #[serde(default)]
+    #[param(minimum = 1, maximum = 10000)]
+    pub limit: Option<usize>,
+    /// Opaque cursor: the `next_cursor` of the previous page, unchanged (absent: the first
+    /// page). Bound to this list and query; one of another list, query or caller, or a changed
+    /// one, is a 400 `invalid_cursor`.
+    #[serde(default)]
+    #[param(max_length = 600)]
+    pub cursor: Option<String>,
 }
 
 /// Principals.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PrincipalsOut {
-    /// The principals.
+    /// The principals on this page, by id.
     pub principals: Vec<PrincipalOut>,
+    /// The cursor of the next page (pass it back as `cursor`); null on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// Mint an API key (admin).
@@ -1059,8 +1113,11 @@ pub struct MintKeyIn {
 /// Keys (no secrets).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct KeysOut {
-    /// The keys.
+    /// The keys on this page, by key id.
     pub keys: Vec<crate::KeyInfo>,
+    /// The cursor of the next page (pass it back as `cursor`); null on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// Result of a revocation.
@@ -1165,6 +1222,20 @@ pub struct ExportQuery {
 pub struct GetMemoryArgs {
     /// The memory id (32 hex digits).
     pub memory_id: String,
+}
+
+/// Arguments of the MCP `memory_history` tool.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryArgs {
+    /// The memory id (32 hex digits).
+    pub memory_id: String,
+    /// At most this many versions (default 100, 1..=10000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Opaque cursor: the `next_cursor` of the previous page, unchanged (absent: the first page).
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 /// Arguments of `update_memory`.

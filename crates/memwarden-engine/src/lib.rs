@@ -34,6 +34,9 @@ mod stages;
 pub use lineage::RERANK_FETCH_FACTOR;
 pub use search::RRF_K;
 mod idempotency;
+mod paging;
+pub use paging::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX, Page, check_limit, page_sorted};
+pub use memwarden_store::cursor::{CursorError, CursorRoute, CursorScope};
 pub use memwarden_lineage as lineage_layer;
 use memwarden_lineage::{AuditTrail, LineageConfig, RecordState, TrustBreakdown};
 
@@ -57,6 +60,9 @@ pub const SEARCH_K_MAX: usize = 100;
 pub const FEEDBACK_ITEMS_MAX: usize = 100;
 /// Most versions [`Engine::history`] walks in each direction from the asked one.
 pub const HISTORY_VERSIONS_MAX: usize = 1000;
+
+/// Which versions of a memory's chain a history read hands over (a page of it).
+pub(crate) type VersionSelect<'a> = dyn FnMut(&[MemoryItem]) -> Result<std::ops::Range<usize>, EngineError> + 'a;
 
 /// Every version of `item`'s memory that `fetch` returns, first version first: back through
 /// `supersedes`, then forward through `superseded_by`, each link checked both ways; at most
@@ -167,6 +173,9 @@ pub enum EngineError {
     /// A session name the engine never issued to this principal (open one first).
     #[error("unknown session: open one with POST /v1/sessions (a session is a handle the server issues, not a name the caller picks)")]
     UnknownSession,
+    /// A page cursor that is malformed, changed, or of another list or query.
+    #[error("invalid cursor: {0}")]
+    Cursor(CursorError),
 }
 
 /// A memory in the reader's scope that a layer held back, and why: the answer of get, history
@@ -1433,6 +1442,17 @@ impl Engine {
     /// back since). A version the read stages withhold ends the chain there. Everything
     /// returned counts as handed to the actor's session.
     pub fn history(&self, actor: &Actor, id: &ItemId) -> Result<Vec<MemoryItem>, EngineError> {
+        self.history_in(actor, id, &mut |chain: &[MemoryItem]| Ok(0..chain.len()))
+    }
+
+    /// [`Engine::history`] of the versions `select` picks from the whole chain (a page): only
+    /// those are handed to the actor's session.
+    pub(crate) fn history_in(
+        &self,
+        actor: &Actor,
+        id: &ItemId,
+        select: &mut VersionSelect<'_>,
+    ) -> Result<Vec<MemoryItem>, EngineError> {
         let now = self.now_ms();
         let mut fx = Effects::default();
         let mut admitted: Vec<Candidate> = Vec::new();
@@ -1465,6 +1485,12 @@ impl Engine {
                 return Err(self.refuse(actor.tenant(), now, fx, e));
             }
         };
+        let range = match select(&out) {
+            Ok(r) => r,
+            Err(e) => return Err(self.refuse(actor.tenant(), now, fx, e)),
+        };
+        debug_assert!(range.start <= range.end && range.end <= out.len());
+        let out = out.get(range).map(<[MemoryItem]>::to_vec).unwrap_or_default();
         let handed: Vec<Candidate> = out.iter().filter_map(|i| admitted.iter().find(|c| c.item().id() == i.id()).cloned()).collect();
         debug_assert_eq!(handed.len(), out.len());
         self.hand_out(actor, Read::History, &handed, now, &mut fx)?;
@@ -1940,25 +1966,8 @@ impl Engine {
     /// [`Engine::list_scored`], and the memories of the caller's scope that a layer withheld
     /// (by id, with the rule and the evidence: [`Listing::withheld`]); `limit` counts both.
     pub fn list_report(&self, actor: &Actor, namespace: &Namespace, limit: usize) -> Result<Listing, EngineError> {
-        let items = self.store.list(actor.tenant(), namespace, limit.min(10_000))?;
-        let now = self.now_ms();
-        let mut fx = Effects::default();
-        let mut candidates: Vec<Candidate> = self.views(actor.tenant(), items, true)?.into_iter().map(|v| Candidate::new(v, 0.0, 0.0)).collect();
-        if let Err(e) = self.admit_reads(actor, Read::List, Integrity::Untrusted, &mut candidates, now, &mut fx) {
-            return Err(self.refuse(actor.tenant(), now, fx, e));
-        }
-        let mut withheld = Vec::new();
-        let mut handed = Vec::with_capacity(candidates.len());
-        for c in candidates {
-            match c.withheld {
-                None => handed.push(c),
-                Some(Withheld::Stage(hold)) => withheld.push(WithheldMemory::of(c.view.item.id(), hold)),
-                Some(Withheld::Scope | Withheld::SessionFloor | Withheld::Cut) => {}
-            }
-        }
-        self.hand_out(actor, Read::List, &handed, now, &mut fx)?;
-        self.finish(actor.tenant(), now, fx)?;
-        Ok(Listing { memories: handed.into_iter().map(|c| ReadMemory::of(c.view.item, c.risk)).collect(), withheld })
+        let items = self.store.list(actor.tenant(), namespace, limit.min(PAGE_LIMIT_MAX))?;
+        self.list_items(actor, items)
     }
 
     /// Items by id from the store, in batches of at most [`memwarden_store::ITEMS_BATCH_MAX`]

@@ -60,6 +60,12 @@ impl Store for Counting {
     fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
         self.inner.list_newest(tenant, namespace, limit)
     }
+    fn list_after(&self, tenant: &TenantId, namespace: &Namespace, after: Option<memwarden_store::ListPosition>, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        self.inner.list_after(tenant, namespace, after, limit)
+    }
+    fn cursor_key(&self) -> [u8; 32] {
+        self.inner.cursor_key()
+    }
     fn count(&self, tenant: &TenantId) -> Result<u64, StoreError> {
         self.inner.count(tenant)
     }

@@ -83,7 +83,7 @@ fn to_json<T: serde::Serialize>(t: &T) -> Result<Value, ApiError> {
 
 /// Every operation the Python package calls, by the name it uses. The body of each is the body of
 /// the matching HTTP route, with the route's path parameters (`id`, `index`) and query
-/// parameters (`namespace`, `limit`, `format`) as fields.
+/// parameters (`namespace`, `limit`, `cursor`, `format`) as fields.
 pub const OPERATIONS: [&str; 25] = [
     "add", "add_many", "list", "get", "update", "history", "erase", "revoke", "promote", "lineage", "export_lineage", "search", "feedback",
     "derive", "tool_call", "attest", "elevations", "withdraw_elevation", "grant", "decide", "verify", "checkpoint", "proof", "me", "open_session",
@@ -99,7 +99,7 @@ fn dispatch(engine: &Engine, actor: &Actor, op: &str, mut body: Value) -> Result
         }
         "list" => {
             let q = de::<ListQuery>(body, "list")?;
-            to_json(&ops::list(engine, actor, &q.namespace, q.limit)?)
+            to_json(&ops::list(engine, actor, &q.namespace, q.limit, q.cursor.as_deref())?)
         }
         "get" => to_json(&ops::get(engine, actor, &take_str(&mut body, "id")?)?),
         "update" => {
@@ -107,7 +107,11 @@ fn dispatch(engine: &Engine, actor: &Actor, op: &str, mut body: Value) -> Result
             let u = de::<UpdateIn>(body, "update")?;
             to_json(&ops::update(engine, actor, &id, u.content)?)
         }
-        "history" => to_json(&ops::history(engine, actor, &take_str(&mut body, "id")?)?),
+        "history" => {
+            let id = take_str(&mut body, "id")?;
+            let q = de::<PageQuery>(body, "history")?;
+            to_json(&ops::history(engine, actor, &id, q.limit, q.cursor.as_deref())?)
+        }
         "erase" => to_json(&ops::erase(engine, actor, &take_str(&mut body, "id")?)?),
         "revoke" => {
             let id = take_str(&mut body, "id")?;
@@ -127,7 +131,10 @@ fn dispatch(engine: &Engine, actor: &Actor, op: &str, mut body: Value) -> Result
         "derive" => to_json(&ops::derive(engine, actor, de::<DeriveIn>(body, "derive")?)?),
         "tool_call" => to_json(&ops::tool_call(engine, actor, de::<ToolCallIn>(body, "tool_call")?)?),
         "attest" => to_json(&ops::attest(engine, actor, de::<AttestIn>(body, "attest")?)?),
-        "elevations" => to_json(&ops::elevations(engine, actor)?),
+        "elevations" => {
+            let q = de::<PageQuery>(body, "elevations")?;
+            to_json(&ops::elevations(engine, actor, q.limit, q.cursor.as_deref())?)
+        }
         "withdraw_elevation" => to_json(&ops::withdraw_elevation(engine, actor, de::<WithdrawElevationIn>(body, "withdraw_elevation")?)?),
         "grant" => to_json(&ops::record_grant(engine, actor, body)?),
         "decide" => to_json(&ops::decide(engine, actor, de::<DecideIn>(body, "decide")?)?),

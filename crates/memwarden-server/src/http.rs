@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use memwarden_core::prelude::*;
-use memwarden_engine::{Actor, Engine};
+use memwarden_engine::{Actor, CursorRoute, CursorScope, Engine};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -334,15 +334,18 @@ async fn add_memories(State(st): State<AppState>, c: Caller, ApiJson(body): ApiJ
     }
 }
 
-/// List the memories of a namespace that the caller may read, oldest first.
+/// List the memories of a namespace that the caller may read, oldest first, a page at a time:
+/// pass the answer's `next_cursor` back as `cursor` for the next page (null on the last). Paging
+/// to the end lists every memory once (or names it in `withheld`); memories written while paging
+/// appear on a later page.
 #[utoipa::path(get, path = "/v1/memories", tag = "memories", params(ListQuery),
     responses(
-        (status = 200, description = "Memories", body = ListOut),
-        (status = 400, description = "Bad query", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "One page of memories", body = ListOut),
+        (status = 400, description = "Bad query: `limit` out of range, or an invalid cursor (code `invalid_cursor`: malformed, changed, or of another list, query or caller)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn list_memories(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQuery<ListQuery>) -> Result<Json<ListOut>, ApiError> {
-    Ok(Json(st.run(move |e| ops::list(e, &c.actor, &q.namespace, q.limit)).await?))
+    Ok(Json(st.run(move |e| ops::list(e, &c.actor, &q.namespace, q.limit, q.cursor.as_deref())).await?))
 }
 
 /// Read a memory by id (a memory of another tenant or outside the caller's scope is a 404; one in
@@ -446,18 +449,19 @@ async fn update_memory(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPa
     Ok(Json(st.run(move |e| ops::update(e, &c.actor, &id, u.content)).await?))
 }
 
-/// Every version of a memory the caller may see, oldest first.
+/// Every version of a memory the caller may see, oldest first, a page at a time (`cursor`,
+/// `next_cursor`).
 #[utoipa::path(get, path = "/v1/memories/{id}/history", tag = "memories",
-    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    params(("id" = String, Path, description = "Memory id (32 hex digits)"), PageQuery),
     responses(
         (status = 200, description = "The versions, oldest first", body = HistoryOut),
-        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed id, `limit` out of range, or an invalid cursor (code `invalid_cursor`)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Withheld (code `withheld`): the memory is in the caller's scope but a defense layer holds it back; the problem's `withheld` names the layer, the rule and the flags that fired", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn memory_history(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath) -> Result<Json<HistoryOut>, ApiError> {
-    Ok(Json(st.run(move |e| ops::history(e, &c.actor, &id)).await?))
+async fn memory_history(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiQuery(q): ApiQuery<PageQuery>) -> Result<Json<HistoryOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::history(e, &c.actor, &id, q.limit, q.cursor.as_deref())).await?))
 }
 
 /// Mem0-compatible update (see `PUT /v1/memories/{id}`).
@@ -476,18 +480,21 @@ async fn alias_update(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPat
     Ok(Json(st.run(move |e| ops::update(e, &c.actor, &id, u.text)).await?))
 }
 
-/// Mem0-compatible history (see `GET /v1/memories/{id}/history`).
+/// Mem0-compatible history (see `GET /v1/memories/{id}/history`; `limit`, `cursor`; other query
+/// parameters are ignored).
 #[utoipa::path(get, path = "/memories/{id}/history", tag = "mem0",
-    params(("id" = String, Path, description = "Memory id (32 hex digits)")),
+    params(("id" = String, Path, description = "Memory id (32 hex digits)"), ("limit" = Option<usize>, Query, description = "At most this many versions (1..=10000, default 100)"),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page, unchanged")),
     responses(
         (status = 200, description = "The versions, oldest first", body = HistoryOut),
-        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed id, `limit` out of range, or an invalid cursor (code `invalid_cursor`)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Withheld (code `withheld`): the memory is in the caller's scope but a defense layer holds it back; the problem's `withheld` names the layer, the rule and the flags that fired", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn alias_history(st: State<AppState>, c: Caller, id: ApiPath) -> Result<Json<HistoryOut>, ApiError> {
-    memory_history(st, c, id).await
+async fn alias_history(st: State<AppState>, c: Caller, id: ApiPath, ApiQuery(q): ApiQuery<BTreeMap<String, String>>) -> Result<Json<HistoryOut>, ApiError> {
+    let limit = q.get("limit").map(|l| l.parse::<usize>().map_err(|_| ApiError::invalid("limit must be a positive integer"))).transpose()?;
+    memory_history(st, c, id, ApiQuery(PageQuery { limit, cursor: q.get("cursor").cloned() })).await
 }
 
 /// Erase a memory — every version of it, whichever version the id names (delete their text,
@@ -630,15 +637,16 @@ async fn lineage_export(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQ
 // Authority
 
 /// The tenant's elevations (users only): each corroborated value, the memories it rests on, and
-/// whether it still counts (issue 34.4).
-#[utoipa::path(get, path = "/v1/elevations", tag = "authority",
+/// whether it still counts (issue 34.4); oldest first, a page at a time (`cursor`, `next_cursor`).
+#[utoipa::path(get, path = "/v1/elevations", tag = "authority", params(PageQuery),
     responses(
         (status = 200, description = "The elevations", body = ElevationsOut),
+        (status = 400, description = "Bad query: `limit` out of range, or an invalid cursor (code `invalid_cursor`: malformed, changed, or of another list, query or caller)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not a user", body = Problem, content_type = "application/problem+json"),
     ))]
-async fn elevations(State(st): State<AppState>, c: Caller) -> Result<Json<ElevationsOut>, ApiError> {
-    Ok(Json(st.run(move |e| ops::elevations(e, &c.actor)).await?))
+async fn elevations(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQuery<PageQuery>) -> Result<Json<ElevationsOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::elevations(e, &c.actor, q.limit, q.cursor.as_deref())).await?))
 }
 
 /// Withdraw an elevation (users only): it stops counting now; the withdrawal is logged.
@@ -803,18 +811,24 @@ async fn admin_register(State(st): State<AppState>, _a: AdminCaller, ApiJson(p):
     Ok(created(st.run(move |e| ops::register_principal(e, p)).await?))
 }
 
-/// Principals of a tenant (admin token).
+/// Principals of a tenant (admin token), by id, a page at a time (`cursor`, `next_cursor`).
 #[utoipa::path(get, path = "/v1/admin/principals", tag = "admin", params(TenantQuery),
     responses(
         (status = 200, description = "Principals", body = PrincipalsOut),
-        (status = 400, description = "Missing or bad tenant", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Missing or bad tenant, `limit` out of range, or an invalid cursor (code `invalid_cursor`)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not the admin token", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn admin_list_principals(State(st): State<AppState>, _a: AdminCaller, ApiQuery(q): ApiQuery<TenantQuery>) -> Result<Json<PrincipalsOut>, ApiError> {
     let tenant = TenantId::new(q.tenant.as_deref().ok_or_else(|| ApiError::invalid("tenant is required"))?)?;
-    let ps = st.run(move |e| e.store().principals(&tenant).map_err(ApiError::internal)).await?;
-    Ok(Json(PrincipalsOut { principals: ps.iter().map(ops::principal_out).collect() }))
+    st.run(move |e| {
+        let mut ps = e.store().principals(&tenant).map_err(ApiError::internal)?;
+        ps.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+        let scope = admin_scope(CursorRoute::Principals, &tenant);
+        let (page, next_cursor) = admin_page(e, &scope, ps, |p| p.id.as_str().as_bytes().to_vec(), &q)?;
+        Ok(Json(PrincipalsOut { principals: page.iter().map(ops::principal_out).collect(), next_cursor }))
+    })
+    .await
 }
 
 /// Mint an API key for a registered principal (admin token). The secret is shown once.
@@ -840,18 +854,40 @@ async fn admin_mint_key(State(st): State<AppState>, _a: AdminCaller, ApiJson(m):
     Ok(created(minted))
 }
 
-/// API keys, of one tenant or all (admin token). No secrets.
+/// API keys, of one tenant or all (admin token), oldest first, a page at a time (`cursor`,
+/// `next_cursor`). No secrets.
 #[utoipa::path(get, path = "/v1/admin/keys", tag = "admin", params(TenantQuery),
     responses(
         (status = 200, description = "Keys", body = KeysOut),
+        (status = 400, description = "Bad query: `limit` out of range, or an invalid cursor (code `invalid_cursor`: malformed, changed, or of another list, query or caller)", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Not authenticated", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Not the admin token", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn admin_list_keys(State(st): State<AppState>, _a: AdminCaller, ApiQuery(q): ApiQuery<TenantQuery>) -> Result<Json<KeysOut>, ApiError> {
     let tenant = q.tenant.as_deref().map(TenantId::new).transpose()?;
     let keys = Arc::clone(&st.0.keys);
-    let list = st.run(move |_| Ok(keys.list(tenant.as_ref())?)).await?;
-    Ok(Json(KeysOut { keys: list }))
+    st.run(move |e| {
+        let list = keys.list(tenant.as_ref())?;
+        let scope = CursorScope { route: CursorRoute::Keys, tenant: tenant.as_ref().map_or("", TenantId::as_str), caller: "admin", query: "" };
+        let key_of = |k: &memwarden_api::KeyInfo| [k.created_ms.to_be_bytes().as_slice(), k.key_id.as_bytes()].concat();
+        let (page, next_cursor) = admin_page(e, &scope, list, key_of, &q)?;
+        Ok(Json(KeysOut { keys: page, next_cursor }))
+    })
+    .await
+}
+
+/// The cursor scope of an admin list of one tenant.
+fn admin_scope(route: CursorRoute, tenant: &TenantId) -> CursorScope<'_> {
+    CursorScope { route, tenant: tenant.as_str(), caller: "admin", query: "" }
+}
+
+/// One page of an admin list (sorted by `key`, keys unique) after the query's cursor.
+fn admin_page<T>(e: &Engine, scope: &CursorScope<'_>, items: Vec<T>, key: impl Fn(&T) -> Vec<u8>, q: &TenantQuery) -> Result<(Vec<T>, Option<String>), ApiError> {
+    let limit = memwarden_engine::check_limit(q.limit.unwrap_or(memwarden_engine::PAGE_LIMIT_DEFAULT))?;
+    let after = q.cursor.as_deref().map(|c| e.open_cursor(scope, c)).transpose()?;
+    let (page, next) = memwarden_engine::page_sorted(items, key, after.as_deref(), limit);
+    let next_cursor = next.map(|p| e.seal_cursor(scope, &p)).transpose()?;
+    Ok((page, next_cursor))
 }
 
 /// Revoke an API key (admin token); it stops working at the next request.
@@ -942,21 +978,25 @@ async fn alias_add(State(st): State<AppState>, c: Caller, ApiJson(body): ApiJson
     Ok(created(st.run(move |e| ops::add(e, &c.actor, one)).await?))
 }
 
-/// Mem0-compatible list (`namespace`, `limit`; other query parameters are ignored).
+/// Mem0-compatible list (`namespace`, `limit`, `cursor`; other query parameters are ignored),
+/// paged as `GET /v1/memories` (the two share cursors).
 #[utoipa::path(get, path = "/memories", tag = "mem0",
-    params(("namespace" = Option<String>, Query, description = "Namespace"), ("limit" = Option<usize>, Query, description = "At most this many")),
+    params(("namespace" = Option<String>, Query, description = "Namespace"), ("limit" = Option<usize>, Query, description = "Memories scanned for this page (1..=10000, default 100)"),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the previous page, unchanged")),
     responses(
         (status = 200, description = "Memories", body = ListOut),
-        (status = 400, description = "Bad query", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Bad query: `limit` out of range, or an invalid cursor (code `invalid_cursor`: malformed, changed, or of another list, query or caller)", body = Problem, content_type = "application/problem+json"),
+
         (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn alias_list(State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQuery<BTreeMap<String, String>>) -> Result<Json<ListOut>, ApiError> {
     let ns = q.get("namespace").cloned().unwrap_or_else(|| "default".into());
     let limit = match q.get("limit") {
         Some(l) => l.parse::<usize>().map_err(|_| ApiError::invalid("limit must be a positive integer"))?,
-        None => 100,
+        None => memwarden_engine::PAGE_LIMIT_DEFAULT,
     };
-    Ok(Json(st.run(move |e| ops::list(e, &c.actor, &ns, limit)).await?))
+    let cursor = q.get("cursor").cloned();
+    Ok(Json(st.run(move |e| ops::list(e, &c.actor, &ns, limit, cursor.as_deref())).await?))
 }
 
 /// Mem0-compatible read by id.

@@ -6,7 +6,7 @@ use crate::dto::*;
 use crate::problem::ApiError;
 use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::prelude::*;
-use memwarden_engine::{Actor, Engine, EngineError, ReadMemory, SessionKind};
+use memwarden_engine::{Actor, Engine, EngineError, PAGE_LIMIT_DEFAULT, ReadMemory, SessionKind};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -176,10 +176,10 @@ fn elevation_out(e: &memwarden_core::authority::Elevation, counts: bool) -> Elev
     }
 }
 
-/// The tenant's elevations (users only).
-pub fn elevations(engine: &Engine, actor: &Actor) -> Result<ElevationsOut, ApiError> {
-    let listed = engine.elevations(actor)?;
-    Ok(ElevationsOut { elevations: listed.iter().map(|(e, counts)| elevation_out(e, *counts)).collect() })
+/// One page of the tenant's elevations (users only).
+pub fn elevations(engine: &Engine, actor: &Actor, limit: Option<usize>, cursor: Option<&str>) -> Result<ElevationsOut, ApiError> {
+    let page = engine.elevations_page(actor, limit.unwrap_or(PAGE_LIMIT_DEFAULT), cursor)?;
+    Ok(ElevationsOut { elevations: page.items.iter().map(|(e, counts)| elevation_out(e, *counts)).collect(), next_cursor: page.next_cursor })
 }
 
 /// Withdraw an elevation (users only); logged.
@@ -220,17 +220,18 @@ pub fn update(engine: &Engine, actor: &Actor, id: &str, content: String) -> Resu
     Ok(UpdatedOut { memory: memory_out(&item), previous_id: id.to_string(), log_index: receipt.log_index })
 }
 
-/// Every version of a memory the caller may see.
-pub fn history(engine: &Engine, actor: &Actor, id: &str) -> Result<HistoryOut, ApiError> {
+/// One page of the versions of a memory the caller may see.
+pub fn history(engine: &Engine, actor: &Actor, id: &str, limit: Option<usize>, cursor: Option<&str>) -> Result<HistoryOut, ApiError> {
     let id = parse_id(id)?;
-    match engine.history(actor, &id) {
-        Ok(versions) => Ok(HistoryOut { versions: versions.iter().map(memory_out).collect(), erased: None }),
+    match engine.history_page(actor, &id, limit.unwrap_or(PAGE_LIMIT_DEFAULT), cursor) {
+        Ok(page) => Ok(HistoryOut { versions: page.items.iter().map(memory_out).collect(), erased: None, next_cursor: page.next_cursor }),
         // Mem0 keeps a DELETE row: an erased memory's history is the erasure (no text), for
         // those who could read the memory.
         Err(EngineError::NotFound(_)) => match engine.erasure_of(actor, &id)? {
             Some(r) => Ok(HistoryOut {
                 versions: Vec::new(),
                 erased: Some(ErasureNoteOut { erasure_id: r.erasure_id.to_string(), root: r.root.to_string(), erased_by: r.requested_by.to_string(), at_ms: r.at_ms }),
+                next_cursor: None,
             }),
             None => Err(EngineError::NotFound(id).into()),
         },
@@ -286,13 +287,11 @@ pub fn open_session(engine: &Engine, actor: &Actor, s: SessionIn) -> Result<Sess
     Ok(SessionOut { session: handle.to_string(), kind: kind.as_str().to_owned(), floor: floor.as_str().to_owned(), log_index: receipt.log_index })
 }
 
-/// Memories of a namespace the actor may read.
-pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize) -> Result<ListOut, ApiError> {
-    if limit == 0 || limit > 10_000 {
-        return Err(ApiError::invalid("limit must be 1..=10000"));
-    }
-    let listing = engine.list_report(actor, &namespace(ns)?, limit)?;
-    Ok(ListOut { results: listing.memories.iter().map(read_out).collect(), withheld: listing.withheld.iter().map(withheld_out).collect() })
+/// One page of the memories of a namespace the actor may read (after `cursor`).
+pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize, cursor: Option<&str>) -> Result<ListOut, ApiError> {
+    let page = engine.list_page(actor, &namespace(ns)?, limit, cursor)?;
+    let listing = page.items;
+    Ok(ListOut { results: listing.memories.iter().map(read_out).collect(), withheld: listing.withheld.iter().map(withheld_out).collect(), next_cursor: page.next_cursor })
 }
 
 /// Semantic search.

@@ -163,6 +163,9 @@ impl From<EngineError> for ApiError {
             EngineError::LayerOff(_) => Self::new(StatusCode::CONFLICT, "layer_off", e.to_string()),
             // The caller named a session it was never issued (never echoed: it is caller text).
             EngineError::UnknownSession => Self::new(StatusCode::BAD_REQUEST, "unknown_session", e.to_string()),
+            // A position too long to seal is our bug, not the caller's.
+            EngineError::Cursor(memwarden_engine::CursorError::PositionTooLong) => Self::internal(&e),
+            EngineError::Cursor(_) => Self::new(StatusCode::BAD_REQUEST, "invalid_cursor", e.to_string()),
             // The database server is down or unreachable: retry later, not a fault of ours.
             // Another process (or store) has the data directory open: say which, not a 500.
             EngineError::Store(memwarden_store::StoreError::Locked(_)) => Self::new(StatusCode::CONFLICT, "conflict", e.to_string()),

@@ -34,7 +34,8 @@ MEM0_TOOLS = {
 MEM0_ARGS = {
     "add_memory": ({"text", "messages", "user_id", "agent_id", "app_id", "run_id", "metadata", "enable_graph"}, {"text"}),
     "search_memories": ({"query", "filters", "limit", "enable_graph"}, {"query"}),
-    "get_memories": ({"filters", "page", "page_size", "enable_graph"}, set()),
+    # mem0's, plus `cursor` (issue 39.5: every list pages by cursor; optional, so mem0 calls work).
+    "get_memories": ({"filters", "page", "page_size", "enable_graph", "cursor"}, set()),
     "get_memory": ({"memory_id"}, {"memory_id"}),
     "update_memory": ({"memory_id", "text"}, {"memory_id", "text"}),
     "delete_memory": ({"memory_id"}, {"memory_id"}),

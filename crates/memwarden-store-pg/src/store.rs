@@ -1030,6 +1030,23 @@ impl Store for PostgresStore {
         self.list_in_order(tenant, namespace, limit, "created_ms DESC, id DESC")
     }
 
+    fn list_after(&self, tenant: &TenantId, namespace: &Namespace, after: Option<memwarden_store::ListPosition>, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        let Some(after) = after else { return self.list(tenant, namespace, limit) };
+        let clause = "tenant = ?1 AND namespace = ?2 AND (created_ms, id) > (?3, ?4) ORDER BY created_ms, id LIMIT ?5";
+        let created_ms = i64::try_from(after.created_ms).unwrap_or(i64::MAX);
+        let items = self.read_tenant(tenant.as_str(), |conn, view| {
+            let args = [Arg::Text(tenant.as_str()), Arg::Text(namespace.as_str()), Arg::Int(created_ms), Arg::Blob(after.id.as_bytes()), Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX))];
+            let rs: Vec<ItemRow> = rows(conn, view, clause, &args)?;
+            rs.iter().map(|r| item_from_row(r, tenant)).collect::<Result<Vec<_>, _>>()
+        })?;
+        debug_assert!(items.iter().all(|i| memwarden_store::ListPosition::of(i) > after));
+        Ok(items)
+    }
+
+    fn cursor_key(&self) -> [u8; 32] {
+        memwarden_store::cursor::cursor_key(&self.key)
+    }
+
     fn newest_ids(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<ItemId>, StoreError> {
         // Ids only (the caller reads, and so verifies, the items it needs): reading every item
         // of the newest `limit` made a decision's neighbour scan 2.6× slower than on SQLite.

@@ -16,7 +16,7 @@ use common::*;
 use ed25519_dalek::SigningKey;
 use memwarden_core::prelude::*;
 use memwarden_log::Problem;
-use memwarden_store::{CommitError, Mutation, SqliteStore, Store, StoreError, TOMBSTONE_CONTENT};
+use memwarden_store::{CommitError, ListPosition, Mutation, SqliteStore, Store, StoreError, TOMBSTONE_CONTENT};
 use memwarden_store_pg::{PgConfig, PostgresStore, drop_schema};
 use std::sync::Arc;
 
@@ -503,6 +503,53 @@ fn newest_ids_are_the_namespace_newest_first() {
             let listed: Vec<ItemId> = s.list_newest(&tenant(), &ns(), 5).unwrap().iter().map(MemoryItem::id).collect();
             assert_eq!(s.newest_ids(&tenant(), &ns(), 5).unwrap(), listed, "{}", h.name);
             assert!(s.newest_ids(&tenant(), &Namespace::new("empty").unwrap(), 3).unwrap().is_empty());
+        }
+    });
+}
+
+/// `list_after` (a page of a keyset cursor) continues `list`'s order (creation time, then id)
+/// after a position, the same on both backends and through either process: paging to the end
+/// with any page size yields `list` exactly, with ties in creation time broken by id; another
+/// tenant's or namespace's items never appear; a position past the end is an empty page.
+#[test]
+fn list_after_pages_through_the_namespace_in_order() {
+    check(|h| {
+        setup(&*h.a);
+        let ana = principal("ana", PrincipalKind::Agent);
+        for n in 1..=13u64 {
+            // Three memories per millisecond: ties in creation time.
+            let w = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(ns(), format!("note {n}"), Route::Direct), &[], id(n), 100 + n / 3).unwrap();
+            one(&*h.a, 100 + n / 3, Mutation::Item { write: w, embedding: Some(vector(n)) });
+        }
+        let other = Namespace::new("elsewhere").unwrap();
+        let w = Authority::default().admit_write(&ana, &tenant(), WriteRequest::new(other.clone(), "elsewhere", Route::Direct), &[], id(99), 101).unwrap();
+        one(&*h.a, 101, Mutation::Item { write: w, embedding: Some(vector(99)) });
+        for s in [&h.a, &h.b] {
+            let all: Vec<ItemId> = s.list(&tenant(), &ns(), 1000).unwrap().iter().map(MemoryItem::id).collect();
+            assert_eq!(all.len(), 13, "{}", h.name);
+            assert_eq!(s.list_after(&tenant(), &ns(), None, 1000).unwrap().iter().map(MemoryItem::id).collect::<Vec<_>>(), all);
+            for size in [1usize, 2, 3, 5, 12, 13, 14] {
+                let mut got = Vec::new();
+                let mut after = None;
+                loop {
+                    let page = s.list_after(&tenant(), &ns(), after, size).unwrap();
+                    assert!(page.len() <= size);
+                    got.extend(page.iter().map(MemoryItem::id));
+                    match page.last() {
+                        Some(last) if page.len() == size => after = Some(ListPosition::of(last)),
+                        _ => break,
+                    }
+                }
+                assert_eq!(got, all, "{}: page size {size}", h.name);
+            }
+            let last = s.list(&tenant(), &ns(), 1000).unwrap().pop().unwrap();
+            assert!(s.list_after(&tenant(), &ns(), Some(ListPosition::of(&last)), 10).unwrap().is_empty());
+            let past = ListPosition { created_ms: u64::MAX, id: id(1) };
+            assert!(s.list_after(&tenant(), &ns(), Some(past), 10).unwrap().is_empty());
+            let before = ListPosition { created_ms: 0, id: id(1) };
+            assert_eq!(s.list_after(&tenant(), &ns(), Some(before), 1000).unwrap().len(), 13);
+            assert!(s.list_after(&TenantId::new("nobody").unwrap(), &ns(), Some(before), 10).unwrap().is_empty());
+            assert_eq!(s.cursor_key(), h.a.cursor_key(), "{}: one cursor key per store, whichever process", h.name);
         }
     });
 }

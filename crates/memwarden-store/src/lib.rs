@@ -64,6 +64,7 @@ mod audit;
 mod binding;
 mod db;
 mod idempotency;
+pub mod cursor;
 pub mod decode;
 mod keys;
 pub mod lexical;
@@ -78,6 +79,43 @@ mod write;
 
 pub use idempotency::{IDEMPOTENCY_ANSWER_BYTES_MAX, IDEMPOTENCY_KEY_BYTES_MAX, IDEMPOTENCY_TTL_MS, IdempotencyRecord, IdempotencyTag};
 pub use keys::KeyLocation;
+
+/// Where a page of [`Store::list_after`] stopped: the last item's creation time and id (the
+/// list's order is by both, so the position is unique).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListPosition {
+    /// The item's `created_ms`.
+    pub created_ms: u64,
+    /// The item's id.
+    pub id: ItemId,
+}
+
+impl ListPosition {
+    /// Bytes of [`ListPosition::to_bytes`].
+    pub const BYTES: usize = 8 + 16;
+
+    /// The position of `item`.
+    pub fn of(item: &MemoryItem) -> Self {
+        Self { created_ms: item.created_ms(), id: item.id() }
+    }
+
+    /// Fixed-width encoding (in a cursor).
+    pub fn to_bytes(&self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        b[..8].copy_from_slice(&self.created_ms.to_be_bytes());
+        b[8..].copy_from_slice(self.id.as_bytes());
+        b
+    }
+
+    /// Decode [`ListPosition::to_bytes`]; `None` for any other length.
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        if b.len() != Self::BYTES {
+            return None;
+        }
+        let (t, id) = b.split_at(8);
+        Some(Self { created_ms: u64::from_be_bytes(t.try_into().ok()?), id: ItemId::from_bytes(id.try_into().ok()?) })
+    }
+}
 
 /// Building blocks for a second backend (`memwarden-store-pg`): the row bindings and their
 /// checks, the shared mutation code over a [`backend::Db`] connection, log verification and
@@ -491,6 +529,13 @@ pub trait Store: Send + Sync {
     /// Items of a namespace, newest first, at most `limit` (what a decision scans for untrusted
     /// content beside the memories it cites: the newest is what was planted last).
     fn list_newest(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<MemoryItem>, StoreError>;
+    /// Items of a namespace in [`Store::list`]'s order (`created_ms`, then id) that come after
+    /// `after` (exclusive; `None`: from the start), at most `limit`: one page of a keyset
+    /// cursor, read in O(page).
+    fn list_after(&self, tenant: &TenantId, namespace: &Namespace, after: Option<ListPosition>, limit: usize) -> Result<Vec<MemoryItem>, StoreError>;
+    /// The key page cursors are sealed under ([`cursor`]), derived from the signing key, so a
+    /// cursor opens on every process of the store and after a restart.
+    fn cursor_key(&self) -> [u8; 32];
     /// The ids [`Store::list_newest`] would return, in its order, without reading the items (a
     /// decision's scan for untrusted content keeps what it learnt of each id: an item's text and
     /// label never change). The default reads the items.

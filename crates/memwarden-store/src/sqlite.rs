@@ -876,6 +876,28 @@ impl Store for SqliteStore {
         self.list_in_order(tenant, namespace, limit, NEWEST_FIRST)
     }
 
+    fn list_after(&self, tenant: &TenantId, namespace: &Namespace, after: Option<crate::ListPosition>, limit: usize) -> Result<Vec<MemoryItem>, StoreError> {
+        let Some(after) = after else { return self.list(tenant, namespace, limit) };
+        let conn = lock(&self.shared.reader);
+        let clause = "tenant = ?1 AND namespace = ?2 AND (created_ms, id) > (?3, ?4) ORDER BY created_ms, id LIMIT ?5";
+        let created_ms = i64::try_from(after.created_ms).unwrap_or(i64::MAX);
+        let id = after.id.as_bytes().as_slice();
+        let rows: Vec<ItemRow> = self.rows(&conn, clause, &[&tenant.as_str(), &namespace.as_str(), &created_ms, &id, &i64::try_from(limit).unwrap_or(i64::MAX)])?;
+        let items = rows
+            .iter()
+            .map(|row| {
+                let id = ItemId::from_bytes(row.id.clone().try_into().map_err(|_| StoreError::Corrupt("item id length".into()))?);
+                item_of(row, tenant, &id).map_err(|reason| StoreError::ItemTampered { id: id.to_string(), reason })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        debug_assert!(items.iter().all(|i| crate::ListPosition::of(i) > after));
+        Ok(items)
+    }
+
+    fn cursor_key(&self) -> [u8; 32] {
+        crate::cursor::cursor_key(&self.shared.key)
+    }
+
     fn newest_ids(&self, tenant: &TenantId, namespace: &Namespace, limit: usize) -> Result<Vec<ItemId>, StoreError> {
         let conn = lock(&self.shared.reader);
         let mut stmt = conn.prepare_cached(&format!("SELECT id FROM items WHERE tenant = ?1 AND namespace = ?2 ORDER BY {NEWEST_FIRST} LIMIT ?3"))?;

@@ -324,9 +324,13 @@ enum Cmd {
         /// Namespace.
         #[arg(long, default_value = "default")]
         ns: String,
-        /// At most this many.
+        /// Memories of the namespace scanned for this page (1..=10000; a page may hold fewer).
         #[arg(long, default_value_t = 100)]
         limit: usize,
+        /// The next page: the cursor a previous `list` printed (locally on stderr as
+        /// `next_cursor: ...`; remotely in the answer's `next_cursor`).
+        #[arg(long)]
+        cursor: Option<String>,
     },
     /// Report a task's outcome for the memories it used (lifecycle layer): their utility, trust
     /// and hazard move, and so does their writers' reputation. Prints JSON.
@@ -1320,9 +1324,12 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let updated: Vec<_> = used.iter().zip(&records).map(|(id, r)| json!({"id": id, "record": r})).collect();
             print_json(&json!({"updated": updated, "log_index": receipt.log_index}));
         }
-        Cmd::List { actor: a, ns, limit } => {
-            let items = engine.list_scored(&actor(&a)?, &parse("namespace", &ns)?, limit)?;
-            print_json(&json!(items.iter().map(read_json).collect::<Vec<_>>()));
+        Cmd::List { actor: a, ns, limit, cursor } => {
+            let page = engine.list_page(&actor(&a)?, &parse("namespace", &ns)?, limit, cursor.as_deref())?;
+            print_json(&json!(page.items.memories.iter().map(read_json).collect::<Vec<_>>()));
+            if let Some(c) = page.next_cursor {
+                eprintln!("next_cursor: {c}");
+            }
         }
         Cmd::CrashWriter { actor: a, batch } => {
             use std::io::Write;

@@ -449,7 +449,10 @@ fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
         Cmd::Lineage { id, .. } => r.get(&memory(id, "/lineage"))?,
         Cmd::ExportLineage { prov, .. } => r.get(&format!("/v1/lineage/export?format={}", if *prov { "prov" } else { "memwarden" }))?,
         Cmd::Search { ns, k, min_label, query, .. } => r.post("/v1/search", &json!({"namespace": ns, "query": query, "k": k, "min_label": min_label}))?,
-        Cmd::List { ns, limit, .. } => r.get(&format!("/v1/memories?namespace={}&limit={limit}", enc(ns)))?,
+        Cmd::List { ns, limit, cursor, .. } => {
+            let after = cursor.as_deref().map_or_else(String::new, |c| format!("&cursor={}", enc(c)));
+            r.get(&format!("/v1/memories?namespace={}&limit={limit}{after}", enc(ns)))?
+        }
         Cmd::Feedback { used, outcome, .. } => r.post("/v1/feedback", &json!({"used": used, "success": outcome == "success"}))?,
         Cmd::Audit(AuditCmd::Verify) => {
             let report = r.get("/v1/audit/verify")?;

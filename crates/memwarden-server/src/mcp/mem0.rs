@@ -92,6 +92,11 @@ pub struct GetAllArgs {
     /// Number of memories per page (default 100).
     #[serde(default)]
     pub page_size: Option<u64>,
+    /// Cursor paging instead of `page`: the `next_cursor` of the previous answer, unchanged
+    /// (bound to these filters). Each answer scans `page_size` memories of the namespace, so it
+    /// may hold fewer; `next_cursor` is null on the last.
+    #[serde(default)]
+    pub cursor: Option<String>,
     /// Graph memory is not available: only `false` (or absent) is accepted.
     #[serde(default)]
     pub enable_graph: Option<bool>,
@@ -346,9 +351,42 @@ fn get_all(engine: &Engine, actor: &Actor, a: GetAllArgs) -> Result<ListOut, Api
     if size == 0 || size > LIST_MAX {
         return Err(refuse("get_memories", "page_size", format_args!("must be 1..={LIST_MAX}")));
     }
-    let mut out = ops::list(engine, actor, &scope.namespace(), LIST_MAX)?;
-    out.results.retain(|m| scope.admits(m));
+    let ns = scope.namespace();
+    match (a.page, a.cursor.as_deref()) {
+        (Some(_), Some(_)) => return Err(refuse("get_memories", "page", "pass either page or cursor, not both")),
+        // Cursor paging (its first page when neither is given).
+        (None, cursor) => return page_of(engine, actor, &scope, size, cursor),
+        (Some(_), None) => {}
+    }
+    // Numbered pages: read on through the list until the asked page is full.
+    let wanted = page.saturating_mul(size);
+    let mut out = ListOut { results: Vec::new(), withheld: Vec::new(), next_cursor: None };
+    let mut cursor: Option<String> = None;
+    loop {
+        let listed = ops::list(engine, actor, &ns, LIST_MAX, cursor.as_deref())?;
+        out.results.extend(listed.results.into_iter().filter(|m| scope.admits(m)));
+        out.withheld.extend(listed.withheld);
+        cursor = listed.next_cursor;
+        if cursor.is_none() || out.results.len() >= wanted {
+            break;
+        }
+    }
     out.results = out.results.into_iter().skip((page - 1).saturating_mul(size)).take(size).collect();
+    Ok(out)
+}
+
+/// One cursor page of `get_memories`: `size` memories of the namespace scanned, those of the
+/// scope's run kept; the cursor is bound to the run filter.
+fn page_of(engine: &Engine, actor: &Actor, scope: &Scope, size: usize, cursor: Option<&str>) -> Result<ListOut, ApiError> {
+    let ns = memwarden_core::prelude::Namespace::new(&scope.namespace())?;
+    let filters = format!("mem0:run={}", scope.run.as_deref().map_or_else(String::new, |r| format!("{}:{r}", r.len())));
+    let page = engine.list_page_bound(actor, &ns, size, cursor, &filters)?;
+    let mut out = ListOut {
+        results: page.items.memories.iter().map(ops::read_out).collect(),
+        withheld: page.items.withheld.iter().map(ops::withheld_out).collect(),
+        next_cursor: page.next_cursor,
+    };
+    out.results.retain(|m| scope.admits(m));
     Ok(out)
 }
 
@@ -358,13 +396,13 @@ fn delete_all(engine: &Engine, actor: &Actor, a: DeleteAllArgs) -> Result<Delete
     let ns = scope.namespace();
     let mut erased: Vec<String> = Vec::new();
     let mut gone = std::collections::HashSet::new();
+    // One pass through the namespace, a page at a time (an erasure leaves the positions after
+    // it in place).
+    let mut cursor: Option<String> = None;
     loop {
-        let listed = ops::list(engine, actor, &ns, LIST_MAX)?;
+        let listed = ops::list(engine, actor, &ns, LIST_MAX, cursor.as_deref())?;
         let mine: Vec<String> =
             listed.results.into_iter().filter(|m| m.writer == actor.id().as_str() && scope.admits(m) && !gone.contains(&m.id)).map(|m| m.id).collect();
-        if mine.is_empty() {
-            break;
-        }
         for id in mine {
             if gone.contains(&id) {
                 continue; // erased already, with an earlier memory it depended on
@@ -372,6 +410,10 @@ fn delete_all(engine: &Engine, actor: &Actor, a: DeleteAllArgs) -> Result<Delete
             let e = ops::erase(engine, actor, &id).map_err(|e| ApiError { detail: format!("delete_all_memories: stopped after erasing {}: {}", erased.len(), e.detail), ..e })?;
             gone.extend(e.erased.iter().cloned());
             erased.extend(e.erased);
+        }
+        cursor = listed.next_cursor;
+        if cursor.is_none() {
+            break;
         }
     }
     let message = format!("erased {} memories of `{}` in namespace `{ns}`", erased.len(), actor.id());
@@ -428,7 +470,9 @@ impl MemwardenMcp {
 
     /// mem0 `get_memories`.
     #[tool(name = "get_memories", description = "Page through the memories the caller may read (oldest first), using \
-        filters instead of search (the same filters as search_memories). page is 1-indexed.",
+        filters instead of search (the same filters as search_memories). page is 1-indexed. Without page, pages by \
+        cursor: each answer scans page_size memories (so it may hold fewer) and its next_cursor, passed back as \
+        cursor, gives the next (null on the last).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema::output("ListOut"))]
     async fn mem0_get_all(&self, Parameters(a): Parameters<GetAllArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {

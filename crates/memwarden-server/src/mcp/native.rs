@@ -10,7 +10,7 @@
 use super::MemwardenMcp;
 use super::args::Parameters;
 use super::schema;
-use crate::dto::{AddMemory, AttestIn, DecideIn, ElevationsIn, GetMemoryArgs, ListQuery, PrepareGrantIn, RecordGrantArgs, SearchIn, ToolCallIn, UpdateMemoryArgs, WithdrawElevationIn};
+use crate::dto::{AddMemory, AttestIn, DecideIn, ElevationsIn, GetMemoryArgs, HistoryArgs, ListQuery, PrepareGrantIn, RecordGrantArgs, SearchIn, ToolCallIn, UpdateMemoryArgs, WithdrawElevationIn};
 use crate::ops;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
@@ -59,11 +59,12 @@ impl MemwardenMcp {
 
     /// A memory's versions.
     #[tool(description = "Every version of a memory the caller may read, oldest first (a `withheld` error, \
-        with the rule and flags, when a defense layer holds the asked version back).",
+        with the rule and flags, when a defense layer holds the asked version back). Paged: at most `limit` \
+        versions (default 100); pass `next_cursor` back as `cursor` for the next page (null on the last).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema::output("HistoryOut"))]
-    async fn memory_history(&self, Parameters(g): Parameters<GetMemoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
-        self.call(&ctx, g, |e, a, g| ops::history(e, a, &g.memory_id)).await
+    async fn memory_history(&self, Parameters(g): Parameters<HistoryArgs>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
+        self.call(&ctx, g, |e, a, g| ops::history(e, a, &g.memory_id, g.limit, g.cursor.as_deref())).await
     }
 
     /// Erase a memory.
@@ -106,11 +107,12 @@ impl MemwardenMcp {
     /// List memories.
     #[tool(description = "List the memories of a namespace the caller may read, oldest first; `withheld` names \
         (by id, with the layer, rule and flags, never the text) those of the caller's scope that a defense layer \
-        holds back.",
+        holds back. Paged: `limit` memories of the namespace are scanned per page (default 100), so a page may \
+        hold fewer; pass `next_cursor` back as `cursor` for the next page (null on the last).",
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema::output("ListOut"))]
     async fn list_memories(&self, Parameters(q): Parameters<ListQuery>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
-        self.call(&ctx, q, |e, a, q| ops::list(e, a, &q.namespace, q.limit)).await
+        self.call(&ctx, q, |e, a, q| ops::list(e, a, &q.namespace, q.limit, q.cursor.as_deref())).await
     }
 
     /// Decide an action.
@@ -175,7 +177,7 @@ impl MemwardenMcp {
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema::output("ElevationsOut"))]
     async fn list_elevations(&self, Parameters(x): Parameters<ElevationsIn>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult, ErrorData> {
-        self.call(&ctx, x, |e, a, _| ops::elevations(e, a)).await
+        self.call(&ctx, x, |e, a, x| ops::elevations(e, a, x.limit, x.cursor.as_deref())).await
     }
 
     /// Withdraw an elevation.
