@@ -1042,7 +1042,11 @@ async fn readyz(State(st): State<AppState>) -> Result<Json<HealthOut>, ApiError>
 #[utoipa::path(get, path = "/metrics", tag = "system", security(()),
     responses((status = 200, description = "Metrics", body = String, content_type = "text/plain; version=0.0.4")))]
 async fn metrics_text(State(st): State<AppState>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], st.0.metrics.render()).into_response()
+    let mut text = st.0.metrics.render();
+    if let Some(t) = &st.0.telemetry {
+        text.push_str(&t.tracer().render_metrics());
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
 }
 
 /// This document.

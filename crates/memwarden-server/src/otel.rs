@@ -301,6 +301,16 @@ impl Tracer {
         self.failed_exports.load(Ordering::Relaxed)
     }
 
+    /// The exporter's counters in the Prometheus text format (appended to `/metrics`).
+    pub fn render_metrics(&self) -> String {
+        let counters = [
+            ("memwarden_otel_spans_exported_total", "Spans the OTLP collector accepted.", self.exported_spans()),
+            ("memwarden_otel_spans_dropped_total", "Spans dropped because the export queue was full.", self.dropped_spans()),
+            ("memwarden_otel_export_failures_total", "OTLP export requests that failed (their spans are dropped).", self.failed_exports()),
+        ];
+        counters.iter().map(|(name, help, n)| format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {n}\n")).collect()
+    }
+
     /// The guardrail policy name (the preset).
     pub fn policy(&self) -> &str {
         &self.policy

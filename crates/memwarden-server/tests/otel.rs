@@ -179,6 +179,8 @@ fn rest_operations_and_decisions_are_traced_with_w3c_parents_and_no_contents() {
     let erased = s.delete(&format!("/v1/memories/{id}"), Some(&agent));
     assert_eq!(erased.status, 200, "{}", erased.text);
 
+    let metrics = s.get("/metrics", None).text;
+    assert!(metrics.contains("memwarden_otel_spans_dropped_total 0\n"), "{metrics}");
     s.stop(); // graceful: the exporter sends what is queued
     let spans = collector.spans();
 
@@ -269,6 +271,7 @@ fn with_telemetry_off_nothing_is_sent_and_no_traceparent_is_answered() {
     let r = s.send_with("POST", "/v1/memories", &agent, &[("traceparent", PARENT)], Some(&json!({"namespace": "n", "content": "hello"})));
     assert_eq!(r.status, 201, "{}", r.text);
     assert!(r.header("traceparent").is_none());
+    assert!(!s.get("/metrics", None).text.contains("memwarden_otel_"));
     assert_eq!(s.post("/v1/search", Some(&agent), &json!({"namespace": "n", "query": "hello"})).status, 200);
     s.stop();
     assert!(collector.bodies().is_empty());
