@@ -122,6 +122,9 @@ fn traced<T>(operation: &'static str, f: impl FnOnce(&mut OpSpan) -> Result<T, A
     r
 }
 
+/// Longest tool name put in a span (the caller chooses it).
+const TOOL_NAME_CHARS_MAX: usize = 128;
+
 /// The attributes of a written memory.
 fn written(span: &mut OpSpan, m: &MemoryOut) {
     span.set(attr::MEMORY_ID, || m.id.clone());
@@ -436,7 +439,8 @@ pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize) -> Result<Li
 /// Semantic search.
 pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, ApiError> {
     traced("search_memory", |span| {
-        span.set(attr::MEMORY_NAMESPACE, || s.namespace.clone());
+        let ns = namespace(&s.namespace)?;
+        span.set(attr::MEMORY_NAMESPACE, || ns.to_string());
         span.set(attr::TOP_K, || s.k);
         let out = search_untraced(engine, actor, s)?;
         span.set(attr::DOCUMENTS, || out.results.len());
@@ -623,7 +627,7 @@ pub fn decide(engine: &Engine, actor: &Actor, d: DecideIn) -> Result<DecideOut, 
         if let Some(policy) = span.policy().map(str::to_owned) {
             span.set(attr::GUARDRAIL_POLICY, || policy);
         }
-        span.set(attr::TOOL_NAME, || d.tool.clone());
+        span.set(attr::TOOL_NAME, || d.tool.chars().take(TOOL_NAME_CHARS_MAX).collect::<String>());
         let out = decide_untraced(engine, actor, d)?;
         span.set(attr::GUARDRAIL_RESULT, || out.verdict.decision.clone());
         span.set(attr::GUARDRAIL_REASON, || out.verdict.rule.clone());

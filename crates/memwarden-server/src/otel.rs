@@ -396,19 +396,32 @@ fn export_loop(tracer: &Tracer, agent: &ureq::Agent, url: &str) {
             continue;
         }
         let n = batch.len() as u64;
-        let body = export_request(&batch).to_string();
-        match agent.post(url).header("content-type", "application/json").send(body.as_bytes()) {
-            Ok(r) if r.status().is_success() => {
-                tracer.exported_spans.fetch_add(n, Ordering::Relaxed);
+        if !export_batch(agent, url, &batch) {
+            tracer.failed_exports.fetch_add(1, Ordering::Relaxed);
+            // At shutdown a failing collector gets one try, not one timeout per queued batch.
+            if tracer.closing.load(Ordering::SeqCst) {
+                let left = tracer.queue.lock().map(|mut q| q.drain(..).count()).unwrap_or(0);
+                tracer.dropped_spans.fetch_add(left as u64, Ordering::Relaxed);
+                return;
             }
-            Ok(r) => {
-                tracer.failed_exports.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(status = r.status().as_u16(), spans = n, "OTLP collector refused a batch");
-            }
-            Err(e) => {
-                tracer.failed_exports.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(error = %e, spans = n, "OTLP export failed; batch dropped");
-            }
+            continue;
+        }
+        tracer.exported_spans.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// POST one batch; whether the collector accepted it (a failure is logged at debug level).
+fn export_batch(agent: &ureq::Agent, url: &str, batch: &[SpanRecord]) -> bool {
+    let body = export_request(batch).to_string();
+    match agent.post(url).header("content-type", "application/json").send(body.as_bytes()) {
+        Ok(r) if r.status().is_success() => true,
+        Ok(r) => {
+            tracing::debug!(status = r.status().as_u16(), spans = batch.len(), "OTLP collector refused a batch");
+            false
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, spans = batch.len(), "OTLP export failed; batch dropped");
+            false
         }
     }
 }
@@ -670,6 +683,29 @@ mod tests {
         }
         assert_eq!(t.dropped_spans(), 3);
         assert_eq!(t.queue.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn an_entered_span_parents_operation_spans_in_the_otlp_json_mapping() {
+        let tracer = Arc::new(Tracer::new(16, "full".into()));
+        let ctx = SpanCtx { tracer: Arc::clone(&tracer), trace_id: TraceId([0xab; 16]), span_id: SpanId([0x01; 8]) };
+        {
+            let _entered = enter(Some(ctx));
+            let mut s = OpSpan::start("get_memory");
+            s.set("gen_ai.memory.id", || "m1");
+            s.set("gen_ai.retrieval.top_k", || 5usize);
+        }
+        assert!(!OpSpan::start("get_memory").is_recording(), "the entered span ends with its guard");
+        let spans: Vec<SpanRecord> = tracer.queue.lock().unwrap().drain(..).collect();
+        let v = export_request(&spans);
+        let span = &v["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+        assert_eq!(span["traceId"], "abababababababababababababababab");
+        assert_eq!(span["parentSpanId"], "0101010101010101");
+        assert_eq!(span["name"], "get_memory memwarden");
+        assert_eq!(span["kind"], 1);
+        assert_eq!(span["attributes"][0], json!({"key": "gen_ai.operation.name", "value": {"stringValue": "get_memory"}}));
+        assert_eq!(span["attributes"][3], json!({"key": "gen_ai.retrieval.top_k", "value": {"intValue": "5"}}));
+        assert_eq!(v["resourceSpans"][0]["resource"]["attributes"][0]["value"]["stringValue"], SERVICE_NAME);
     }
 
     #[test]
