@@ -302,7 +302,7 @@ async fn observe_mw(State(st): State<AppState>, mut req: Request, next: Next) ->
     let start = Instant::now();
     // OpenTelemetry (only when an exporter runs): the request's server span is the parent of
     // its operation spans, through a task-local (REST) and the request's extensions (MCP).
-    let server_span = st.0.telemetry.as_ref().map(|t| crate::otel::ServerSpan::start(t.tracer(), req.headers()));
+    let server_span = st.0.telemetry.as_ref().and_then(|t| crate::otel::ServerSpan::start(t.tracer(), req.headers()));
     let mut resp = match &server_span {
         None => next.run(req).instrument(span.clone()).await,
         Some(s) => {

@@ -593,16 +593,20 @@ pub struct ServerSpan {
 
 impl ServerSpan {
     /// Open the span: a child of a valid incoming `traceparent` (with its `tracestate`), else
-    /// the root of a new trace (a malformed header is ignored, never refused).
-    pub fn start(tracer: &Arc<Tracer>, headers: &axum::http::HeaderMap) -> Self {
+    /// the root of a new trace (a malformed header is ignored, never refused). Parent-based
+    /// sampling: a caller's trace it did not sample (flags bit 0 clear) is not recorded (None).
+    pub fn start(tracer: &Arc<Tracer>, headers: &axum::http::HeaderMap) -> Option<Self> {
         let parent = headers.get(TRACEPARENT).and_then(|v| v.to_str().ok()).and_then(TraceParent::parse);
+        if parent.is_some_and(|p| p.flags & 1 == 0) {
+            return None;
+        }
         let trace_state = match parent {
             Some(_) => headers.get(TRACESTATE).and_then(|v| v.to_str().ok()).filter(|v| v.len() <= 512).map(str::to_owned),
             None => None,
         };
         let trace_id = parent.map_or_else(TraceId::random, |p| p.trace_id);
         let ctx = SpanCtx { tracer: Arc::clone(tracer), trace_id, span_id: SpanId::random() };
-        Self { ctx, parent_id: parent.map(|p| p.parent_id), trace_state, start_unix_nanos: unix_nanos() }
+        Some(Self { ctx, parent_id: parent.map(|p| p.parent_id), trace_state, start_unix_nanos: unix_nanos() })
     }
 
     /// The `traceparent` naming this span (for the response).
