@@ -86,8 +86,11 @@ pub enum EmbedderChoice {
 /// `rate_burst`, `drain_secs`, `header_timeout_secs`, `body_timeout_secs`,
 /// `connections_per_address_max`, `requests_in_flight_per_key_max`, `admin_token`, `mcp_allowed_hosts`, `mcp_tools` (`native`, `mem0`), `log`, `embedder`
 /// (`minilm`, `openai`, `hash`, `none`), `model_dir`, `openai_url`, `openai_model`, `openai_dims`,
-/// `openai_key`, `preset`, `store`, `store_key_dir`. Environment variables: the same names upper-cased with a `MEMWARDEN_` prefix,
+/// `openai_key`, `preset`, `store`, `store_key_dir`, `otlp_endpoint`, `otlp_timeout_ms`,
+/// `otlp_queue_spans_max`. Environment variables: the same names upper-cased with a `MEMWARDEN_` prefix,
 /// except `data_dir`, which is `MEMWARDEN_DATA` as for the CLI (lists are comma-separated).
+/// Tracing also honours OpenTelemetry's `OTEL_EXPORTER_OTLP_ENDPOINT` (below
+/// `MEMWARDEN_OTLP_ENDPOINT`) and `OTEL_SDK_DISABLED=true` (no export whatever else says).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServeConfig {
     /// Data directory: the engine's store, `api-keys.sqlite3` and `admin.token`.
@@ -142,6 +145,14 @@ pub struct ServeConfig {
     /// default `<data_dir>/store-key`). Every server of one store needs the same key: the
     /// schema records its public key and refuses another.
     pub store_key_dir: Option<PathBuf>,
+    /// OTLP/HTTP collector base URL (`otlp_endpoint` / `MEMWARDEN_OTLP_ENDPOINT` /
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, plain `http://`): spans are POSTed as JSON to
+    /// `{endpoint}/v1/traces`. None (the default): no tracing export, no per-request cost.
+    pub otlp_endpoint: Option<String>,
+    /// Timeout of one export POST in milliseconds (`otlp_timeout_ms`).
+    pub otlp_timeout_ms: u64,
+    /// Most spans waiting for export (`otlp_queue_spans_max`); more are dropped and counted.
+    pub otlp_queue_spans_max: usize,
 }
 
 impl Default for ServeConfig {
@@ -166,6 +177,9 @@ impl Default for ServeConfig {
             preset: Preset::Full,
             store: None,
             store_key_dir: None,
+            otlp_endpoint: None,
+            otlp_timeout_ms: crate::otel::DEFAULT_EXPORT_TIMEOUT_MS,
+            otlp_queue_spans_max: crate::otel::DEFAULT_QUEUE_SPANS_MAX,
         }
     }
 }
@@ -198,6 +212,9 @@ struct FileConfig {
     preset: Option<String>,
     store: Option<String>,
     store_key_dir: Option<PathBuf>,
+    otlp_endpoint: Option<String>,
+    otlp_timeout_ms: Option<u64>,
+    otlp_queue_spans_max: Option<usize>,
 }
 
 fn invalid(msg: impl Into<String>) -> ConfigError {
@@ -296,7 +313,39 @@ impl ServeConfig {
         if let Some(v) = s("MEMWARDEN_STORE_KEY_DIR") {
             raw.store_key_dir = Some(PathBuf::from(v));
         }
+        Self::otlp_from_env(&mut raw, &s)?;
         Self::from_raw(raw)
+    }
+
+    /// The OTLP settings from the environment: `OTEL_EXPORTER_OTLP_ENDPOINT`, then
+    /// `MEMWARDEN_OTLP_*` over it; `OTEL_SDK_DISABLED=true` turns export off.
+    fn otlp_from_env(raw: &mut FileConfig, s: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(v) = s("OTEL_EXPORTER_OTLP_ENDPOINT") {
+            raw.otlp_endpoint = Some(v.trim().to_owned());
+        }
+        if let Some(v) = s("MEMWARDEN_OTLP_ENDPOINT") {
+            raw.otlp_endpoint = Some(v.trim().to_owned());
+        }
+        if let Some(v) = s("MEMWARDEN_OTLP_TIMEOUT_MS") {
+            raw.otlp_timeout_ms = Some(parse_num("MEMWARDEN_OTLP_TIMEOUT_MS", &v)?);
+        }
+        if let Some(v) = s("MEMWARDEN_OTLP_QUEUE_SPANS_MAX") {
+            raw.otlp_queue_spans_max = Some(parse_num("MEMWARDEN_OTLP_QUEUE_SPANS_MAX", &v)?);
+        }
+        if s("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+            raw.otlp_endpoint = None;
+        }
+        Ok(())
+    }
+
+    /// The exporter settings, if tracing export is on.
+    pub fn otel_config(&self) -> Option<crate::otel::OtelConfig> {
+        self.otlp_endpoint.as_ref().map(|endpoint| crate::otel::OtelConfig {
+            endpoint: endpoint.clone(),
+            export_timeout_ms: self.otlp_timeout_ms,
+            queue_spans_max: self.otlp_queue_spans_max,
+            policy: self.preset.as_str().to_owned(),
+        })
     }
 
     fn parse_toml(text: &str) -> Result<FileConfig, String> {
@@ -347,6 +396,9 @@ impl ServeConfig {
             },
             store: raw.store,
             store_key_dir: raw.store_key_dir,
+            otlp_endpoint: raw.otlp_endpoint.filter(|e| !e.is_empty()),
+            otlp_timeout_ms: raw.otlp_timeout_ms.unwrap_or(d.otlp_timeout_ms),
+            otlp_queue_spans_max: raw.otlp_queue_spans_max.unwrap_or(d.otlp_queue_spans_max),
         };
         c.validate()?;
         Ok(c)
@@ -379,6 +431,14 @@ impl ServeConfig {
             && !(spec.starts_with("postgres://") || spec.starts_with("postgresql://") || spec.contains('='))
         {
             return Err(invalid("store must be a PostgreSQL spec (postgres://... or host=... dbname=...)"));
+        }
+        if let Some(e) = &self.otlp_endpoint
+            && !e.starts_with("http://")
+        {
+            return Err(invalid("otlp_endpoint must be a plain http:// URL (OTLP/HTTP JSON; no TLS client in this build)"));
+        }
+        if !(1..=600_000).contains(&self.otlp_timeout_ms) || !(1..=10_000_000).contains(&self.otlp_queue_spans_max) {
+            return Err(invalid(format!("otlp_timeout_ms {} must be 1..=600000 and otlp_queue_spans_max {} 1..=10000000", self.otlp_timeout_ms, self.otlp_queue_spans_max)));
         }
         if let Some(t) = &self.admin_token
             && t.len() < 16
@@ -583,5 +643,31 @@ mod tests {
         assert!(ServeConfig::load_with(None, &|_| None).unwrap().pg_config().is_none(), "no store: SQLite in data_dir");
         let env = |k: &str| (k == "MEMWARDEN_STORE").then(|| "/var/lib/some-dir".to_owned());
         assert!(ServeConfig::load_with(None, &env).is_err(), "a store that is not a PostgreSQL spec is refused");
+    }
+
+    #[test]
+    fn otlp_export_is_off_by_default_and_configured_by_file_or_env() {
+        assert!(ServeConfig::load_with(None, &|_| None).unwrap().otel_config().is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "otlp_endpoint = \"http://collector:4318\"\notlp_timeout_ms = 250\n").unwrap();
+        let c = ServeConfig::load_with(Some(&f), &|_| None).unwrap().otel_config().unwrap();
+        assert_eq!((c.endpoint.as_str(), c.export_timeout_ms, c.policy.as_str()), ("http://collector:4318", 250, "full"));
+        let env = |k: &str| (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://otel:4318".to_owned());
+        assert_eq!(ServeConfig::load_with(None, &env).unwrap().otlp_endpoint.as_deref(), Some("http://otel:4318"));
+        let env = |k: &str| match k {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://otel:4318".to_owned()),
+            "MEMWARDEN_OTLP_ENDPOINT" => Some("http://mw:4318".to_owned()),
+            _ => None,
+        };
+        assert_eq!(ServeConfig::load_with(None, &env).unwrap().otlp_endpoint.as_deref(), Some("http://mw:4318"));
+        let env = |k: &str| match k {
+            "MEMWARDEN_OTLP_ENDPOINT" => Some("http://mw:4318".to_owned()),
+            "OTEL_SDK_DISABLED" => Some("TRUE".to_owned()),
+            _ => None,
+        };
+        assert!(ServeConfig::load_with(None, &env).unwrap().otel_config().is_none(), "OTEL_SDK_DISABLED wins");
+        let env = |k: &str| (k == "MEMWARDEN_OTLP_ENDPOINT").then(|| "https://otel:4318".to_owned());
+        assert!(ServeConfig::load_with(None, &env).is_err(), "https is refused: no TLS client");
     }
 }

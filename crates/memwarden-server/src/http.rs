@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub mcp_sessions: crate::mcp::SessionOwners,
     /// Requests in flight per API key (issue 35.5).
     pub in_flight: crate::limit::KeyInFlight,
+    /// The OTLP exporter (None: tracing export off).
+    pub telemetry: Option<Arc<crate::otel::Telemetry>>,
 }
 
 /// Router state.
@@ -60,7 +62,8 @@ impl Drop for InFlight {
 
 /// Run a blocking engine operation on the blocking pool. The response is produced only after the
 /// engine returned, i.e. after its commit is durable.
-pub(crate) async fn blocking<T, F>(engine: Arc<Engine>, metrics: Option<Arc<Metrics>>, f: F) -> Result<T, ApiError>
+/// Operation spans started inside `f` are children of `span` (None: none are recorded).
+pub(crate) async fn blocking<T, F>(engine: Arc<Engine>, metrics: Option<Arc<Metrics>>, span: Option<crate::otel::SpanCtx>, f: F) -> Result<T, ApiError>
 where
     T: Send + 'static,
     F: FnOnce(&Engine) -> Result<T, ApiError> + Send + 'static,
@@ -68,6 +71,7 @@ where
     let guard = metrics.as_ref().map(InFlight::start);
     let r = tokio::task::spawn_blocking(move || {
         let _guard = guard;
+        let _span = crate::otel::enter(span);
         f(&engine)
     })
     .await;
@@ -83,7 +87,7 @@ impl AppState {
         F: FnOnce(&Engine) -> Result<T, ApiError> + Send + 'static,
     {
         let pending = crate::idempotency::current();
-        blocking(Arc::clone(&self.0.engine), Some(Arc::clone(&self.0.metrics)), move |e| match pending {
+        blocking(Arc::clone(&self.0.engine), Some(Arc::clone(&self.0.metrics)), crate::otel::request_span(), move |e| match pending {
             None => f(e),
             Some(p) => {
                 let (out, claimed) = e.idempotent(p.tag.clone(), f);
@@ -291,16 +295,31 @@ async fn auth_mw(State(st): State<AppState>, mut req: Request, next: Next) -> Re
 }
 
 /// Count and trace every request (route template, method, status, latency; never bodies or keys).
-async fn observe_mw(State(st): State<AppState>, req: Request, next: Next) -> Response {
+async fn observe_mw(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".to_owned());
     let method = req.method().as_str().to_owned();
     let span = tracing::info_span!("http", %method, %route, key_id = tracing::field::Empty, tenant = tracing::field::Empty, principal = tracing::field::Empty);
     let start = Instant::now();
-    let resp = next.run(req).instrument(span.clone()).await;
+    // OpenTelemetry (only when an exporter runs): the request's server span is the parent of
+    // its operation spans, through a task-local (REST) and the request's extensions (MCP).
+    let server_span = st.0.telemetry.as_ref().and_then(|t| crate::otel::ServerSpan::start(t.tracer(), req.headers()));
+    let mut resp = match &server_span {
+        None => next.run(req).instrument(span.clone()).await,
+        Some(s) => {
+            req.extensions_mut().insert(s.ctx.clone());
+            crate::otel::scope(s.ctx.clone(), next.run(req).instrument(span.clone())).await
+        }
+    };
     let secs = start.elapsed().as_secs_f64();
     let status = resp.status().as_u16();
     st.0.metrics.observe_request(&route, &method, status, secs);
     span.in_scope(|| tracing::info!(status, latency_ms = secs * 1000.0, "request"));
+    if let Some(s) = server_span {
+        if let Ok(v) = header::HeaderValue::from_str(&s.traceparent()) {
+            resp.headers_mut().insert(crate::otel::TRACEPARENT, v);
+        }
+        s.finish(&method, &route, status);
+    }
     resp
 }
 
@@ -1063,7 +1082,11 @@ async fn readyz(State(st): State<AppState>) -> Result<Json<HealthOut>, ApiError>
 #[utoipa::path(get, path = "/metrics", tag = "system", security(()),
     responses((status = 200, description = "Metrics", body = String, content_type = "text/plain; version=0.0.4")))]
 async fn metrics_text(State(st): State<AppState>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], st.0.metrics.render()).into_response()
+    let mut text = st.0.metrics.render();
+    if let Some(t) = &st.0.telemetry {
+        text.push_str(&t.tracer().render_metrics());
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
 }
 
 /// This document.

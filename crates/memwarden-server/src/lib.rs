@@ -70,6 +70,7 @@ pub mod limit;
 pub mod mcp;
 pub mod metrics;
 pub mod ops;
+pub mod otel;
 pub mod problem;
 pub use memwarden_api::strict;
 
@@ -103,6 +104,9 @@ pub enum ServeError {
     /// The MCP transport failed.
     #[error("MCP: {0}")]
     Mcp(String),
+    /// The OTLP exporter could not start.
+    #[error("{0}")]
+    Otel(#[from] otel::OtelError),
 }
 
 /// A bound, not yet running server.
@@ -115,6 +119,8 @@ pub struct Server {
     cancel_mcp: Box<dyn FnOnce() + Send>,
     drain: Duration,
     limits: conn::ConnLimits,
+    /// The OTLP exporter (None: tracing export off), flushed at the end of [`Server::run`].
+    telemetry: Option<Arc<otel::Telemetry>>,
     /// Held to the end of [`Server::run`], so the server's last references to the engine and the
     /// key table are released off the async runtime (see there).
     engine: Arc<Engine>,
@@ -146,6 +152,10 @@ impl Server {
             None => ApiKeys::open(&config.data_dir)?,
         });
         let metrics = Arc::new(metrics::Metrics::default());
+        let telemetry = config.otel_config().map(|c| otel::Telemetry::start(&c)).transpose()?;
+        if let Some(e) = &config.otlp_endpoint {
+            tracing::info!(endpoint = %e, "exporting traces (OTLP/HTTP JSON)");
+        }
         let (mcp, cancel_mcp) = mcp::http_service(Arc::clone(&engine), Arc::clone(&metrics), config.body_bytes_max, &config.mcp_allowed_hosts, config.mcp_tools);
         let state = http::AppState(Arc::new(http::Shared {
             engine: Arc::clone(&engine),
@@ -158,11 +168,12 @@ impl Server {
             body_timeout: Duration::from_secs(config.body_timeout_secs),
             mcp_sessions: mcp::SessionOwners::default(),
             in_flight: limit::KeyInFlight::new(config.requests_in_flight_per_key_max),
+            telemetry: telemetry.clone(),
         }));
         let app = http::router(state, mcp);
         let listener = tokio::net::TcpListener::bind(config.addr).await?;
         let limits = conn::ConnLimits { header_timeout: Duration::from_secs(config.header_timeout_secs), per_address_max: config.connections_per_address_max };
-        Ok(Self { listener, app, keys, admin, metrics, cancel_mcp, drain: Duration::from_secs(config.drain_secs), limits, engine })
+        Ok(Self { listener, app, keys, admin, metrics, cancel_mcp, drain: Duration::from_secs(config.drain_secs), limits, telemetry, engine })
     }
 
     /// The address actually bound (useful with port 0).
@@ -190,7 +201,7 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
         let addr = self.local_addr();
         tracing::info!(%addr, "memwarden server listening");
-        let Self { listener, app, keys, admin, metrics, cancel_mcp, drain, limits, engine } = self;
+        let Self { listener, app, keys, admin, metrics, cancel_mcp, drain, limits, telemetry, engine } = self;
         // Load the tenants' lineage graphs while the server already answers (issue 35.3): the
         // first request of a tenant then finds its graph built.
         let warm = Arc::clone(&engine);
@@ -218,7 +229,13 @@ impl Server {
         if left > 0 {
             tracing::warn!(left, "engine calls still running at the end of the drain period");
         }
-        let release = std::thread::Builder::new().name("memwarden-release".into()).spawn(move || drop((keys, engine, admin)));
+        // The exporter sends what is queued (bounded by its timeout per batch) on the same thread.
+        let release = std::thread::Builder::new().name("memwarden-release".into()).spawn(move || {
+            drop((keys, engine, admin));
+            if let Some(t) = telemetry {
+                t.shutdown();
+            }
+        });
         match release.map(std::thread::JoinHandle::join) {
             Ok(Ok(())) => {}
             Ok(Err(_)) => tracing::error!("releasing the key table or the engine panicked"),

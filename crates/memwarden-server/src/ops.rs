@@ -3,6 +3,7 @@
 //! blocking thread. No decision is made here; the engine and its gates make them all.
 
 use crate::dto::*;
+use crate::otel::OpSpan;
 use crate::problem::ApiError;
 use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::prelude::*;
@@ -111,14 +112,81 @@ fn write_request(actor: &Actor, m: AddMemory) -> Result<WriteRequest, ApiError> 
     Ok(req)
 }
 
+/// Run `f` in an operation span (`gen_ai.operation.name` = `operation`; a no-op unless tracing
+/// export is on and the call serves a request): `f` adds the attributes, the span ends with its
+/// outcome. Attributes carry ids, namespaces, counts and labels, never memory text or queries.
+fn traced<T>(operation: &'static str, f: impl FnOnce(&mut OpSpan) -> Result<T, ApiError>) -> Result<T, ApiError> {
+    let mut span = OpSpan::start(operation);
+    let r = f(&mut span);
+    span.end(&r);
+    r
+}
+
+/// Longest tool name put in a span (the caller chooses it).
+const TOOL_NAME_CHARS_MAX: usize = 128;
+
+/// The attributes of a written memory.
+fn written(span: &mut OpSpan, m: &MemoryOut) {
+    span.set(attr::MEMORY_ID, || m.id.clone());
+    span.set(attr::MEMORY_NAMESPACE, || m.namespace.clone());
+    span.set(attr::MEMORY_LABEL, || m.label.clone());
+}
+
+/// The span attribute names (see ARCHITECTURE.md, "Tracing").
+pub mod attr {
+    /// The memory's id.
+    pub const MEMORY_ID: &str = "gen_ai.memory.id";
+    /// The memory's namespace.
+    pub const MEMORY_NAMESPACE: &str = "gen_ai.memory.namespace";
+    /// The integrity label a memory was stored or read with.
+    pub const MEMORY_LABEL: &str = "memwarden.memory.label";
+    /// How many memories a batch held.
+    pub const BATCH_SIZE: &str = "memwarden.batch.size";
+    /// How many memories a batch stored.
+    pub const BATCH_STORED: &str = "memwarden.batch.stored_count";
+    /// Results asked for.
+    pub const TOP_K: &str = "gen_ai.retrieval.top_k";
+    /// Results returned.
+    pub const DOCUMENTS: &str = "gen_ai.retrieval.documents.count";
+    /// Results a layer withheld.
+    pub const WITHHELD: &str = "memwarden.retrieval.withheld_count";
+    /// Memories an erasure removed.
+    pub const ERASED: &str = "memwarden.memory.erased_count";
+    /// The guardrail's name (`memwarden`).
+    pub const GUARDRAIL_NAME: &str = "gen_ai.guardrail.name";
+    /// The guardrail policy: the preset of defense layers.
+    pub const GUARDRAIL_POLICY: &str = "gen_ai.guardrail.policy";
+    /// The decision: allow, redact, reverify, ask_user, block.
+    pub const GUARDRAIL_RESULT: &str = "gen_ai.guardrail.result";
+    /// The verdict's rule name (a code, never a value).
+    pub const GUARDRAIL_REASON: &str = "gen_ai.guardrail.reason";
+    /// The layer that decided.
+    pub const GUARDRAIL_LAYER: &str = "memwarden.guardrail.layer";
+    /// The proposed action's tool.
+    pub const TOOL_NAME: &str = "gen_ai.tool.name";
+}
+
 /// Add one memory as `actor`.
 pub fn add(engine: &Engine, actor: &Actor, m: AddMemory) -> Result<WriteOut, ApiError> {
-    let (item, r) = engine.add(actor, write_request(actor, m)?)?;
-    Ok(WriteOut { item: memory_out(&item), log_index: r.log_index })
+    traced("create_memory", |span| {
+        let (item, r) = engine.add(actor, write_request(actor, m)?)?;
+        let out = WriteOut { item: memory_out(&item), log_index: r.log_index };
+        written(span, &out.item);
+        Ok(out)
+    })
 }
 
 /// Add many memories as `actor` (at most `batch_max`); each succeeds or fails on its own.
 pub fn add_many(engine: &Engine, actor: &Actor, ms: Vec<AddMemory>, batch_max: usize) -> Result<BatchOut, ApiError> {
+    traced("create_memory", |span| {
+        span.set(attr::BATCH_SIZE, || ms.len());
+        let out = add_many_untraced(engine, actor, ms, batch_max)?;
+        span.set(attr::BATCH_STORED, || out.results.iter().filter(|r| r.ok).count());
+        Ok(out)
+    })
+}
+
+fn add_many_untraced(engine: &Engine, actor: &Actor, ms: Vec<AddMemory>, batch_max: usize) -> Result<BatchOut, ApiError> {
     if ms.is_empty() || ms.len() > batch_max {
         return Err(ApiError::invalid(format!("a batch holds 1..={batch_max} memories; got {}", ms.len())));
     }
@@ -153,11 +221,27 @@ pub fn add_many(engine: &Engine, actor: &Actor, ms: Vec<AddMemory>, batch_max: u
 
 /// Read one memory by id.
 pub fn get(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryOut, ApiError> {
-    Ok(read_out(&engine.get_scored(actor, &parse_id(id)?)?))
+    traced("get_memory", |span| {
+        let id = parse_id(id)?;
+        span.set(attr::MEMORY_ID, || id.to_string());
+        let out = read_out(&engine.get_scored(actor, &id)?);
+        span.set(attr::MEMORY_NAMESPACE, || out.namespace.clone());
+        span.set(attr::MEMORY_LABEL, || out.label.clone());
+        Ok(out)
+    })
 }
 
 /// Revoke a memory (its owner or a user).
 pub fn revoke(engine: &Engine, actor: &Actor, id: &str, r: RevokeIn) -> Result<MemoryRevokedOut, ApiError> {
+    traced("revoke_memory", |span| {
+        if let Ok(parsed) = parse_id(id) {
+            span.set(attr::MEMORY_ID, || parsed.to_string());
+        }
+        revoke_untraced(engine, actor, id, r)
+    })
+}
+
+fn revoke_untraced(engine: &Engine, actor: &Actor, id: &str, r: RevokeIn) -> Result<MemoryRevokedOut, ApiError> {
     let id = parse_id(id)?;
     let receipt = engine.revoke(actor, &id, &r.reason)?;
     Ok(MemoryRevokedOut { id: id.to_string(), log_index: receipt.log_index })
@@ -190,6 +274,15 @@ pub fn withdraw_elevation(engine: &Engine, actor: &Actor, w: WithdrawElevationIn
 
 /// Report a memory poisoned (users, tools, its owner).
 pub fn flag_poisoned(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryMarkedOut, ApiError> {
+    traced("flag_memory", |span| {
+        if let Ok(parsed) = parse_id(id) {
+            span.set(attr::MEMORY_ID, || parsed.to_string());
+        }
+        flag_poisoned_untraced(engine, actor, id)
+    })
+}
+
+fn flag_poisoned_untraced(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryMarkedOut, ApiError> {
     let id = parse_id(id)?;
     let receipt = engine.flag_poisoned(actor, &id)?;
     Ok(MemoryMarkedOut { id: id.to_string(), mark: "poisoned".into(), log_index: receipt.log_index })
@@ -197,6 +290,15 @@ pub fn flag_poisoned(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryM
 
 /// Verify a memory (users, allow-listed tools).
 pub fn verify_memory(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryMarkedOut, ApiError> {
+    traced("verify_memory", |span| {
+        if let Ok(parsed) = parse_id(id) {
+            span.set(attr::MEMORY_ID, || parsed.to_string());
+        }
+        verify_memory_untraced(engine, actor, id)
+    })
+}
+
+fn verify_memory_untraced(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryMarkedOut, ApiError> {
     let id = parse_id(id)?;
     let receipt = engine.verify(actor, &id)?;
     Ok(MemoryMarkedOut { id: id.to_string(), mark: "verified".into(), log_index: receipt.log_index })
@@ -204,6 +306,15 @@ pub fn verify_memory(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryM
 
 /// Promote a memory (widen its readers; its owner only).
 pub fn promote(engine: &Engine, actor: &Actor, id: &str, p: PromoteIn) -> Result<WriteOut, ApiError> {
+    traced("promote_memory", |span| {
+        if let Ok(parsed) = parse_id(id) {
+            span.set(attr::MEMORY_ID, || parsed.to_string());
+        }
+        promote_untraced(engine, actor, id, p)
+    })
+}
+
+fn promote_untraced(engine: &Engine, actor: &Actor, id: &str, p: PromoteIn) -> Result<WriteOut, ApiError> {
     let id = parse_id(id)?;
     let readers = match p.readers {
         None => Readers::All,
@@ -215,13 +326,27 @@ pub fn promote(engine: &Engine, actor: &Actor, id: &str, p: PromoteIn) -> Result
 
 /// Update a memory: a new version (the old one is superseded).
 pub fn update(engine: &Engine, actor: &Actor, id: &str, content: String) -> Result<UpdatedOut, ApiError> {
-    let id = parse_id(id)?;
-    let (item, receipt) = engine.update(actor, &id, content)?;
-    Ok(UpdatedOut { memory: memory_out(&item), previous_id: id.to_string(), log_index: receipt.log_index })
+    traced("update_memory", |span| {
+        let id = parse_id(id)?;
+        span.set("memwarden.memory.previous_id", || id.to_string());
+        let (item, receipt) = engine.update(actor, &id, content)?;
+        let out = UpdatedOut { memory: memory_out(&item), previous_id: id.to_string(), log_index: receipt.log_index };
+        written(span, &out.memory);
+        Ok(out)
+    })
 }
 
 /// One page of the versions of a memory the caller may see.
 pub fn history(engine: &Engine, actor: &Actor, id: &str, limit: Option<usize>, cursor: Option<&str>) -> Result<HistoryOut, ApiError> {
+    traced("get_memory_history", |span| {
+        if let Ok(parsed) = parse_id(id) {
+            span.set(attr::MEMORY_ID, || parsed.to_string());
+        }
+        history_untraced(engine, actor, id, limit, cursor)
+    })
+}
+
+fn history_untraced(engine: &Engine, actor: &Actor, id: &str, limit: Option<usize>, cursor: Option<&str>) -> Result<HistoryOut, ApiError> {
     let id = parse_id(id)?;
     match engine.history_page(actor, &id, limit.unwrap_or(PAGE_LIMIT_DEFAULT), cursor) {
         Ok(page) => Ok(HistoryOut { versions: page.items.iter().map(memory_out).collect(), erased: None, next_cursor: page.next_cursor }),
@@ -261,8 +386,17 @@ pub fn feedback(engine: &Engine, actor: &Actor, f: FeedbackIn) -> Result<Feedbac
 
 /// Erase a memory and what depends on it alone.
 pub fn erase(engine: &Engine, actor: &Actor, id: &str) -> Result<MemoryErasedOut, ApiError> {
-    let id = parse_id(id)?;
-    let (record, receipt) = engine.erase(actor, &id)?;
+    traced("delete_memory", |span| {
+        let id = parse_id(id)?;
+        span.set(attr::MEMORY_ID, || id.to_string());
+        let out = erase_untraced(engine, actor, &id)?;
+        span.set(attr::ERASED, || out.erased.len());
+        Ok(out)
+    })
+}
+
+fn erase_untraced(engine: &Engine, actor: &Actor, id: &ItemId) -> Result<MemoryErasedOut, ApiError> {
+    let (record, receipt) = engine.erase(actor, id)?;
     Ok(MemoryErasedOut {
         erasure_id: record.erasure_id.to_string(),
         id: id.to_string(),
@@ -289,13 +423,32 @@ pub fn open_session(engine: &Engine, actor: &Actor, s: SessionIn) -> Result<Sess
 
 /// One page of the memories of a namespace the actor may read (after `cursor`).
 pub fn list(engine: &Engine, actor: &Actor, ns: &str, limit: usize, cursor: Option<&str>) -> Result<ListOut, ApiError> {
-    let page = engine.list_page(actor, &namespace(ns)?, limit, cursor)?;
-    let listing = page.items;
-    Ok(ListOut { results: listing.memories.iter().map(read_out).collect(), withheld: listing.withheld.iter().map(withheld_out).collect(), next_cursor: page.next_cursor })
+    traced("list_memories", |span| {
+        let ns = namespace(ns)?;
+        span.set(attr::MEMORY_NAMESPACE, || ns.to_string());
+        span.set(attr::TOP_K, || limit);
+        let page = engine.list_page(actor, &ns, limit, cursor)?;
+        let listing = page.items;
+        span.set(attr::DOCUMENTS, || listing.memories.len());
+        span.set(attr::WITHHELD, || listing.withheld.len());
+        Ok(ListOut { results: listing.memories.iter().map(read_out).collect(), withheld: listing.withheld.iter().map(withheld_out).collect(), next_cursor: page.next_cursor })
+    })
 }
 
 /// Semantic search.
 pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, ApiError> {
+    traced("search_memory", |span| {
+        let ns = namespace(&s.namespace)?;
+        span.set(attr::MEMORY_NAMESPACE, || ns.to_string());
+        span.set(attr::TOP_K, || s.k);
+        let out = search_untraced(engine, actor, s)?;
+        span.set(attr::DOCUMENTS, || out.results.len());
+        span.set(attr::WITHHELD, || out.withheld_memories.len());
+        Ok(out)
+    })
+}
+
+fn search_untraced(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, ApiError> {
     let min_label = match s.min_label {
         None | Some(LabelName::Untrusted) => Integrity::Untrusted,
         Some(LabelName::Agent) => Integrity::Agent,
@@ -328,12 +481,26 @@ pub fn search(engine: &Engine, actor: &Actor, s: SearchIn) -> Result<SearchOut, 
 
 /// Derive a memory from parents.
 pub fn derive(engine: &Engine, actor: &Actor, d: DeriveIn) -> Result<WriteOut, ApiError> {
-    let (item, r) = engine.derive(actor, namespace(&d.namespace)?, &parse_ids(&d.parents)?, d.content)?;
-    Ok(WriteOut { item: memory_out(&item), log_index: r.log_index })
+    traced("create_memory", |span| {
+        span.set("memwarden.memory.parents_count", || d.parents.len());
+        let (item, r) = engine.derive(actor, namespace(&d.namespace)?, &parse_ids(&d.parents)?, d.content)?;
+        let out = WriteOut { item: memory_out(&item), log_index: r.log_index };
+        written(span, &out.item);
+        Ok(out)
+    })
 }
 
 /// A tool call through the monitor.
 pub fn tool_call(engine: &Engine, actor: &Actor, t: ToolCallIn) -> Result<WriteOut, ApiError> {
+    traced("create_memory", |span| {
+        span.set("memwarden.memory.source", || "tool_call");
+        let out = tool_call_untraced(engine, actor, t)?;
+        written(span, &out.item);
+        Ok(out)
+    })
+}
+
+fn tool_call_untraced(engine: &Engine, actor: &Actor, t: ToolCallIn) -> Result<WriteOut, ApiError> {
     let args = t
         .args
         .iter()
@@ -449,7 +616,26 @@ pub fn verdict_out(v: &Verdict) -> VerdictOut {
 }
 
 /// Decide a proposed action (Algorithm 1, in the engine).
+///
+/// Traced as a guardrail span (`apply_guardrail memwarden`): the policy (preset), the result
+/// (decision), the reason (the verdict's rule name) and the deciding layer; never a value, an
+/// amount or a memory's text.
 pub fn decide(engine: &Engine, actor: &Actor, d: DecideIn) -> Result<DecideOut, ApiError> {
+    traced("apply_guardrail", |span| {
+        span.set(attr::GUARDRAIL_NAME, || "memwarden");
+        if let Some(policy) = span.policy().map(str::to_owned) {
+            span.set(attr::GUARDRAIL_POLICY, || policy);
+        }
+        span.set(attr::TOOL_NAME, || d.tool.chars().take(TOOL_NAME_CHARS_MAX).collect::<String>());
+        let out = decide_untraced(engine, actor, d)?;
+        span.set(attr::GUARDRAIL_RESULT, || out.verdict.decision.clone());
+        span.set(attr::GUARDRAIL_REASON, || out.verdict.rule.clone());
+        span.set(attr::GUARDRAIL_LAYER, || out.verdict.layer.clone());
+        Ok(out)
+    })
+}
+
+fn decide_untraced(engine: &Engine, actor: &Actor, d: DecideIn) -> Result<DecideOut, ApiError> {
     let values = d
         .values
         .iter()

@@ -154,7 +154,10 @@ impl MemwardenMcp {
             Ok(a) => a,
             Err(e) => return Ok(tool_error(&e)),
         };
-        let r = blocking(Arc::clone(&self.engine), self.metrics.clone(), move |e| f(e, &actor, args)).await;
+        // Over HTTP the request's server span travels in the request's extensions (the MCP
+        // library serves the call on a task of its own).
+        let span = ctx.extensions.get::<axum::http::request::Parts>().and_then(|p| p.extensions.get::<crate::otel::SpanCtx>()).cloned();
+        let r = blocking(Arc::clone(&self.engine), self.metrics.clone(), span, move |e| f(e, &actor, args)).await;
         Ok(match r {
             Ok(v) => tool_ok(&v),
             Err(e) => tool_error(&e),
