@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _native
 from ._errors import MemwardenError, error_for, native_error
@@ -577,6 +577,18 @@ class AsyncClient:
         """Close the HTTP connections of a remote client."""
         self.sync.close()
 
+    async def iter_memories(self, namespace: str = DEFAULT_NAMESPACE, *, page_size: int = 1000) -> AsyncIterator[MemoryOut]:
+        """`Client.iter_memories` as an async iterator: one page of `page_size` per worker-thread
+        call, each page's memories yielded before the next page is read."""
+        cursor: Optional[str] = None
+        while True:
+            page = await asyncio.to_thread(self.sync.listing, namespace, limit=page_size, cursor=cursor)
+            for m in page["results"]:
+                yield m
+            cursor = page.get("next_cursor")
+            if cursor is None:
+                return
+
     async def __aenter__(self) -> "AsyncClient":
         return self
 
@@ -595,7 +607,7 @@ def _asyncify(name: str) -> Callable[..., Any]:
 
 
 for _name in (
-    "add", "add_many", "get", "list", "listing", "search", "search_results", "update", "history", "revoke", "erase", "promote", "derive", "tool_call", "feedback",
+    "add", "add_many", "get", "list", "listing", "search", "search_results", "update", "history", "history_record", "revoke", "erase", "promote", "derive", "tool_call", "feedback",
     "attest", "elevations", "withdraw_elevation", "decide", "propose", "record_grant", "mint_grant", "lineage", "export_lineage", "export_prov", "verify", "audit_verify",
     "checkpoint", "proof",
 ):

@@ -5,6 +5,7 @@ the LangGraph store read on through every page."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Dict, List
 
 import pytest
@@ -39,6 +40,11 @@ def check_paging(a: memwarden.Client, other: memwarden.Client) -> None:
         got = [m["id"] for p in pages(a, "pg", size) for m in p["results"]]
         assert got == ids, f"limit {size}"
     assert [m["id"] for m in a.iter_memories("pg", page_size=5)] == ids
+
+    async def every_page() -> List[str]:
+        return [m["id"] async for m in memwarden.AsyncClient(a).iter_memories("pg", page_size=5)]
+
+    assert asyncio.run(every_page()) == ids, "the async client pages the same way"
     cursor = a.listing("pg", limit=3)["next_cursor"]
     assert cursor is not None
     for call in (
