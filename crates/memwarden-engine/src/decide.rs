@@ -159,21 +159,10 @@ impl Engine {
     /// (lineage). Any lookup error counts as "not live": an elevation then stops counting, which
     /// only asks more.
     pub(crate) fn evidence_live(&self, tenant: &TenantId, evidence: &[ItemId]) -> bool {
-        let graph = match &self.lineage {
-            Some(l) if !evidence.is_empty() => match l.graph(self.store.as_ref(), tenant) {
-                Ok(g) => Some(g),
-                Err(_) => return false,
-            },
-            _ => None,
-        };
-        evidence.iter().all(|id| {
-            let stands = matches!(self.store.item(tenant, id), Ok(Some(i)) if i.status() == Status::Active && i.scope().visibility != Visibility::Revoked);
-            let clean = match &graph {
-                Some(g) => g.lock().is_ok_and(|g| g.record(*id).is_some_and(|r| !r.summary().poisoned && !r.summary().revoked)),
-                None => true,
-            };
-            stands && clean
-        })
+        let stands = evidence.iter().all(|id| {
+            matches!(self.store.item(tenant, id), Ok(Some(i)) if i.status() == Status::Active && i.scope().visibility != Visibility::Revoked)
+        });
+        stands && self.stages.iter().all(|s| s.evidence_clean(self.store.as_ref(), tenant, evidence))
     }
 
     /// The untrusted memories in the namespaces of `items` (an action's cited memories and their
@@ -284,7 +273,7 @@ impl Engine {
     /// lineage stage's evidence (a context item, with a lineage layer); anything else (unknown,
     /// out of scope, or a value's source the actor may not be handed) is an invalid citation.
     fn citation(&self, actor: &Actor, c: &Candidate, source: bool) -> Citation {
-        let evidence = self.lineage.is_some() && !source;
+        let evidence = !source && self.stages.iter().any(|s| s.weighs_held_context());
         match &c.withheld {
             None => Citation::Weighed,
             Some(Withheld::Stage(h)) if h.rule == NARROWED_AT_WRITE && !source => Citation::NotWeighed,

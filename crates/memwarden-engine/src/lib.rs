@@ -634,8 +634,6 @@ pub struct Engine {
     /// (the store holds the truth; evicting is always safe; an entry from before another
     /// process wrote the tenant is re-read).
     sessions: Mutex<HashMap<SessionKey, (Observed, u64)>>,
-    /// The lineage layer, if on (its graphs; its stage holds the same).
-    lineage: Option<Arc<lineage::Lineage>>,
     /// The pipeline: the stages that are on, in their one fixed order.
     stages: Vec<Box<dyn Stage>>,
     /// Recent query embeddings.
@@ -714,14 +712,14 @@ impl Engine {
     /// An engine over any store. Refuses an invalid lineage configuration. The stages run in
     /// one fixed order, authority, lifecycle, lineage; the configuration only says which are on.
     pub fn with_store(store: Arc<dyn Store>, config: EngineConfig) -> Result<Self, EngineError> {
-        let lineage = config.lineage.map(lineage::Lineage::new).transpose()?.map(Arc::new);
+        let lineage = config.lineage.map(lineage::Lineage::new).transpose()?;
         let authority = Authority::new(config.authority);
         let mut stages: Vec<Box<dyn Stage>> = vec![Box::new(stages::AuthorityStage)];
         if let Some(scorer) = &config.lifecycle {
             stages.push(Box::new(stages::LifecycleStage { scorer: Arc::clone(scorer), authority: authority.clone() }));
         }
-        if let Some(l) = &lineage {
-            stages.push(Box::new(stages::LineageStage { lineage: Arc::clone(l) }));
+        if let Some(lineage) = lineage {
+            stages.push(Box::new(stages::LineageStage { lineage }));
         }
         Ok(Self {
             store,
@@ -730,7 +728,6 @@ impl Engine {
             clock: config.clock,
             sessions: Mutex::new(HashMap::new()),
             neighbours_seen: Mutex::new(NeighboursSeen::default()),
-            lineage,
             stages,
             query_cache: Mutex::new(QueryCache::new(config.query_cache_entries)),
             hybrid: config.hybrid,
@@ -742,9 +739,9 @@ impl Engine {
     /// tenant whose graph fails to build is left to its first request, which rebuilds it and
     /// reports the error. Returns the tenants loaded.
     pub fn warm(&self) -> usize {
-        let Some(l) = &self.lineage else { return 0 };
-        let tenants = self.store.tenants();
-        let loaded = tenants.iter().filter(|t| l.with(self.store.as_ref(), t, |_| Ok(())).is_ok()).count();
+        let store = self.store.as_ref();
+        let tenants = store.tenants();
+        let loaded = tenants.iter().filter(|t| self.stages.iter().all(|s| s.warm(store, t).is_ok())).count();
         debug_assert!(loaded <= tenants.len());
         loaded
     }
@@ -782,29 +779,13 @@ impl Engine {
                 receipts
             }
             Err(e) => {
-                if p.graph_ahead
-                    && let Some(l) = &self.lineage
-                {
-                    l.forget(tenant);
+                if p.graph_ahead {
+                    self.abandon(tenant);
                 }
                 return Err(e);
             }
         };
-        if let Some(l) = &self.lineage
-            && (!p.items.is_empty() || !p.events.is_empty())
-        {
-            // A failed apply drops the graph (rebuilt from the store, this commit included):
-            // the operation is durable, and the rebuilt graph decides about it.
-            let _ = l.with(self.store.as_ref(), tenant, |g| {
-                for i in &p.items {
-                    lineage::apply_item(g, i)?;
-                }
-                for ev in p.events {
-                    lineage::apply_event(g, ev)?;
-                }
-                Ok(())
-            });
-        }
+        self.committed(tenant, &p.items, &p.events);
         if let Some((key, observed, version)) = p.session {
             let mut cache = self.lock_sessions();
             let merged = match cache.get(&key) {
@@ -828,8 +809,8 @@ impl Engine {
         let ahead = std::mem::take(&mut fx.graph_ahead);
         fx.session = None;
         let logged = if fx.is_empty() { Ok(None) } else { self.finish(tenant, now, fx) };
-        if ahead && let Some(l) = &self.lineage {
-            l.forget(tenant);
+        if ahead {
+            self.abandon(tenant);
         }
         match logged {
             Ok(_) => e,
@@ -864,12 +845,11 @@ impl Engine {
                 reputations.insert(i.writer().clone(), self.store.reputation(tenant, i.writer()).ok().flatten());
             }
         }
-        let ceilings: Option<Vec<Ceiling>> = match &self.lineage {
-            Some(l) if ceilings => Some(l.with(self.store.as_ref(), tenant, |g| {
-                Ok(items.iter().map(|i| g.record(i.id()).map_or(Ceiling::Unknown, |r| Ceiling::Known(r.summary().ceiling.clone()))).collect())
-            })?),
-            _ => None,
-        };
+        let mut found: Option<Vec<Ceiling>> = None;
+        for s in self.stages.iter().filter(|_| ceilings) {
+            found = found.or(s.ceilings(self.store.as_ref(), tenant, &items)?);
+        }
+        let ceilings = found;
         let views: Vec<MemoryView> = items
             .into_iter()
             .enumerate()
@@ -1043,11 +1023,27 @@ impl Engine {
 
     /// The lineage configuration, if the layer is on.
     pub fn lineage_config(&self) -> Option<&LineageConfig> {
-        self.lineage.as_deref().map(lineage::Lineage::config)
+        self.lineage_on().ok().map(lineage::Lineage::config)
     }
 
+    /// The lineage layer's graphs, held by its stage, for the operations that are the layer's
+    /// own; `LayerOff` when its stage is not on.
     fn lineage_on(&self) -> Result<&lineage::Lineage, EngineError> {
-        self.lineage.as_deref().ok_or(EngineError::LayerOff("lineage"))
+        self.stages.iter().find_map(|s| s.lineage()).ok_or(EngineError::LayerOff("lineage"))
+    }
+
+    /// An operation committed: every stage brings its own state up to date.
+    fn committed(&self, tenant: &TenantId, items: &[MemoryItem], events: &[lineage::StoredEvent]) {
+        for s in &self.stages {
+            s.committed(self.store.as_ref(), tenant, items, events);
+        }
+    }
+
+    /// An operation that changed a stage's state ahead of its commit did not commit.
+    fn abandon(&self, tenant: &TenantId) {
+        for s in &self.stages {
+            s.abandoned(tenant);
+        }
     }
 
     /// What the lineage layer knows about `id`, as `actor` may see it.
@@ -1133,8 +1129,8 @@ impl Engine {
         let mut fx = Effects::default();
         fx.primary(Mutation::Principal(p.clone()));
         let receipt = self.finish_one(&p.tenant, self.now_ms(), fx)?;
-        if let Some(l) = &self.lineage {
-            let _ = l.with(self.store.as_ref(), &p.tenant, |g| lineage::ensure_principal(g, &p));
+        for s in &self.stages {
+            s.registered(self.store.as_ref(), &p);
         }
         Ok(receipt)
     }
@@ -1400,14 +1396,8 @@ impl Engine {
             }
             out[i] = Some(r.map(|rc| (id, rc)).map_err(EngineError::from));
         }
-        if let Some(l) = &self.lineage {
-            let _ = l.with(self.store.as_ref(), actor.tenant(), |g| {
-                for i in &committed {
-                    lineage::apply_item(g, i)?;
-                }
-                Ok(())
-            });
-        }
+        let committed: Vec<MemoryItem> = committed.into_iter().cloned().collect();
+        self.committed(actor.tenant(), &committed, &[]);
         Ok(out.into_iter().map(|o| o.unwrap_or_else(|| Err(EngineError::Invalid("lost result".into())))).collect())
     }
 
@@ -1793,13 +1783,10 @@ impl Engine {
             }
         }
         debug_assert!(revoked.len() <= chain.len().max(1));
-        // With the lineage layer on, the revocations and their lineage events commit together;
-        // the graph then propagates them to every declared descendant (marked affected, kept
-        // for audit).
-        if self.lineage.is_some() {
-            for v in &revoked {
-                fx.event(lineage::StoredEvent::Revoke(memwarden_lineage::RevokeEvent { id: *v, revoker: actor.id().clone(), at_ms: now }));
-            }
+        // The stages log what they keep of the revocations, committed with them.
+        let cx = self.cx(actor, now);
+        for s in &self.stages {
+            s.revoked(&cx, &revoked, &mut fx);
         }
         self.finish_one(actor.tenant(), now, fx)
     }
@@ -1940,7 +1927,7 @@ impl Engine {
     /// a named reader of its tombstone's scope): what a history shows of an erased memory (ids
     /// and time, never text). `None` for anything else, and with the lineage layer off.
     pub fn erasure_of(&self, actor: &Actor, id: &ItemId) -> Result<Option<memwarden_lineage::ErasureRecord>, EngineError> {
-        let Some(l) = self.lineage.as_deref() else { return Ok(None) };
+        let Ok(l) = self.lineage_on() else { return Ok(None) };
         l.with(self.store.as_ref(), actor.tenant(), |g| {
             let Some(st) = g.record(*id) else { return Ok(None) };
             let could_read = st.scope().owner == *actor.id() || st.scope().readers.admits(actor.id());

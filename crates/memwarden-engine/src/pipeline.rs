@@ -290,6 +290,51 @@ pub(crate) trait Stage: Send + Sync {
     fn feedback(&self, _cx: &Cx<'_>, _used: &[MemoryItem], _success: bool) -> Result<Option<Feedback>, EngineError> {
         Ok(None)
     }
+
+    /// A principal was registered (committed): the layer records it in its own state.
+    fn registered(&self, _store: &dyn Store, _principal: &Principal) {}
+
+    /// Memories were revoked (`ids`, committed with `fx`): what the layer logs with them.
+    fn revoked(&self, _cx: &Cx<'_>, _ids: &[ItemId], _fx: &mut Effects) {}
+
+    /// The readers each memory's ancestry admits, as the layer's own records know them (`None`:
+    /// the layer keeps no ancestry). In the order of `items`.
+    fn ceilings(&self, _store: &dyn Store, _tenant: &TenantId, _items: &[MemoryItem]) -> Result<Option<Vec<Ceiling>>, EngineError> {
+        Ok(None)
+    }
+
+    /// Whether every memory of `evidence` is still clean by the layer's records (nothing
+    /// poisoned or revoked on its path): an elevation computed from it still counts. Any error
+    /// is `false` (an elevation that stops counting only asks more).
+    fn evidence_clean(&self, _store: &dyn Store, _tenant: &TenantId, _evidence: &[ItemId]) -> bool {
+        true
+    }
+
+    /// Whether the layer's action gate weighs a cited memory that a layer or the session's floor
+    /// holds back as evidence (the lineage context rule), rather than as an invalid citation.
+    fn weighs_held_context(&self) -> bool {
+        false
+    }
+
+    /// Load the tenant's layer state now (a server warms every tenant once it listens).
+    fn warm(&self, _store: &dyn Store, _tenant: &TenantId) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    /// An operation committed: the layer brings its own state up to date with the memories it
+    /// wrote and its events. A layer that cannot apply them drops its state (rebuilt from the
+    /// store on next use, this commit included): the operation is durable either way.
+    fn committed(&self, _store: &dyn Store, _tenant: &TenantId, _items: &[MemoryItem], _events: &[StoredEvent]) {}
+
+    /// An operation that changed the layer's state ahead of its commit did not commit: the layer
+    /// drops that state (rebuilt from the store on next use).
+    fn abandoned(&self, _tenant: &TenantId) {}
+
+    /// The lineage layer's graphs, for the operations that are that layer's own (a lineage
+    /// view, the audit export, flag, verify, erase); `None` for every other layer.
+    fn lineage(&self) -> Option<&crate::lineage::Lineage> {
+        None
+    }
 }
 
 /// What a stage's outcome feedback produced ([`Stage::feedback`]).

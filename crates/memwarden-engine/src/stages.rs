@@ -6,7 +6,7 @@ use crate::pipeline::{Candidate, Ceiling, Cx, DecideInput, Effects, Feedback, Ho
 use crate::{EngineError, lifecycle_route, new_id};
 use memwarden_core::prelude::*;
 use memwarden_lineage::Candidate as RankCandidate;
-use memwarden_store::Mutation;
+use memwarden_store::{Mutation, Store};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -345,12 +345,78 @@ fn weigh_guard(after: &mut GuardState, before: &GuardState, weight: f64) {
 /// The lineage layer (MAP-Graph): the tenant's provenance graph decides what may be cited and
 /// read, ranks by path trust, records `read_by`, and gates actions on the carriers' ancestry.
 pub(crate) struct LineageStage {
-    pub(crate) lineage: Arc<Lineage>,
+    pub(crate) lineage: Lineage,
 }
 
 impl Stage for LineageStage {
     fn layer(&self) -> Layer {
         Layer::Lineage
+    }
+
+    fn lineage(&self) -> Option<&Lineage> {
+        Some(&self.lineage)
+    }
+
+    /// A registered principal becomes a node of the graph (a failure drops the graph, which
+    /// the next use rebuilds from the store, the principal included).
+    fn registered(&self, store: &dyn Store, principal: &Principal) {
+        let _ = self.lineage.with(store, &principal.tenant, |g| lineage::ensure_principal(g, principal));
+    }
+
+    /// Each revocation is a lineage event, committed with it; once applied the graph
+    /// propagates it to every declared descendant (marked affected, kept for audit).
+    fn revoked(&self, cx: &Cx<'_>, ids: &[ItemId], fx: &mut Effects) {
+        for id in ids {
+            fx.event(StoredEvent::Revoke(memwarden_lineage::RevokeEvent { id: *id, revoker: cx.actor.id().clone(), at_ms: cx.now_ms }));
+        }
+    }
+
+    fn ceilings(&self, store: &dyn Store, tenant: &TenantId, items: &[MemoryItem]) -> Result<Option<Vec<Ceiling>>, EngineError> {
+        let ceilings = self.lineage.with(store, tenant, |g| {
+            Ok(items.iter().map(|i| g.record(i.id()).map_or(Ceiling::Unknown, |r| Ceiling::Known(r.summary().ceiling.clone()))).collect::<Vec<_>>())
+        })?;
+        debug_assert_eq!(ceilings.len(), items.len());
+        Ok(Some(ceilings))
+    }
+
+    /// Nothing of the evidence is poisoned or revoked on its path (a memory the graph does not
+    /// know is not clean).
+    fn evidence_clean(&self, store: &dyn Store, tenant: &TenantId, evidence: &[ItemId]) -> bool {
+        if evidence.is_empty() {
+            return true;
+        }
+        let Ok(g) = self.lineage.graph(store, tenant) else { return false };
+        let Ok(g) = g.lock() else { return false };
+        evidence.iter().all(|id| g.record(*id).is_some_and(|r| !r.summary().poisoned && !r.summary().revoked))
+    }
+
+    fn weighs_held_context(&self) -> bool {
+        true
+    }
+
+    fn warm(&self, store: &dyn Store, tenant: &TenantId) -> Result<(), EngineError> {
+        self.lineage.with(store, tenant, |_| Ok(()))
+    }
+
+    /// The graph records the committed memories and events (a failed apply drops it: rebuilt
+    /// from the store, this commit included).
+    fn committed(&self, store: &dyn Store, tenant: &TenantId, items: &[MemoryItem], events: &[StoredEvent]) {
+        if items.is_empty() && events.is_empty() {
+            return;
+        }
+        let _ = self.lineage.with(store, tenant, |g| {
+            for i in items {
+                lineage::apply_item(g, i)?;
+            }
+            for ev in events {
+                lineage::apply_event(g, ev.clone())?;
+            }
+            Ok(())
+        });
+    }
+
+    fn abandoned(&self, tenant: &TenantId) {
+        self.lineage.forget(tenant);
     }
 
     /// Refuse a write that cites a memory the graph does not let the writer read (its `CanRead`

@@ -343,7 +343,7 @@ fn created<T: serde::Serialize>(v: T) -> Response {
         (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn add_memories(State(st): State<AppState>, c: Caller, ApiJson(body): ApiJson<serde_json::Value>) -> Result<Response, ApiError> {
-    match AddRequest::from_value(body).map_err(|e| ApiError::invalid(crate::strict::redact(&e)))? {
+    match ops::add_request(body)? {
         AddRequest::Many(many) => {
             let max = st.0.batch_max;
             let out = st.run(move |e| ops::add_many(e, &c.actor, many.memories, max)).await?;

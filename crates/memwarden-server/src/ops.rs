@@ -166,6 +166,12 @@ pub mod attr {
     pub const TOOL_NAME: &str = "gen_ai.tool.name";
 }
 
+/// A `POST /v1/memories` body (one memory, or `{"memories": [...]}`), parsed as every door
+/// parses it: an error names the field, never echoes the caller's text.
+pub fn add_request(body: serde_json::Value) -> Result<AddRequest, ApiError> {
+    AddRequest::from_value(body).map_err(|e| ApiError::invalid(crate::strict::redact(&e)))
+}
+
 /// Add one memory as `actor`.
 pub fn add(engine: &Engine, actor: &Actor, m: AddMemory) -> Result<WriteOut, ApiError> {
     traced("create_memory", |span| {

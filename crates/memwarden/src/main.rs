@@ -2,7 +2,6 @@
 //! narration, and turns every error into one line on stderr and a non-zero exit.
 
 use clap::{Args, Parser, Subcommand};
-use memwarden_core::authority::grant::SignedGrant;
 use memwarden_core::item::CONTENT_BYTES_MAX;
 use memwarden_core::prelude::*;
 use memwarden_engine::keys::{GrantSpec, generate_key, load_user_key, mint_grant, save_user_key};
@@ -14,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod remote;
+mod request;
 mod tenant_move;
 
 #[derive(Parser)]
@@ -888,25 +888,6 @@ fn print_json(v: &serde_json::Value) {
     let _ = writeln!(out, "{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
-fn item_json(i: &MemoryItem) -> serde_json::Value {
-    serde_json::to_value(i).unwrap_or_default()
-}
-
-/// `--kind` of `open-session`, as the server's request type.
-fn session_kind(kind: &str) -> Result<memwarden_server::dto::SessionKindName, EngineError> {
-    serde_json::from_value(json!(kind)).map_err(|_| fail(format!("--kind must be fork, planning or quarantine, not {kind:?}")))
-}
-
-/// A memory read by id or listed, with the lifecycle scorer's risk and flags when the layer is on.
-fn read_json(r: &memwarden_engine::ReadMemory) -> serde_json::Value {
-    let mut v = item_json(&r.item);
-    if let (Some(risk), Some(map)) = (r.risk, v.as_object_mut()) {
-        map.insert("risk".into(), json!(risk));
-        map.insert("risk_flags".into(), json!(r.risk_flags));
-    }
-    v
-}
-
 /// A command's `--as`: optional on the commands that also run against a server (where the API
 /// key decides who acts), required in local mode.
 trait AsArg {
@@ -949,78 +930,125 @@ fn mcp_proxy(cli: &Cli, url: &str, actor: Option<&str>, tools: memwarden_server:
 }
 
 fn run(cli: Cli) -> Result<ExitCode, EngineError> {
+    if let Some(code) = run_without_engine(&cli)? {
+        return Ok(code);
+    }
+    let opened = open_engine(&cli)?;
+    run_with_engine(cli, &opened)
+}
+
+/// The commands that open no engine: the MCP proxy, remote mode, the demo, the checkers, the
+/// benchmarks, tenant moves and the offline log check. `None`: the command needs the engine.
+fn run_without_engine(cli: &Cli) -> Result<Option<ExitCode>, EngineError> {
     if let (Some(url), Cmd::Mcp { actor, tools }) = (&cli.server, &cli.cmd) {
-        return mcp_proxy(&cli, url, actor.as_deref(), *tools);
+        return mcp_proxy(cli, url, actor.as_deref(), *tools).map(Some);
     }
     // Remote mode: everything but the data-free commands goes to the server (or is refused there).
     if cli.server.is_some() && !matches!(cli.cmd, Cmd::Demo { .. } | Cmd::Check(_) | Cmd::Bench(_)) {
-        return Ok(remote::run(&cli));
+        return Ok(Some(remote::run(cli)));
     }
-    if let Cmd::Demo { dir } = &cli.cmd {
-        return demo(dir);
-    }
-    if let Cmd::Check(CheckCmd::Authority { slots, sessions, k, threads, tool_outputs, engine_walks, seed }) = &cli.cmd {
-        let cfg = memwarden_check::CheckConfig { slots: *slots, sessions: *sessions, k: *k, threads: *threads, tool_outputs: *tool_outputs };
-        let reports = memwarden_check::check_all(&cfg);
-        println!("{}", memwarden_check::render_markdown(&reports));
-        let mut ok = reports.iter().all(|r| r.as_expected());
-        if *engine_walks > 0 {
-            let r = memwarden_check::replay_engine(&cfg, *engine_walks, *seed);
-            println!("{}", memwarden_check::render_engine_markdown(&r));
-            ok &= r.holds();
+    let code = match &cli.cmd {
+        Cmd::Demo { dir } => demo(dir)?,
+        Cmd::Check(c) => check(c),
+        Cmd::Bench(b) => bench(b, cli.model_dir.clone(), &cli.embedder)?,
+        Cmd::Tenant(t) => {
+            tenant_move::run(t, &cli.data, &cli.tenant)?;
+            ExitCode::SUCCESS
         }
-        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
-    }
-    if let Cmd::Check(CheckCmd::Acknowledged { sequences, ops, seed }) = &cli.cmd {
-        let started = std::time::Instant::now();
-        let r = memwarden_check::check_acknowledged(*sequences, *ops, *seed);
-        println!("{}", memwarden_check::render_acked_markdown(&r));
-        println!("{} s", started.elapsed().as_secs());
-        for v in &r.violations {
-            eprintln!("violation: {v}");
+        Cmd::Audit(AuditCmd::Verify) => audit_verify(cli)?,
+        _ => return Ok(None),
+    };
+    Ok(Some(code))
+}
+
+/// `check authority` and `check acknowledged`: the model checkers.
+fn check(cmd: &CheckCmd) -> ExitCode {
+    let ok = match cmd {
+        CheckCmd::Authority { slots, sessions, k, threads, tool_outputs, engine_walks, seed } => {
+            let cfg = memwarden_check::CheckConfig { slots: *slots, sessions: *sessions, k: *k, threads: *threads, tool_outputs: *tool_outputs };
+            let reports = memwarden_check::check_all(&cfg);
+            println!("{}", memwarden_check::render_markdown(&reports));
+            let mut ok = reports.iter().all(|r| r.as_expected());
+            if *engine_walks > 0 {
+                let r = memwarden_check::replay_engine(&cfg, *engine_walks, *seed);
+                println!("{}", memwarden_check::render_engine_markdown(&r));
+                ok &= r.holds();
+            }
+            ok
         }
-        return Ok(if r.holds() { ExitCode::SUCCESS } else { ExitCode::from(1) });
-    }
-    if let Cmd::Bench(b) = &cli.cmd {
-        return bench(b, cli.model_dir.clone(), &cli.embedder);
-    }
-    if let Cmd::Tenant(t) = &cli.cmd {
-        tenant_move::run(t, &cli.data, &cli.tenant)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if let Cmd::Audit(AuditCmd::Verify) = &cli.cmd {
-        let store_config = match &cli.key_dir {
-            Some(d) => memwarden_store::StoreConfig::default().with_key_dir(d),
-            None => memwarden_store::StoreConfig::default(),
-        };
-        let report = SqliteStore::verify_dir_with(&cli.data, &store_config)?;
-        return Ok(match &report.problem {
-            None => {
-                println!("ok: {} entries, root {}, {} checkpoint(s) verified", report.entries, hex::encode(report.root), report.checkpoints_checked);
-                ExitCode::SUCCESS
+        CheckCmd::Acknowledged { sequences, ops, seed } => {
+            let started = std::time::Instant::now();
+            let r = memwarden_check::check_acknowledged(*sequences, *ops, *seed);
+            println!("{}", memwarden_check::render_acked_markdown(&r));
+            println!("{} s", started.elapsed().as_secs());
+            for v in &r.violations {
+                eprintln!("violation: {v}");
             }
-            Some(p) => {
-                eprintln!("error: log does not verify: {p}");
-                ExitCode::from(1)
-            }
-        });
+            r.holds()
+        }
+    };
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+/// `audit verify` on the data directory, offline (no engine: it reads the files as they are).
+fn audit_verify(cli: &Cli) -> Result<ExitCode, EngineError> {
+    let store_config = match &cli.key_dir {
+        Some(d) => memwarden_store::StoreConfig::default().with_key_dir(d),
+        None => memwarden_store::StoreConfig::default(),
+    };
+    let report = SqliteStore::verify_dir_with(&cli.data, &store_config)?;
+    Ok(match &report.problem {
+        None => {
+            println!("ok: {} entries, root {}, {} checkpoint(s) verified", report.entries, hex::encode(report.root), report.checkpoints_checked);
+            ExitCode::SUCCESS
+        }
+        Some(p) => {
+            eprintln!("error: log does not verify: {p}");
+            ExitCode::from(1)
+        }
+    })
+}
+
+/// The engine a command runs on, with what opening it read.
+struct Opened {
+    engine: std::sync::Arc<Engine>,
+    tenant: TenantId,
+    session: SessionId,
+    /// `serve`'s configuration.
+    serve_config: Option<memwarden_server::ServeConfig>,
+    /// `principal` / `key` with `--store`: the shared store's configuration.
+    admin_store: Option<memwarden_server::ServeConfig>,
+}
+
+impl Opened {
+    /// The principal `id` names, authenticated into `--session`.
+    fn actor(&self, id: &dyn AsArg) -> Result<Actor, EngineError> {
+        self.engine.authenticate_session(&self.tenant, &parse::<PrincipalId>("principal", id.principal()?)?, self.session.clone())
     }
-    let tenant = parse::<TenantId>("tenant", &cli.tenant)?;
-    let embedder: Option<std::sync::Arc<dyn memwarden_engine::embed::Embedder>> = match cli.embedder.as_str() {
+}
+
+fn embedder(cli: &Cli) -> Result<Option<std::sync::Arc<dyn memwarden_engine::embed::Embedder>>, EngineError> {
+    Ok(match cli.embedder.as_str() {
         "minilm" => Some(std::sync::Arc::new(memwarden_engine::embed::LazyMiniLm::new(cli.model_dir.clone()))),
         "hash" => Some(std::sync::Arc::new(memwarden_engine::embed::HashEmbedder::new(384))),
         "openai" => Some(std::sync::Arc::new(openai_embedder()?)),
         "none" => None,
-        other => {
-            return Err(fail(format!("unknown embedder {other:?} (minilm, openai, none, hash)")));
-        }
-    };
+        other => return Err(fail(format!("unknown embedder {other:?} (minilm, openai, none, hash)"))),
+    })
+}
+
+/// Open the engine over the data directory, or over the shared store `serve --store` (or
+/// `principal` / `key` with `--store`) names; the data directory's store is then never opened,
+/// so no lock is taken on it.
+fn open_engine(cli: &Cli) -> Result<Opened, EngineError> {
+    let tenant = parse::<TenantId>("tenant", &cli.tenant)?;
+    let embedder = embedder(cli)?;
     // Opening a large store loads (or, after damage, rebuilds) its vector indexes: show it.
     let bar = ProgressBar::new(10_000);
     let config = EngineConfig::for_preset(Preset::parse(&cli.preset)?)?;
     let config = match &cli.key_dir {
-        Some(d) => EngineConfig { store: config.store.with_key_dir(d), ..config },
-        None => config,
+        Some(d) => EngineConfig { store: config.store.with_key_dir(d), embedder, ..config },
+        None => EngineConfig { embedder, ..config },
     };
     let serve_config = match &cli.cmd {
         Cmd::Serve(args) => {
@@ -1030,7 +1058,6 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         }
         _ => None,
     };
-    // `principal` and `key` with --store: the shared store's configuration, as serve reads it.
     let admin_store = match &cli.cmd {
         Cmd::Principal(PrincipalArgs { store, .. }) | Cmd::Key(KeyArgs { store, .. }) if store.store.is_some() => {
             let mut c = memwarden_server::ServeConfig::load_with(None, &|_| None).map_err(|e| fail(e.to_string()))?;
@@ -1041,329 +1068,235 @@ fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         }
         _ => None,
     };
-    // `serve --store postgres://...` (or `principal` / `key` with --store): the engine runs over
-    // the shared store (the data directory's SQLite store is never opened, so no lock is taken
-    // on it).
     let shared = match serve_config.as_ref().or(admin_store.as_ref()) {
         Some(c) => c.open_shared_store().map_err(|e| fail(e.to_string()))?,
         None => None,
     };
     let engine = std::sync::Arc::new(match shared {
-        Some(store) => Engine::with_store(store, EngineConfig { embedder, ..config })?,
-        None => Engine::open_with_progress(&cli.data, EngineConfig { embedder, ..config }, &|stage, done, total| bar.update(stage, done as u64, total as u64))?,
+        Some(store) => Engine::with_store(store, config)?,
+        None => Engine::open_with_progress(&cli.data, config, &|stage, done, total| bar.update(stage, done as u64, total as u64))?,
     });
     let session = parse::<SessionId>("session", &cli.session)?;
-    let actor = |id: &dyn AsArg| -> Result<Actor, EngineError> { engine.authenticate_session(&tenant, &parse::<PrincipalId>("principal", id.principal()?)?, session.clone()) };
+    Ok(Opened { engine, tenant, session, serve_config, admin_store })
+}
+
+/// The commands that run on an opened engine. A memory command is a [`request::Request`], run
+/// through the server's mapping to engine calls; its error is the server's (`code: detail`).
+fn run_with_engine(cli: Cli, o: &Opened) -> Result<ExitCode, EngineError> {
+    if let Some((actor, call)) = request::Request::of(&cli.cmd)? {
+        let who = o.actor(&actor.map(str::to_owned))?;
+        return Ok(match call.local(&o.engine, &who) {
+            Ok(v) => {
+                print_json(&v);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {}: {}", e.code, e.detail.split_whitespace().collect::<Vec<_>>().join(" "));
+                ExitCode::from(1)
+            }
+        });
+    }
+    let engine = &o.engine;
     match cli.cmd {
-        Cmd::Demo { .. } | Cmd::Bench(_) | Cmd::Check(_) | Cmd::Audit(AuditCmd::Verify) => {}
-        Cmd::Tenant(_) => {}
-        Cmd::Serve(_) => {
-            let config = serve_config.ok_or_else(|| fail("serve: no configuration"))?;
-            memwarden_server::init_tracing(&config.log);
-            let data = match &config.pg_config() {
-                Some(pg) => format!("PostgreSQL schema {}", pg.schema),
-                None => cli.data.display().to_string(),
-            };
-            memwarden_server::serve_blocking(config, std::sync::Arc::clone(&engine), move |addr| {
-                eprintln!("memwarden serving {data} on http://{addr} (OpenAPI at /openapi.json, MCP at /mcp); Ctrl-C stops");
-            })
-            .map_err(|e| fail(e.to_string()))?;
-        }
+        Cmd::Serve(_) => serve(&cli.data, o)?,
         Cmd::Mcp { actor: a, tools } => {
             memwarden_server::init_tracing("warn");
-            let who = actor(&a)?;
-            memwarden_server::mcp::serve_stdio_blocking(std::sync::Arc::clone(&engine), who, tools).map_err(|e| fail(e.to_string()))?;
+            memwarden_server::mcp::serve_stdio_blocking(std::sync::Arc::clone(engine), o.actor(&a)?, tools).map_err(|e| fail(e.to_string()))?;
         }
-        Cmd::Key(KeyArgs { cmd: k, .. }) => {
-            let keys = match admin_store.as_ref().and_then(memwarden_server::ServeConfig::pg_config) {
-                Some(pg) => memwarden_server::ApiKeys::open_postgres(&pg.url, &pg.schema),
-                None => memwarden_server::ApiKeys::open(&cli.data),
-            }
-            .map_err(|e| fail(e.to_string()))?;
-            match k {
-                KeyCmd::Mint { actor: a, label } => {
-                    let who = actor(&a)?;
-                    let minted = keys.mint(&tenant, who.id(), &label).map_err(|e| fail(e.to_string()))?;
-                    print_json(&json!(minted));
-                    eprintln!("the token is shown once; only its SHA-256 is stored");
-                }
-                KeyCmd::List => print_json(&json!(keys.list(Some(&tenant)).map_err(|e| fail(e.to_string()))?)),
-                KeyCmd::Revoke { key_id } => {
-                    if !keys.revoke(&key_id).map_err(|e| fail(e.to_string()))? {
-                        return Err(fail(format!("no key {key_id}")));
-                    }
-                    println!("revoked {key_id}");
-                }
-            }
-        }
-        Cmd::Init => println!("store ready in {} ({} log entries of tenant {tenant})", cli.data.display(), engine.store().log_len_of(&tenant)),
+        Cmd::Key(KeyArgs { cmd, .. }) => key(&cli.data, o, cmd)?,
+        Cmd::Init => println!("store ready in {} ({} log entries of tenant {})", cli.data.display(), engine.store().log_len_of(&o.tenant), o.tenant),
         Cmd::Principal(PrincipalArgs { cmd: PrincipalCmd::Add { id, kind, domain, allow_listed, action, public_key }, .. }) => {
-            let id = parse::<PrincipalId>("principal", &id)?;
-            let kind = parse::<PrincipalKind>("kind", &kind)?;
-            let domain = domain.map(|d| parse::<Domain>("domain", &d)).transpose()?;
-            let key = if kind == PrincipalKind::User { Some(generate_key()?) } else { None };
-            let action = action
-                .map(|a| memwarden_server::strict::from_str::<memwarden_core::principal::ToolAction>(&a).map_err(|e| fail(format!("--action: {e}"))))
-                .transpose()?;
-            let tool_key = match public_key {
-                None => None,
-                Some(h) => {
-                    let mut k = [0u8; 32];
-                    hex::decode_to_slice(&h, &mut k).map_err(|_| fail("--public-key must be 64 hex digits"))?;
-                    Some(k)
-                }
-            };
-            let public_key = key.as_ref().map(|k| k.verifying_key().to_bytes()).or(tool_key);
-            let p = Principal { id: id.clone(), tenant: tenant.clone(), kind, domain, allow_listed, public_key, action };
-            let r = engine.register_principal(p.clone())?;
-            if let Some(k) = key {
-                let path = save_user_key(&cli.data, &tenant, &id, &k)?;
-                eprintln!("user signing key written to {}", path.display());
-            }
-            print_json(&json!({"principal": p, "integrity": p.integrity(), "log_index": r.log_index}));
+            let spec = NewPrincipal { id, kind, domain, allow_listed, action, public_key };
+            add_principal(&cli.data, o, spec)?;
         }
         Cmd::Principal(PrincipalArgs { cmd: PrincipalCmd::List, .. }) => {
-            let ps = engine.store().principals(&tenant)?;
+            let ps = engine.store().principals(&o.tenant)?;
             print_json(&json!(ps.iter().map(|p| json!({"principal": p, "integrity": p.integrity()})).collect::<Vec<_>>()));
         }
-        Cmd::Add(a) => {
-            let who = actor(&a.actor)?;
-            let route = match &a.route {
-                Some(r) => parse::<Route>("route", r)?,
-                None => default_route(who.principal().kind),
-            };
-            let mut req = WriteRequest::new(parse("namespace", &a.ns)?, text_arg(&a.text)?, route);
-            req.parents = ids(&a.parents)?.into_iter().map(|id| ParentRef { id, kind: EdgeKind::DerivedFrom }).collect();
-            if !a.readers.is_empty() {
-                req.readers = Some(a.readers.iter().map(|r| parse::<PrincipalId>("reader", r)).collect::<Result<_, _>>()?);
-            }
-            for m in &a.meta {
-                let (k, v) = m.split_once('=').ok_or_else(|| fail(format!("metadata must be k=v, got {m:?}")))?;
-                req.metadata.insert(k.to_owned(), v.to_owned());
-            }
-            let (item, r) = engine.add(&who, req)?;
-            print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
-        }
-        Cmd::Import { actor: a, ns, route, file } => {
-            let who = actor(&a)?;
-            let route = match &route {
-                Some(r) => parse::<Route>("route", r)?,
-                None => default_route(who.principal().kind),
-            };
-            let ns = parse::<Namespace>("namespace", &ns)?;
-            let lines = read_import(&file)?;
-            let total = lines.len() as u64;
-            let bar = ProgressBar::new(0);
-            let (mut imported, mut refused) = (0usize, Vec::new());
-            for chunk in lines.chunks(IMPORT_BATCH_COUNT) {
-                let reqs: Vec<WriteRequest> = chunk
-                    .iter()
-                    .map(|(_, content, meta)| {
-                        let mut w = WriteRequest::new(ns.clone(), content.clone(), route);
-                        w.metadata = meta.clone();
-                        w
-                    })
-                    .collect();
-                for ((line, _, _), r) in chunk.iter().zip(engine.add_many(&who, reqs)?) {
-                    match r {
-                        Ok(_) => imported += 1,
-                        Err(e) => refused.push(json!({"line": line, "error": e.to_string()})),
-                    }
-                }
-                bar.update("importing", (imported + refused.len()) as u64, total);
-            }
-            print_json(&json!({"imported": imported, "refused": refused}));
-        }
-        Cmd::Derive { actor: a, ns, parents, text } => {
-            let (item, r) = engine.derive(&actor(&a)?, parse("namespace", &ns)?, &ids(&parents)?, text_arg(&text)?)?;
-            print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
-        }
-        Cmd::ToolCall { actor: a, tool, ns, args, inputs, output, signature } => {
-            let args = args
-                .iter()
-                .map(|s| parse_value(s).map(|(key, value, kind, sources)| ToolArg { key, value, kind, sources }))
-                .collect::<Result<Vec<_>, _>>()?;
-            let signature = match signature {
-                None => None,
-                Some(h) => {
-                    let mut sig = [0u8; 64];
-                    hex::decode_to_slice(&h, &mut sig).map_err(|_| fail("--signature must be 128 hex digits"))?;
-                    Some(sig)
-                }
-            };
-            let (item, r) = engine.tool_call_signed(&actor(&a)?, &parse("tool", &tool)?, parse("namespace", &ns)?, args, &ids(&inputs)?, text_arg(&output)?, signature.as_ref())?;
-            print_json(&json!({"item": item_json(&item), "log_index": r.log_index}));
-        }
-        Cmd::Attest { actor: a, key, value, kind, sources } => {
-            let (att, r) = engine.attest(&actor(&a)?, &key, &value, parse("kind", &kind)?, &ids(&sources)?)?;
-            print_json(&json!({"attestation": att, "counts": att.label == Integrity::Trusted, "log_index": r.log_index}));
-        }
+        Cmd::Import { actor: a, ns, route, file } => import(o, &o.actor(&a)?, &ns, route.as_deref(), &file)?,
         Cmd::Grant(GrantCmd::Mint { user, tool, key, value, kind, amount, ttl_secs, store, out }) => {
-            let user = parse::<PrincipalId>("user", &user)?;
-            actor(&user)?;
-            let sk = load_user_key(&cli.data, &tenant, &user)?;
-            let here = store.as_deref().is_none_or(|s| s == engine.store_id());
-            let store = store.as_deref().unwrap_or(engine.store_id());
-            let spec = GrantSpec { store, tool: &tool, key: &key, value: &value, kind: parse("kind", &kind)?, amount: amount.as_deref(), ttl_ms: ttl_secs.saturating_mul(1000) };
-            let g = mint_grant(&sk, &tenant, &user, &spec, engine.now_ms())?;
-            if here {
-                engine.record_grant(&g)?;
-            }
-            let text = serde_json::to_string_pretty(&g).map_err(fail)?;
-            match out {
-                Some(p) => std::fs::write(&p, text).map_err(|e| fail(format!("{}: {e}", p.display())))?,
-                None => println!("{text}"),
-            }
-        }
-        Cmd::Decide(d) => {
-            let values = d
-                .values
-                .iter()
-                .map(|s| parse_value(s).map(|(key, value, kind, sources)| ActionValue { key, value, kind, sources }))
-                .collect::<Result<Vec<_>, _>>()?;
-            let grants = d.grants.iter().map(|p| read_grant(p)).collect::<Result<Vec<_>, _>>()?;
-            let kind = match d.kind.as_str() {
-                "answer" => ActionKind::Answer,
-                "inform" => ActionKind::Inform,
-                "act" => ActionKind::Act,
-                k => {
-                    return Err(fail(format!("unknown action kind {k:?} (answer, inform, act)")));
-                }
-            };
-            let risk = match d.risk.as_str() {
-                "low" => Risk::Low,
-                "medium" => Risk::Medium,
-                "high" => Risk::High,
-                r => return Err(fail(format!("unknown risk {r:?} (low, medium, high)"))),
-            };
-            let action = ActionRequest { tool: d.tool, kind, risk, values, amount: d.amount, context: ids(&d.context)?, grants };
-            let (v, r) = engine.decide(&actor(&d.actor)?, &action)?;
-            print_json(&json!({"verdict": v, "log_index": r.log_index}));
-        }
-        Cmd::Search { actor: a, ns, k, min_label, query } => {
-            let min_label = match min_label.as_str() {
-                "untrusted" => Integrity::Untrusted,
-                "agent" => Integrity::Agent,
-                "trusted" => Integrity::Trusted,
-                _ => return Err(fail("--min-label: one of untrusted, agent, trusted")),
-            };
-            let hits = engine.search_labelled(&actor(&a)?, &parse("namespace", &ns)?, &query, k, min_label)?;
-            print_json(&json!(hits.iter().map(|h| json!({
-                "score": h.score, "similarity": h.similarity, "path_trust": h.path_trust, "id": h.item.id(), "content": h.item.content(), "origin": h.item.origin(),
-                "label": h.item.label(), "act_class": h.item.act_class(), "writer": h.item.writer(),
-            })).collect::<Vec<_>>()));
+            let spec = GrantArgs { user, tool, key, value, kind, amount, ttl_secs, store, out };
+            mint(&cli.data, o, spec)?;
         }
         Cmd::Session { actor: a } => {
-            let who = actor(&a)?;
-            let o = engine.observed(&who)?;
-            print_json(&json!({"principal": who.id(), "session": who.session(), "floor": o.floor(), "witnesses": o.witnesses()}));
+            let who = o.actor(&a)?;
+            let seen = engine.observed(&who)?;
+            print_json(&json!({"principal": who.id(), "session": who.session(), "floor": seen.floor(), "witnesses": seen.witnesses()}));
         }
-        Cmd::OpenSession { actor: a, kind } => {
-            let body = memwarden_server::dto::SessionIn { kind: session_kind(&kind)? };
-            let out = memwarden_server::ops::open_session(&engine, &actor(&a)?, body).map_err(|e| fail(e.to_string()))?;
-            print_json(&json!(out));
-        }
-        Cmd::Get { actor: a, id } => print_json(&read_json(&engine.get_scored(&actor(&a)?, &parse("id", &id)?)?)),
-        Cmd::Erase { actor: a, id } => {
-            let (record, receipt) = engine.erase(&actor(&a)?, &parse("id", &id)?)?;
-            print_json(&json!({"erasure": record, "log_index": receipt.log_index}));
-        }
-        Cmd::Poison { actor: a, id } => {
-            let receipt = engine.flag_poisoned(&actor(&a)?, &parse("id", &id)?)?;
-            print_json(&json!({"id": id, "mark": "poisoned", "log_index": receipt.log_index}));
-        }
-        Cmd::Verify { actor: a, id } => {
-            let receipt = engine.verify(&actor(&a)?, &parse("id", &id)?)?;
-            print_json(&json!({"id": id, "mark": "verified", "log_index": receipt.log_index}));
-        }
-        Cmd::Revoke { actor: a, reason, id } => {
-            let receipt = engine.revoke(&actor(&a)?, &parse("id", &id)?, &reason)?;
-            print_json(&json!({"revoked": id, "log_index": receipt.log_index}));
-        }
-        Cmd::Elevations { actor: a } => {
-            let listed = engine.elevations(&actor(&a)?)?;
-            let out: Vec<_> = listed.iter().map(|(e, counts)| json!({"elevation": e, "counts": counts})).collect();
-            print_json(&json!({"elevations": out}));
-        }
-        Cmd::WithdrawElevation { actor: a, key, value, kind, reason } => {
-            let kind = parse::<ValueKind>("kind", &kind)?;
-            let (e, receipt) = engine.withdraw_elevation(&actor(&a)?, &key, kind, &value, &reason)?;
-            print_json(&json!({"withdrawn": e, "log_index": receipt.log_index}));
-        }
-        Cmd::Promote { actor: a, readers, id } => {
-            let readers = if readers.is_empty() {
-                Readers::All
-            } else {
-                Readers::Only(readers.iter().map(|r| parse::<PrincipalId>("reader", r)).collect::<Result<_, _>>()?)
-            };
-            let (item, receipt) = engine.promote(&actor(&a)?, &parse("id", &id)?, readers)?;
-            print_json(&json!({"promoted": item_json(&item), "log_index": receipt.log_index}));
-        }
-        Cmd::Update { actor: a, id, text } => {
-            let (item, receipt) = engine.update(&actor(&a)?, &parse("id", &id)?, text)?;
-            print_json(&json!({"memory": item_json(&item), "previous_id": id, "log_index": receipt.log_index}));
-        }
-        Cmd::History { actor: a, id } => {
-            let versions = engine.history(&actor(&a)?, &parse("id", &id)?)?;
-            print_json(&json!(versions.iter().map(item_json).collect::<Vec<_>>()));
-        }
-        Cmd::Lineage { actor: a, id } => {
-            let view = engine.lineage_of(&actor(&a)?, &parse("id", &id)?)?;
-            print_json(&serde_json::to_value(&view).map_err(fail)?);
-        }
-        Cmd::ExportLineage { actor: a, prov } => {
-            let who = actor(&a)?;
-            let out = if prov { engine.prov_json(&who)? } else { serde_json::to_value(engine.audit_trail(&who)?).map_err(fail)? };
-            print_json(&out);
-        }
-        Cmd::Feedback { actor: a, used, outcome } => {
-            let mut used = ids(&used)?;
-            let (records, receipt) = engine.feedback(&actor(&a)?, &used, outcome == "success")?;
-            used.sort();
-            used.dedup();
-            let updated: Vec<_> = used.iter().zip(&records).map(|(id, r)| json!({"id": id, "record": r})).collect();
-            print_json(&json!({"updated": updated, "log_index": receipt.log_index}));
-        }
-        Cmd::List { actor: a, ns, limit, cursor } => {
-            let page = engine.list_page(&actor(&a)?, &parse("namespace", &ns)?, limit, cursor.as_deref())?;
-            print_json(&json!(page.items.memories.iter().map(read_json).collect::<Vec<_>>()));
-            if let Some(c) = page.next_cursor {
-                eprintln!("next_cursor: {c}");
-            }
-        }
-        Cmd::CrashWriter { actor: a, batch } => {
-            use std::io::Write;
-            let id = parse::<PrincipalId>("principal", &a)?;
-            if engine.store().principal(&tenant, &id)?.is_none() {
-                engine.register_principal(Principal { id: id.clone(), tenant: tenant.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None })?;
-            }
-            let who = actor(&id)?;
-            let ns = parse::<Namespace>("namespace", "crash")?;
-            let mut stdout = std::io::stdout().lock();
-            for n in 0u64.. {
-                let reqs: Vec<WriteRequest> = (0..batch.max(1)).map(|j| WriteRequest::new(ns.clone(), format!("crash-test write {}.{n}.{j}", std::process::id()), Route::Direct)).collect();
-                for r in engine.add_many(&who, reqs)? {
-                    let (id, _) = r?;
-                    writeln!(stdout, "ACK {id}").map_err(|e| fail(format!("stdout: {e}")))?;
-                }
-                stdout.flush().map_err(|e| fail(format!("stdout: {e}")))?;
-            }
-        }
-        Cmd::Audit(AuditCmd::Checkpoint) => print_json(&serde_json::to_value(engine.store().checkpoint_of(&tenant, engine.now_ms())?).unwrap_or_default()),
-        Cmd::Audit(AuditCmd::Proof { index }) => {
-            let (size, root, _) = engine.store().log_root_of(&tenant);
-            if index >= size {
-                return Err(fail(format!("no entry {index} in the log of tenant {tenant} ({size} entries)")));
-            }
-            let proof = engine.store().inclusion_proof_of(&tenant, index, size)?;
-            let entry = engine.store().log_entries_of(&tenant, index, index + 1)?;
-            let leaf = entry.first().map(|e| memwarden_log::leaf_hash(e)).ok_or_else(|| fail(format!("no entry {index}")))?;
-            memwarden_log::verify_inclusion(&leaf, index, size, &proof, &root).map_err(fail)?;
-            print_json(&json!({"tenant": tenant, "index": index, "size": size, "root": hex::encode(root), "leaf": hex::encode(leaf),
-                "proof": proof.iter().map(hex::encode).collect::<Vec<_>>(), "verified": true}));
-        }
+        Cmd::CrashWriter { actor: a, batch } => crash_writer(o, &a, batch)?,
+        Cmd::Audit(AuditCmd::Checkpoint) => print_json(&serde_json::to_value(engine.store().checkpoint_of(&o.tenant, engine.now_ms())?).map_err(fail)?),
+        Cmd::Audit(AuditCmd::Proof { index }) => proof(o, index)?,
+        // Run without an engine, or as a call above.
+        _ => return Err(fail("this command does not run on a local engine")),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `serve`: the HTTP (and MCP) server over the opened engine, until Ctrl-C.
+fn serve(data: &Path, o: &Opened) -> Result<(), EngineError> {
+    let config = o.serve_config.clone().ok_or_else(|| fail("serve: no configuration"))?;
+    memwarden_server::init_tracing(&config.log);
+    let data = match &config.pg_config() {
+        Some(pg) => format!("PostgreSQL schema {}", pg.schema),
+        None => data.display().to_string(),
+    };
+    memwarden_server::serve_blocking(config, std::sync::Arc::clone(&o.engine), move |addr| {
+        eprintln!("memwarden serving {data} on http://{addr} (OpenAPI at /openapi.json, MCP at /mcp); Ctrl-C stops");
+    })
+    .map_err(|e| fail(e.to_string()))
+}
+
+/// `key mint | list | revoke`: the server's API keys (in the data directory, or the shared store).
+fn key(data: &Path, o: &Opened, cmd: KeyCmd) -> Result<(), EngineError> {
+    let keys = match o.admin_store.as_ref().and_then(memwarden_server::ServeConfig::pg_config) {
+        Some(pg) => memwarden_server::ApiKeys::open_postgres(&pg.url, &pg.schema),
+        None => memwarden_server::ApiKeys::open(data),
+    }
+    .map_err(|e| fail(e.to_string()))?;
+    match cmd {
+        KeyCmd::Mint { actor: a, label } => {
+            let who = o.actor(&a)?;
+            let minted = keys.mint(&o.tenant, who.id(), &label).map_err(|e| fail(e.to_string()))?;
+            print_json(&json!(minted));
+            eprintln!("the token is shown once; only its SHA-256 is stored");
+        }
+        KeyCmd::List => print_json(&json!(keys.list(Some(&o.tenant)).map_err(|e| fail(e.to_string()))?)),
+        KeyCmd::Revoke { key_id } => {
+            if !keys.revoke(&key_id).map_err(|e| fail(e.to_string()))? {
+                return Err(fail(format!("no key {key_id}")));
+            }
+            println!("revoked {key_id}");
+        }
+    }
+    Ok(())
+}
+
+/// `principal add`'s arguments.
+struct NewPrincipal {
+    id: String,
+    kind: String,
+    domain: Option<String>,
+    allow_listed: bool,
+    action: Option<String>,
+    public_key: Option<String>,
+}
+
+/// `principal add`: register a principal; a user gets a fresh signing key, written beside the
+/// data (only its public half is registered).
+fn add_principal(data: &Path, o: &Opened, spec: NewPrincipal) -> Result<(), EngineError> {
+    let id = parse::<PrincipalId>("principal", &spec.id)?;
+    let kind = parse::<PrincipalKind>("kind", &spec.kind)?;
+    let domain = spec.domain.map(|d| parse::<Domain>("domain", &d)).transpose()?;
+    let key = if kind == PrincipalKind::User { Some(generate_key()?) } else { None };
+    let action = spec
+        .action
+        .map(|a| memwarden_server::strict::from_str::<memwarden_core::principal::ToolAction>(&a).map_err(|e| fail(format!("--action: {e}"))))
+        .transpose()?;
+    let tool_key = match spec.public_key {
+        None => None,
+        Some(h) => {
+            let mut k = [0u8; 32];
+            hex::decode_to_slice(&h, &mut k).map_err(|_| fail("--public-key must be 64 hex digits"))?;
+            Some(k)
+        }
+    };
+    let public_key = key.as_ref().map(|k| k.verifying_key().to_bytes()).or(tool_key);
+    let p = Principal { id: id.clone(), tenant: o.tenant.clone(), kind, domain, allow_listed: spec.allow_listed, public_key, action };
+    let r = o.engine.register_principal(p.clone())?;
+    if let Some(k) = key {
+        let path = save_user_key(data, &o.tenant, &id, &k)?;
+        eprintln!("user signing key written to {}", path.display());
+    }
+    print_json(&json!({"principal": p, "integrity": p.integrity(), "log_index": r.log_index}));
+    Ok(())
+}
+
+/// `import` on the local engine: the same batches as over HTTP, run through the server's mapping.
+fn import(o: &Opened, who: &Actor, ns: &str, route: Option<&str>, file: &Path) -> Result<(), EngineError> {
+    let lines = read_import(file)?;
+    let post = &mut |body| request::Request::add_many_local(&o.engine, who, body).map_err(|e| fail(format!("{}: {}", e.code, e.detail)));
+    print_json(&request::import(&lines, ns, route, post)?);
+    Ok(())
+}
+
+/// `grant mint`'s arguments.
+struct GrantArgs {
+    user: String,
+    tool: String,
+    key: String,
+    value: String,
+    kind: String,
+    amount: Option<String>,
+    ttl_secs: u64,
+    store: Option<String>,
+    out: Option<PathBuf>,
+}
+
+/// `grant mint`: sign a grant with the user's key; recorded here when it names this store.
+fn mint(data: &Path, o: &Opened, a: GrantArgs) -> Result<(), EngineError> {
+    let user = parse::<PrincipalId>("user", &a.user)?;
+    o.actor(&user)?;
+    let sk = load_user_key(data, &o.tenant, &user)?;
+    let engine = &o.engine;
+    let here = a.store.as_deref().is_none_or(|s| s == engine.store_id());
+    let store = a.store.as_deref().unwrap_or(engine.store_id());
+    let spec = GrantSpec {
+        store,
+        tool: &a.tool,
+        key: &a.key,
+        value: &a.value,
+        kind: parse("kind", &a.kind)?,
+        amount: a.amount.as_deref(),
+        ttl_ms: a.ttl_secs.saturating_mul(1000),
+    };
+    let g = mint_grant(&sk, &o.tenant, &user, &spec, engine.now_ms())?;
+    if here {
+        engine.record_grant(&g)?;
+    }
+    let text = serde_json::to_string_pretty(&g).map_err(fail)?;
+    match a.out {
+        Some(p) => std::fs::write(&p, text).map_err(|e| fail(format!("{}: {e}", p.display())))?,
+        None => println!("{text}"),
+    }
+    Ok(())
+}
+
+/// `crash-writer`: write and acknowledge batches forever (the crash tests kill it).
+fn crash_writer(o: &Opened, a: &str, batch: usize) -> Result<(), EngineError> {
+    use std::io::Write;
+    let id = parse::<PrincipalId>("principal", a)?;
+    if o.engine.store().principal(&o.tenant, &id)?.is_none() {
+        let p = Principal { id: id.clone(), tenant: o.tenant.clone(), kind: PrincipalKind::Agent, domain: None, allow_listed: false, public_key: None, action: None };
+        o.engine.register_principal(p)?;
+    }
+    let who = o.actor(&id)?;
+    let ns = parse::<Namespace>("namespace", "crash")?;
+    let mut stdout = std::io::stdout().lock();
+    for n in 0u64.. {
+        let reqs: Vec<WriteRequest> = (0..batch.max(1)).map(|j| WriteRequest::new(ns.clone(), format!("crash-test write {}.{n}.{j}", std::process::id()), Route::Direct)).collect();
+        for r in o.engine.add_many(&who, reqs)? {
+            let (id, _) = r?;
+            writeln!(stdout, "ACK {id}").map_err(|e| fail(format!("stdout: {e}")))?;
+        }
+        stdout.flush().map_err(|e| fail(format!("stdout: {e}")))?;
+    }
+    Ok(())
+}
+
+/// `audit proof`: entry `index` of the tenant's log with its inclusion proof, verified here.
+fn proof(o: &Opened, index: u64) -> Result<(), EngineError> {
+    let (store, tenant) = (o.engine.store(), &o.tenant);
+    let (size, root, _) = store.log_root_of(tenant);
+    if index >= size {
+        return Err(fail(format!("no entry {index} in the log of tenant {tenant} ({size} entries)")));
+    }
+    let proof = store.inclusion_proof_of(tenant, index, size)?;
+    let entry = store.log_entries_of(tenant, index, index + 1)?;
+    let leaf = entry.first().map(|e| memwarden_log::leaf_hash(e)).ok_or_else(|| fail(format!("no entry {index}")))?;
+    memwarden_log::verify_inclusion(&leaf, index, size, &proof, &root).map_err(fail)?;
+    print_json(&json!({"tenant": tenant, "index": index, "size": size, "root": hex::encode(root), "leaf": hex::encode(leaf),
+        "proof": proof.iter().map(hex::encode).collect::<Vec<_>>(), "verified": true}));
+    Ok(())
 }
 
 fn openai_embedder() -> Result<memwarden_engine::embed::OpenAiEmbedder, EngineError> {
@@ -1397,8 +1330,6 @@ fn bench_retrieval(n: &[usize], quick: bool, cache_dir: Option<&Path>, out: &Pat
     Ok(ExitCode::SUCCESS)
 }
 
-/// Memories per batch when importing (one group commit, one batched embedding each).
-const IMPORT_BATCH_COUNT: usize = 100;
 /// Largest import file.
 const IMPORT_FILE_BYTES_MAX: u64 = 1 << 30;
 
@@ -1721,11 +1652,6 @@ fn bench(cmd: &BenchCmd, model_dir: Option<PathBuf>, embedder: &str) -> Result<E
     let (json, md) = memwarden_bench::write_authority(&report, out).map_err(fail)?;
     println!("wrote {} and {}", md.display(), json.display());
     Ok(ExitCode::SUCCESS)
-}
-
-fn read_grant(p: &Path) -> Result<SignedGrant, EngineError> {
-    let text = std::fs::read_to_string(p).map_err(|e| fail(format!("{}: {e}", p.display())))?;
-    memwarden_server::strict::from_str(&text).map_err(|e| fail(format!("{} is not a grant: {e}", p.display())))
 }
 
 fn demo(dir: &Path) -> Result<ExitCode, EngineError> {

@@ -7,9 +7,10 @@
 //! printed as is (pretty); a problem-details answer (RFC 9457) becomes one line
 //! `error: <code>: <detail>` on stderr and exit code 1, and so does a connection failure.
 
-use super::{AddArgs, AuditCmd, Cli, Cmd, DecideArgs, parse_value, print_json, text_arg};
+use super::{AddArgs, AuditCmd, Cli, Cmd, DecideArgs, print_json};
+use crate::request::{HttpRoute, Method, Request};
 use memwarden_engine::EngineError;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -57,20 +58,6 @@ fn from_engine(e: EngineError) -> RemoteError {
 /// Collapse whitespace (newlines included) so that a detail stays on one line.
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Percent-encode a path segment or a query value (everything but RFC 3986's unreserved set).
-fn enc(s: &str) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
 }
 
 /// Waits before each retry of a call whose answer was lost (same `Idempotency-Key`).
@@ -129,14 +116,20 @@ impl Remote {
         format!("{}{path}", self.base)
     }
 
+    /// The request of one [`Request`].
+    pub(crate) fn call(&self, route: &HttpRoute<'_>) -> Result<Value, RemoteError> {
+        let method = match route.method {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        };
+        self.send(method, &route.path, route.body)
+    }
+
     /// `GET path`.
     pub(crate) fn get(&self, path: &str) -> Result<Value, RemoteError> {
         self.send("GET", path, None)
-    }
-
-    /// `DELETE path`.
-    pub(crate) fn delete(&self, path: &str) -> Result<Value, RemoteError> {
-        self.send("DELETE", path, None)
     }
 
     /// `POST path` with a JSON body.
@@ -147,11 +140,6 @@ impl Remote {
     /// `POST path` without a body.
     pub(crate) fn post_empty(&self, path: &str) -> Result<Value, RemoteError> {
         self.send("POST", path, None)
-    }
-
-    /// `PUT path` with a JSON body.
-    pub(crate) fn put(&self, path: &str, body: &Value) -> Result<Value, RemoteError> {
-        self.send("PUT", path, Some(body))
     }
 
     /// One call. A call that changes state carries a fresh `Idempotency-Key`; a call whose
@@ -248,9 +236,6 @@ pub(crate) fn api_key(cli: &Cli) -> Result<String, RemoteError> {
     cli.api_key.clone().ok_or_else(|| RemoteError::input("--server needs an API key: --key-file PATH, MEMWARDEN_API_KEY or --api-key"))
 }
 
-/// Memories per request when importing (the server's default batch limit).
-const REMOTE_IMPORT_BATCH_COUNT: usize = 100;
-
 /// The local-only command a remote invocation names, if it is one.
 fn local_only(cmd: &Cmd) -> Option<&'static str> {
     match cmd {
@@ -321,61 +306,6 @@ fn claimed_actor(cmd: &Cmd) -> Option<&str> {
     }
 }
 
-/// `key=value[:kind][@src1,src2]` values as the API's `ValueIn`s.
-fn values_json(specs: &[String]) -> Result<Vec<Value>, RemoteError> {
-    specs
-        .iter()
-        .map(|s| {
-            let (key, value, kind, sources) = parse_value(s).map_err(from_engine)?;
-            Ok(json!({"key": key, "value": value, "kind": kind, "sources": sources}))
-        })
-        .collect()
-}
-
-fn add_body(a: &AddArgs) -> Result<Value, RemoteError> {
-    let mut metadata = serde_json::Map::new();
-    for m in &a.meta {
-        let (k, v) = m.split_once('=').ok_or_else(|| RemoteError::input(format!("metadata must be k=v, got {m:?}")))?;
-        metadata.insert(k.to_owned(), Value::String(v.to_owned()));
-    }
-    let mut body = json!({
-        "namespace": a.ns,
-        "content": text_arg(&a.text).map_err(from_engine)?,
-        "parents": a.parents.iter().map(|id| json!({"id": id, "kind": "derived_from"})).collect::<Vec<_>>(),
-        "metadata": metadata,
-    });
-    if let Some(r) = &a.route {
-        body["route"] = json!(r);
-    }
-    if !a.readers.is_empty() {
-        body["readers"] = json!(a.readers);
-    }
-    Ok(body)
-}
-
-fn decide_body(d: &DecideArgs) -> Result<Value, RemoteError> {
-    let grants = d
-        .grants
-        .iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(p).map_err(|e| RemoteError::input(format!("{}: {e}", p.display())))?;
-            memwarden_server::strict::from_str::<Value>(&text).map_err(|e| RemoteError::input(format!("{} is not a grant: {e}", p.display())))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut body = json!({
-        "tool": d.tool,
-        "kind": d.kind,
-        "risk": d.risk,
-        "values": values_json(&d.values)?,
-        "context": d.context,
-        "grants": grants,
-    });
-    if let Some(a) = &d.amount {
-        body["amount"] = json!(a);
-    }
-    Ok(body)
-}
-
 fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
     if let Some(name) = local_only(&cli.cmd) {
         return Err(RemoteError::input(format!("`memwarden {name}` works on a local data directory (--data) only; drop --server (or unset MEMWARDEN_SERVER)")));
@@ -392,68 +322,15 @@ fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
             )));
         }
     }
-    let memory = |id: &str, rest: &str| format!("/v1/memories/{}{rest}", enc(id));
+    if let Some((_, call)) = Request::of(&cli.cmd).map_err(from_engine)? {
+        print_json(&r.call(&call.route())?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let out = match &cli.cmd {
-        Cmd::Add(a) => r.post("/v1/memories", &add_body(a)?)?,
         Cmd::Import { ns, route, file, .. } => {
             let lines = crate::read_import(file).map_err(from_engine)?;
-            let total = lines.len() as u64;
-            let bar = crate::ProgressBar::new(0);
-            let (mut imported, mut refused, mut done) = (0usize, Vec::new(), 0u64);
-            for chunk in lines.chunks(REMOTE_IMPORT_BATCH_COUNT) {
-                let memories: Vec<Value> = chunk
-                    .iter()
-                    .map(|(_, content, meta)| {
-                        let mut m = json!({"namespace": ns, "content": content, "metadata": meta});
-                        if let Some(rt) = route {
-                            m["route"] = json!(rt);
-                        }
-                        m
-                    })
-                    .collect();
-                let out = r.post("/v1/memories", &json!({"memories": memories}))?;
-                let results = out["results"].as_array().cloned().unwrap_or_default();
-                for ((line, _, _), res) in chunk.iter().zip(results) {
-                    if res["ok"].as_bool() == Some(true) {
-                        imported += 1;
-                    } else {
-                        refused.push(json!({"line": line, "error": res["error"]["detail"]}));
-                    }
-                }
-                done += chunk.len() as u64;
-                bar.update("importing", done, total);
-            }
-            json!({"imported": imported, "refused": refused})
+            crate::request::import(&lines, ns, route.as_deref(), &mut |body| r.post("/v1/memories", &body))?
         }
-        Cmd::Derive { ns, parents, text, .. } => r.post("/v1/derive", &json!({"namespace": ns, "parents": parents, "content": text_arg(text).map_err(from_engine)?}))?,
-        Cmd::ToolCall { tool, ns, args, inputs, output, signature, .. } => r.post(
-            "/v1/tool-calls",
-            &json!({"tool": tool, "namespace": ns, "args": values_json(args)?, "inputs": inputs, "output": text_arg(output).map_err(from_engine)?, "signature": signature}),
-        )?,
-        Cmd::Attest { key, value, kind, sources, .. } => r.post("/v1/attestations", &json!({"key": key, "value": value, "kind": kind, "sources": sources}))?,
-        Cmd::Decide(d) => r.post("/v1/actions/decide", &decide_body(d)?)?,
-        Cmd::Get { id, .. } => r.get(&memory(id, ""))?,
-        Cmd::Revoke { reason, id, .. } => r.post(&memory(id, "/revoke"), &json!({"reason": reason}))?,
-        Cmd::Elevations { .. } => r.get("/v1/elevations")?,
-        Cmd::WithdrawElevation { key, value, kind, reason, .. } => r.post("/v1/elevations/withdraw", &json!({"key": key, "value": value, "kind": kind, "reason": reason}))?,
-        Cmd::Poison { id, .. } => r.post_empty(&memory(id, "/poison"))?,
-        Cmd::Verify { id, .. } => r.post_empty(&memory(id, "/verify"))?,
-        Cmd::Promote { readers, id, .. } => {
-            let readers = if readers.is_empty() { Value::Null } else { json!(readers) };
-            r.post(&memory(id, "/promote"), &json!({"readers": readers}))?
-        }
-        Cmd::Update { id, text, .. } => r.put(&memory(id, ""), &json!({"content": text}))?,
-        Cmd::OpenSession { kind, .. } => r.post("/v1/sessions", &json!({"kind": kind}))?,
-        Cmd::History { id, .. } => r.get(&memory(id, "/history"))?,
-        Cmd::Erase { id, .. } => r.delete(&memory(id, ""))?,
-        Cmd::Lineage { id, .. } => r.get(&memory(id, "/lineage"))?,
-        Cmd::ExportLineage { prov, .. } => r.get(&format!("/v1/lineage/export?format={}", if *prov { "prov" } else { "memwarden" }))?,
-        Cmd::Search { ns, k, min_label, query, .. } => r.post("/v1/search", &json!({"namespace": ns, "query": query, "k": k, "min_label": min_label}))?,
-        Cmd::List { ns, limit, cursor, .. } => {
-            let after = cursor.as_deref().map_or_else(String::new, |c| format!("&cursor={}", enc(c)));
-            r.get(&format!("/v1/memories?namespace={}&limit={limit}{after}", enc(ns)))?
-        }
-        Cmd::Feedback { used, outcome, .. } => r.post("/v1/feedback", &json!({"used": used, "success": outcome == "success"}))?,
         Cmd::Audit(AuditCmd::Verify) => {
             let report = r.get("/v1/audit/verify")?;
             print_json(&report);
@@ -476,6 +353,7 @@ fn dispatch(cli: &Cli) -> Result<ExitCode, RemoteError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::request::enc;
 
     #[test]
     fn encoding_and_one_line_details() {

@@ -49,13 +49,13 @@ fn bad_input_is_a_one_line_error_and_loses_nothing() {
         (&["add", "--as", "agent", &big], "the limit is 65536"),
         (&["add", "--as", "agent", "--parent", "not-an-id", "hi"], "malformed item id"),
         (&["add", "--as", "agent", "--parent", "00000000000000000000000000000000", "hi"], "not found"),
-        (&["add", "--as", "agent", "--route", "teleport", "hi"], "unknown route"),
+        (&["add", "--as", "agent", "--route", "teleport", "hi"], "unknown variant `teleport`"),
         (&["get", "--as", "agent", "xyz"], "malformed item id"),
         (&["get", "--as", "agent", "00000000000000000000000000000000"], "not found"),
         (&["derive", "--as", "agent", "--parent", &kept, ""], "memory text is empty"),
         (&["attest", "--as", "agent", "--key", "k", "--value", "12 apples", "--kind", "amount"], "not a number"),
         (&["decide", "--as", "agent", "--tool", "pay", "--value", "novalue"], "expected key=value"),
-        (&["decide", "--as", "agent", "--tool", "pay", "--risk", "extreme"], "unknown risk"),
+        (&["decide", "--as", "agent", "--tool", "pay", "--risk", "extreme"], "unknown variant `extreme`"),
         (&["decide", "--as", "agent", "--tool", "pay", "--grant", "/nonexistent/grant.json"], "/nonexistent/grant.json"),
         (&["principal", "add", "--id", "agent", "--kind", "agent"], "already exists"),
         (&["principal", "add", "--id", "x", "--kind", "robot"], "unknown principal kind"),
@@ -105,7 +105,7 @@ fn grant_round_trip_through_the_cli() {
     assert_eq!(ok(data, &args)["verdict"]["decision"], "allow");
     let replay = ok(data, &args);
     assert_eq!(replay["verdict"]["decision"], "block");
-    assert_eq!(replay["verdict"]["rule"]["code"], "reused");
+    assert_eq!(replay["verdict"]["code"], "reused", "{replay}");
     let proof = ok(data, &["audit", "proof", "--index", "3"]);
     assert_eq!(proof["verified"], true);
 }
@@ -194,7 +194,7 @@ fn update_history_and_promote_from_the_cli() {
     let v2 = up["memory"]["id"].as_str().unwrap().to_owned();
     assert_eq!(up["previous_id"], v1.as_str());
     let h = ok(data, &["history", "--as", "agent", &v1]);
-    let ids: Vec<&str> = h.as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = h["versions"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap()).collect();
     assert_eq!(ids, vec![v1.as_str(), v2.as_str()]);
     check_error(data, &["update", "--as", "agent", &v1, "stale"], "changed concurrently");
     check_error(data, &["promote", "--as", "peer", &v2], "not found");

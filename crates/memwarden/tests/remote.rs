@@ -379,3 +379,83 @@ fn a_write_whose_answer_is_lost_is_retried_with_the_same_idempotency_key() {
     assert!(keys[0].as_deref().is_some_and(|k| k.starts_with("cli-") && k.len() > 20), "{keys:?}");
     assert_eq!(keys[0], keys[1], "the retry carries the same key");
 }
+
+/// The keys of a JSON value, recursively (`a.b`, `a[].c`): its shape, whatever the values.
+fn shape(v: &Value, at: &str, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let path = format!("{at}.{k}");
+                out.insert(path.clone());
+                shape(x, &path, out);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                shape(x, &format!("{at}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn shape_of(v: &Value) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    shape(v, "", &mut out);
+    out
+}
+
+/// Regression (issue 38.6): local mode rebuilt the write, tool and action requests the server
+/// already builds, so the two modes printed different JSON and refused bad input with different
+/// messages. Now both run one `Call`: the same answer shape and the same error line.
+#[test]
+fn local_and_remote_modes_answer_alike() {
+    let s = Server::start();
+    let key = s.principal_key("acme", "assistant", "agent");
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = |args: &[&str]| -> Output {
+        mw().arg("--data").arg(local_dir.path()).args(["--tenant", "acme", "--embedder", "hash"]).args(args).output().unwrap()
+    };
+    assert!(local(&["principal", "add", "--id", "assistant", "--kind", "agent"]).status.success());
+    let as_local = |args: &[&str]| -> Output {
+        let mut all = vec![args[0], "--as", "assistant"];
+        all.extend_from_slice(&args[1..]);
+        local(&all)
+    };
+    let json = |out: &Output| -> Value {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // The same commands print the same shape.
+    let added_local = json(&as_local(&["add", "--ns", "notes", "--meta", "topic=travel", "The offsite is in Porto"]));
+    let added_remote = s.ok(&key, &["add", "--ns", "notes", "--meta", "topic=travel", "The offsite is in Porto"]);
+    assert_eq!(shape_of(&added_local), shape_of(&added_remote), "add: {added_local} vs {added_remote}");
+    let (lid, rid) = (id_of(&added_local, "item"), id_of(&added_remote, "item"));
+    let same: &[(&[&str], &[&str])] = &[
+        (&["search", "--ns", "notes", "where is the offsite"], &["search", "--ns", "notes", "where is the offsite"]),
+        (&["list", "--ns", "notes"], &["list", "--ns", "notes"]),
+        (&["get", &lid], &["get", &rid]),
+        (&["history", &lid], &["history", &rid]),
+        (&["decide", "--tool", "pay", "--value", "payee=ACCT-1:account", "--context", &lid], &["decide", "--tool", "pay", "--value", "payee=ACCT-1:account", "--context", &rid]),
+    ];
+    for (l, r) in same {
+        let (lv, rv) = (json(&as_local(l)), s.ok(&key, r));
+        assert_eq!(shape_of(&lv), shape_of(&rv), "{l:?}: {lv} vs {rv}");
+    }
+    // The same bad input is refused with the same line.
+    let missing = "00000000000000000000000000000000";
+    let bad: &[&[&str]] = &[
+        &["add", "--route", "teleport", "hi"],
+        &["add", ""],
+        &["decide", "--tool", "pay", "--risk", "extreme"],
+        &["get", "xyz"],
+        &["get", missing],
+        &["revoke", missing],
+    ];
+    for args in bad {
+        let (l, r) = (as_local(args), s.cli(&key, args));
+        assert_eq!(l.status.code(), Some(1), "{args:?} locally: {}", String::from_utf8_lossy(&l.stderr));
+        assert_eq!(String::from_utf8_lossy(&l.stderr), String::from_utf8_lossy(&r.stderr), "{args:?}");
+        assert!(l.stdout.is_empty() && r.stdout.is_empty(), "{args:?}");
+    }
+}
