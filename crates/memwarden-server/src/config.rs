@@ -84,7 +84,7 @@ pub enum EmbedderChoice {
 ///
 /// TOML keys (all optional): `data_dir`, `addr`, `body_bytes_max`, `batch_max`, `rate_per_sec`,
 /// `rate_burst`, `drain_secs`, `header_timeout_secs`, `body_timeout_secs`,
-/// `connections_per_address_max`, `requests_in_flight_per_key_max`, `admin_token`, `mcp_allowed_hosts`, `mcp_tools` (`native`, `mem0`), `log`, `embedder`
+/// `connections_per_address_max`, `requests_in_flight_per_key_max`, `admin_token`, `mcp_allowed_hosts`, `mcp_tools` (`native`, `mem0`, `graph`), `log`, `embedder`
 /// (`minilm`, `openai`, `hash`, `none`), `model_dir`, `openai_url`, `openai_model`, `openai_dims`,
 /// `openai_key`, `preset`, `store`, `store_key_dir`, `otlp_endpoint`, `otlp_timeout_ms`,
 /// `otlp_queue_spans_max`. Environment variables: the same names upper-cased with a `MEMWARDEN_` prefix,

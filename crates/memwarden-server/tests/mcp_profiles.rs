@@ -56,7 +56,7 @@ fn private_memory(engine: &Engine, tenant: &TenantId, who: &str, text: &str) -> 
 fn every_tool_of_every_profile_is_annotated_and_has_an_output_schema() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Arc::new(Engine::open(dir.path(), common::engine_config()).unwrap());
-    for profile in [ToolProfile::Native, ToolProfile::Mem0] {
+    for profile in [ToolProfile::Native, ToolProfile::Mem0, ToolProfile::Graph] {
         let tools = MemwardenMcp::with_profile(Arc::clone(&engine), None, profile).tools();
         assert!(tools.len() >= 7, "{profile:?}: {} tools", tools.len());
         for t in tools {
@@ -118,5 +118,32 @@ fn mcp_mem0_profile_over_streamable_http_with_the_python_sdk() {
     let r = s.get(&format!("/v1/memories/{}", foreign[0]), Some(&bob));
     assert_eq!(r.status, 200, "{}", r.text);
     assert_eq!(r.json()["content"], "BOB-SECRET: pay ACCT-BOB-1");
+    assert_eq!(s.get("/v1/audit/verify", Some(&agent)).json()["ok"], true);
+}
+
+/// The `graph` profile (issue 39.3) with the official client over streamable HTTP: the reference
+/// memory server's tools answer as it does, in the provenance graph (deleting an entity erases
+/// its observations and relations, which derive from it), and the lies are refused.
+#[test]
+fn mcp_graph_profile_over_streamable_http_with_the_python_sdk() {
+    if skip() {
+        return;
+    }
+    let s = TestServer::start_with(|c| memwarden_server::ServeConfig { mcp_tools: ToolProfile::Graph, ..c });
+    let agent = s.principal_key("acme", "agent", "agent");
+    let bob = s.principal_key("acme", "bob", "agent");
+    let inbox = s.principal_key("acme", "inbox", "source");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("mcp_graph.py");
+    let url = format!("{}/mcp", s.base);
+    let out = Command::new("python3").arg(script).args(["--url", &url, "--key", &agent, "--bob-key", &bob, "--source-key", &inbox]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|_| {
+        panic!("client printed no report.\nstdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr))
+    });
+    assert!(out.status.success() && report["ok"] == true, "graph MCP client checks failed: {report}");
+    eprintln!("graph MCP client report: {report}");
+    assert_eq!(report["seen"]["round_trip"], true);
+    assert_eq!(report["seen"]["source_label"], "untrusted");
+    // Every entity, observation and relation went through the verified log.
     assert_eq!(s.get("/v1/audit/verify", Some(&agent)).json()["ok"], true);
 }

@@ -1,6 +1,7 @@
-//! The MCP door (official Rust SDK, `rmcp`), with two tool profiles over the same engine calls:
-//! `native` (memwarden's own tools, the default; [`native`]) and `mem0` (the tool names and
-//! argument schemas of Mem0's MCP server; [`mem0`]). Every tool has annotations and an output
+//! The MCP door (official Rust SDK, `rmcp`), with three tool profiles over the same engine calls:
+//! `native` (memwarden's own tools, the default; [`native`]), `mem0` (the tool names and
+//! argument schemas of Mem0's MCP server; [`mem0`]) and `graph` (the reference memory server's
+//! knowledge-graph tools, kept in the provenance graph; [`graph`]). Every tool has annotations and an output
 //! schema ([`schema`]); an argument error names the tool and the field's path ([`args`]). [`proxy`]
 //! serves MCP over stdio in front of a running server, with an API key.
 //!
@@ -11,6 +12,7 @@
 //! (the mem0 profile's `user_id` / `agent_id` may only name the caller).
 
 pub mod args;
+pub mod graph;
 mod mem0;
 mod native;
 pub mod proxy;
@@ -49,6 +51,11 @@ pub enum ToolProfile {
     /// filters, limit}`, `get_memories`, `get_memory`, `update_memory`, `delete_memory`,
     /// `delete_all_memories`), for clients written against it.
     Mem0,
+    /// The knowledge-graph tools of the reference MCP memory server (`create_entities`,
+    /// `create_relations`, `add_observations`, `delete_entities`, `delete_observations`,
+    /// `delete_relations`, `read_graph`, `search_nodes`, `open_nodes`), each entity, observation
+    /// and relation a memory in the provenance graph.
+    Graph,
 }
 
 impl ToolProfile {
@@ -57,6 +64,7 @@ impl ToolProfile {
         match self {
             Self::Native => "native",
             Self::Mem0 => "mem0",
+            Self::Graph => "graph",
         }
     }
 }
@@ -67,7 +75,8 @@ impl std::str::FromStr for ToolProfile {
         match s {
             "native" => Ok(Self::Native),
             "mem0" => Ok(Self::Mem0),
-            other => Err(format!("unknown MCP tool profile {other:?} (native, mem0)")),
+            "graph" => Ok(Self::Graph),
+            other => Err(format!("unknown MCP tool profile {other:?} (native, mem0, graph)")),
         }
     }
 }
@@ -113,6 +122,7 @@ impl MemwardenMcp {
         let tool_router = match profile {
             ToolProfile::Native => Self::native_router(),
             ToolProfile::Mem0 => Self::mem0_router(),
+            ToolProfile::Graph => Self::graph_router(),
         };
         Self { engine, fixed: actor, metrics: None, profile, tool_router }
     }
@@ -174,12 +184,19 @@ const MEM0_INSTRUCTIONS: &str = "Governed memory with the tools of Mem0's MCP se
      user_id and agent_id may only name the caller, run_id is a task tag, app_id a namespace. Each memory \
      carries its origin and integrity label, which come from the caller, never from the arguments.";
 
+const GRAPH_INSTRUCTIONS: &str = "Governed memory as a knowledge graph, with the tools of the reference MCP memory server: \
+     create_entities, create_relations, add_observations, delete_entities, delete_observations, delete_relations, \
+     read_graph, search_nodes, open_nodes. Every entity, observation and relation is a memory written as the \
+     authenticated caller, with its origin and integrity label; observations and relations derive from their \
+     entities, so deleting an entity erases them too.";
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for MemwardenMcp {
     fn get_info(&self) -> ServerConfig {
         let instructions = match self.profile {
             ToolProfile::Native => NATIVE_INSTRUCTIONS,
             ToolProfile::Mem0 => MEM0_INSTRUCTIONS,
+            ToolProfile::Graph => GRAPH_INSTRUCTIONS,
         };
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("memwarden", env!("CARGO_PKG_VERSION")))
