@@ -53,10 +53,10 @@ def run_view(browser, base, view):
     headers = first.headers if first else {}
     page.fill("#key", view["key"])
     page.click("#key-use")
-    page.wait_for_selector("#status[data-state=ready]", timeout=20000)
+    page.wait_for_selector("#status[data-state=ready]", timeout=20000, state="attached")
     page.fill("#memory-id", view["memory"])
     page.click("#memory-show")
-    page.wait_for_selector("#status[data-state=done], #status[data-state=refused], #status[data-state=failed]", timeout=30000)
+    page.wait_for_selector("#status[data-state=done], #status[data-state=refused], #status[data-state=failed]", timeout=30000, state="attached")
     out = page.evaluate(COLLECT)
     if view.get("screenshot"):
         page.screenshot(path=view["screenshot"], full_page=True)

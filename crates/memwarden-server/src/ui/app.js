@@ -8,7 +8,7 @@
   const ID_RE = /^[0-9a-f]{32}$/;
   const NODES_MAX = 200; // lineage views fetched per graph at most
   const DECISION_PAGES_MAX = 20;
-  const BOX_W = 190, BOX_H = 62, GAP_X = 36, GAP_Y = 56, PAD = 24;
+  const BOX_W = 190, BOX_H = 74, GAP_X = 40, GAP_Y = 50, PAD = 24;
 
   const $ = (id) => document.getElementById(id);
 
@@ -193,6 +193,12 @@
       for (const p of v.parents) if (layer.has(p)) l = Math.max(l, layer.get(p) + 1);
       layer.set(v.id, l);
     }
+    // A source (no parent shown) sits right above its nearest child shown.
+    for (const v of [...nodes].reverse()) {
+      if (v.parents.some((p) => layer.has(p))) continue;
+      const below = v.children.filter((c) => layer.has(c)).map((c) => layer.get(c) - 1);
+      if (below.length) layer.set(v.id, Math.min(...below));
+    }
     const items = nodes.map((v) => ({ kind: "memory", id: v.id, view: v, layer: layer.get(v.id) }));
     // What the caller may not see: placeholders above (parents) or below (children).
     for (const v of nodes) {
@@ -208,13 +214,20 @@
       if (!rows.has(i.layer)) rows.set(i.layer, []);
       rows.get(i.layer).push(i);
     }
+    // Memories first, from the left; what is not shown to the caller in columns of its own at
+    // the right, so that no edge between memories runs through a placeholder.
+    const cols = Math.max(...[...rows.values()].map((row) => row.filter((i) => i.kind === "memory").length));
     let width = 0;
     for (const [l, row] of rows) {
-      row.forEach((i, k) => {
-        i.x = PAD + k * (BOX_W + GAP_X);
+      const mem = row.filter((i) => i.kind === "memory");
+      const rest = row.filter((i) => i.kind !== "memory");
+      mem.forEach((i, k) => (i.col = k));
+      rest.forEach((i, k) => (i.col = cols + k));
+      for (const i of row) {
+        i.x = PAD + i.col * (BOX_W + GAP_X);
         i.y = PAD + l * (BOX_H + GAP_Y);
-      });
-      width = Math.max(width, PAD * 2 + row.length * (BOX_W + GAP_X) - GAP_X);
+        width = Math.max(width, i.x + BOX_W + PAD);
+      }
     }
     const height = PAD * 2 + (Math.max(...rows.keys()) + 1) * (BOX_H + GAP_Y) - GAP_Y;
     return { items, width, height };
@@ -253,7 +266,7 @@
       n.appendChild(sv("text", { x: 8, y: 16 }, short(v.id) + " · " + r.kind));
       n.appendChild(sv("text", { x: 8, y: 32 }, r.integrity + " · by " + r.writer));
       n.appendChild(sv("text", { x: 8, y: 48 }, "trust ρ " + Number(v.path_trust.rho).toFixed(2)));
-      if (flags.length) n.appendChild(sv("text", { class: "flags", x: 8, y: 60 - 2 + 0 }, flags.join(" ")));
+      if (flags.length) n.appendChild(sv("text", { class: "flags", x: 8, y: 66 }, flags.join(" ")));
       n.addEventListener("click", () => detail(v));
       n.addEventListener("keydown", (e) => e.key === "Enter" && detail(v));
       g.appendChild(n);
@@ -484,7 +497,7 @@
       }
       const [text, kind] = refusal(e);
       notice(text, kind);
-      status("", "refused");
+      status("Not shown.", "refused");
     }
   }
 
