@@ -71,7 +71,8 @@
     return body;
   }
 
-  const short = (id) => String(id).slice(0, 8);
+  // Ids are time-ordered (their first 12 hex digits are a time): the last 8 tell them apart.
+  const short = (id) => "…" + String(id).slice(-8);
   const iso = (ms) => (Number.isFinite(ms) ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "") : "");
 
   // ------------------------------------------------------------------------------------------
@@ -434,7 +435,7 @@
     p.dataset.entries = v.entries;
     clear(p);
     p.appendChild(el("span", { class: v.ok ? "ok" : "bad" }, v.ok ? "✓ log verifies" : "✗ log does not verify"));
-    p.appendChild(document.createTextNode(` — ${v.entries} entries, root ${short(v.root)}…, ${v.checkpoints_checked} signed checkpoints checked` + (v.ok ? "" : `; first bad entry ${v.first_bad_index}: ${v.problem}`)));
+    p.appendChild(document.createTextNode(` — ${v.entries} entries, root ${v.root.slice(0, 8)}…, ${v.checkpoints_checked} signed checkpoints checked` + (v.ok ? "" : `; first bad entry ${v.first_bad_index}: ${v.problem}`)));
     const body = $("log-entries").tBodies[0];
     for (const d of list) {
       const pr = await api("/v1/audit/proof/" + d.log_index);
@@ -442,8 +443,8 @@
       const tr = el("tr", { "data-log-index": pr.index, "data-kind": pr.kind, "data-verified": pr.verified, "data-checked": mine === null ? "unavailable" : mine });
       tr.appendChild(el("td", { class: "mono" }, pr.index));
       tr.appendChild(el("td", {}, pr.kind + (pr.body_withheld ? " (body withheld)" : "")));
-      tr.appendChild(el("td", { class: "mono", title: pr.leaf }, short(pr.leaf) + "…"));
-      tr.appendChild(el("td", { class: "mono", title: pr.root }, short(pr.root) + "… (" + pr.size + ")"));
+      tr.appendChild(el("td", { class: "mono", title: pr.leaf }, pr.leaf.slice(0, 8) + "…"));
+      tr.appendChild(el("td", { class: "mono", title: pr.root }, pr.root.slice(0, 8) + "… (" + pr.size + ")"));
       tr.appendChild(el("td", { class: "mono" }, pr.proof.length + " hashes"));
       tr.appendChild(el("td", { class: pr.verified ? "ok" : "bad" }, pr.verified ? "✓ verified" : "✗ not verified"));
       tr.appendChild(el("td", { class: mine ? "ok" : mine === null ? "" : "bad" }, mine === null ? "no WebCrypto here" : mine ? "✓ recomputed root" : "✗ root differs"));
