@@ -10,6 +10,7 @@ on it. Playwright never downloads a browser here: it launches the system Chromiu
 
 import json
 import sys
+import time
 
 from playwright.sync_api import sync_playwright
 
@@ -55,13 +56,15 @@ def run_view(browser, base, view):
     page.click("#key-use")
     page.wait_for_selector("#status[data-state=ready]", timeout=20000, state="attached")
     page.fill("#memory-id", view["memory"])
+    start = time.monotonic()
     page.click("#memory-show")
     page.wait_for_selector("#status[data-state=done], #status[data-state=refused], #status[data-state=failed]", timeout=30000, state="attached")
+    elapsed_ms = round((time.monotonic() - start) * 1000)
     out = page.evaluate(COLLECT)
     if view.get("screenshot"):
         page.screenshot(path=view["screenshot"], full_page=True)
     context.close()
-    out.update(name=view["name"], console=console, failed=failed, responses=responses, csp=headers.get("content-security-policy", ""))
+    out.update(elapsed_ms=elapsed_ms, name=view["name"], console=console, failed=failed, responses=responses, csp=headers.get("content-security-policy", ""))
     return out
 
 

@@ -207,6 +207,9 @@ fn the_page_renders_the_known_graph_in_headless_chromium() {
     let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap_or_else(|_| panic!("no report.\nstdout:\n{stdout}\nstderr:\n{stderr}"));
     assert!(out.status.success() && report["ok"] == true, "{report}\nstderr:\n{stderr}");
     let views = report["views"].as_array().unwrap();
+    for v in views {
+        eprintln!("view {}: rendered in {} ms (click to done), {} requests", v["name"], v["elapsed_ms"], v["responses"].as_array().map_or(0, Vec::len));
+    }
     check_user_view(&views[0], &g, api_decisions);
     check_withheld_view(&views[1]);
     if let Some(p) = shot_arg {
