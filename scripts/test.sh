@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 # A clean CI build gains nothing from incremental caches, which would double target/ on disk.
 export CARGO_INCREMENTAL=0
 bash scripts/fetch-model.sh
+# The lineage page's test drives headless Chromium (Debian's package; Playwright launches it, and
+# never downloads a browser of its own).
+command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }
 # The official MCP client and schemathesis drive the server in its tests; the Python prov
 # package reads the lineage layer's PROV-JSON export.
 python3 -m pip install --quiet --disable-pip-version-check -r crates/memwarden-server/tests/requirements.txt \

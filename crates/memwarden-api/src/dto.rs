@@ -678,6 +678,44 @@ pub struct HistoryOut {
     pub next_cursor: Option<String>,
 }
 
+/// One page of the decisions that cited a memory, in log order.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct DecisionsOut {
+    /// The decisions found in this page's stretch of the log (a page may hold fewer than
+    /// `limit`, even none, and still have a next page).
+    pub decisions: Vec<CitingDecisionOut>,
+    /// The cursor of the next page (pass it back as `cursor`); null when the log was read to
+    /// its end.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+/// A logged decision that cited a memory, and why it came out as it did.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CitingDecisionOut {
+    /// Its entry in the caller's tenant's verdict log (`GET /v1/audit/proof/{index}` proves it).
+    pub log_index: u64,
+    /// When it was logged (ms since the epoch).
+    pub time_ms: u64,
+    /// Who proposed the action.
+    pub actor: String,
+    /// The action's tool.
+    pub tool: String,
+    /// How the action cited the memory: `context`, `source` (of a value), `supporting` or
+    /// `affected` (named by the verdict).
+    pub cited_as: Vec<String>,
+    /// The decision: allow, redact, reverify, ask_user or block.
+    pub decision: String,
+    /// The rule that decided.
+    pub rule: String,
+    /// The layer that decided.
+    pub layer: String,
+    /// The verdict as logged, its sealed fields opened (`{"shredded": ...}` where an erasure
+    /// deleted their key).
+    #[schema(value_type = Object)]
+    pub verdict: serde_json::Value,
+}
+
 /// What is left of an erased memory: the erasure, by whom and when.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ErasureNoteOut {

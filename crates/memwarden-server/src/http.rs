@@ -637,6 +637,26 @@ async fn memory_lineage(State(st): State<AppState>, c: Caller, ApiPath(id): ApiP
     Ok(Json(st.run(move |e| ops::lineage(e, &c.actor, &id)).await?))
 }
 
+/// The logged decisions that cited a memory — as context, as a value's source, or named by the
+/// verdict as supporting or affected — with their verdicts, in log order, a page at a time
+/// (`cursor`, `next_cursor`). A page covers a bounded stretch of the log, so it may hold fewer
+/// than `limit` decisions (even none) and still have a next page. Who may see the memory's
+/// lineage may ask; users of the tenant see every such decision, any other principal only its
+/// own (as for `GET /v1/audit/proof/{index}`).
+#[utoipa::path(get, path = "/v1/memories/{id}/decisions", tag = "lineage",
+    params(("id" = String, Path, description = "Memory id (32 hex digits)"), PageQuery),
+    responses(
+        (status = 200, description = "One page of decisions", body = DecisionsOut),
+        (status = 400, description = "Malformed id, `limit` out of range, or an invalid cursor (code `invalid_cursor`)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid API key", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The admin token is not a principal; or withheld (code `withheld`), as for the memory's lineage", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found or not readable", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The lineage layer is off in this configuration", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn memory_decisions(State(st): State<AppState>, c: Caller, ApiPath(id): ApiPath, ApiQuery(q): ApiQuery<PageQuery>) -> Result<Json<DecisionsOut>, ApiError> {
+    Ok(Json(st.run(move |e| ops::decisions(e, &c.actor, &id, q.limit, q.cursor.as_deref())).await?))
+}
+
 /// Export the caller's tenant's whole lineage graph (every record, principal, action and edge,
 /// with gate decisions and erasures; no memory text): memwarden's own audit-trail JSON
 /// (`format=memwarden`, the default) or W3C PROV-JSON (`format=prov`). Users only.
@@ -1099,6 +1119,48 @@ async fn openapi_json() -> Response {
     }
 }
 
+/// The lineage page's own files: they carry no data (the page asks for an API key and calls
+/// the JSON API with it), so they are public. The page may run only its own script and style.
+const UI_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+fn ui_file(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_SECURITY_POLICY, UI_CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The lineage page: a read-only view of a memory's lineage graph, the decisions that cited it
+/// and their verdict-log entries with inclusion proofs. It holds no data; it asks for an API key
+/// and reads the JSON API with it (`/v1/memories/{id}/lineage`, `/decisions`, `/v1/audit/*`).
+#[utoipa::path(get, path = "/ui", tag = "system", security(()),
+    responses((status = 200, description = "The page (HTML)", body = String, content_type = "text/html")))]
+async fn ui_page() -> Response {
+    ui_file("text/html; charset=utf-8", include_str!("ui/index.html"))
+}
+
+/// The lineage page's script.
+#[utoipa::path(get, path = "/ui/app.js", tag = "system", security(()),
+    responses((status = 200, description = "The page's script", body = String, content_type = "text/javascript")))]
+async fn ui_script() -> Response {
+    ui_file("text/javascript; charset=utf-8", include_str!("ui/app.js"))
+}
+
+/// The lineage page's style sheet.
+#[utoipa::path(get, path = "/ui/app.css", tag = "system", security(()),
+    responses((status = 200, description = "The page's style sheet", body = String, content_type = "text/css")))]
+async fn ui_style() -> Response {
+    ui_file("text/css; charset=utf-8", include_str!("ui/app.css"))
+}
+
 async fn not_found() -> ApiError {
     ApiError::not_found("no such route")
 }
@@ -1127,12 +1189,12 @@ impl utoipa::Modify for SecurityAddon {
     paths(
         add_memories, list_memories, get_memory, update_memory, memory_history, erase_memory, revoke_memory, poison_memory, verify_memory, promote_memory,
         search, derive, tool_calls, feedback,
-        memory_lineage, lineage_export,
+        memory_lineage, memory_decisions, lineage_export,
         attestations, elevations, withdraw_elevation, grants, prepare_grant, decide,
         audit_verify, audit_checkpoint, audit_proof,
         me, open_session, admin_register, admin_list_principals, admin_mint_key, admin_list_keys, admin_revoke_key,
         alias_add, alias_list, alias_get, alias_update, alias_delete, alias_history, alias_search,
-        healthz, readyz, metrics_text, openapi_json,
+        healthz, readyz, metrics_text, openapi_json, ui_page, ui_script, ui_style,
     ),
     components(schemas(Problem, WithheldOut, WithheldHitOut, AddMemory, AddMany, ParentIn)),
     modifiers(&SecurityAddon),
@@ -1145,7 +1207,7 @@ impl utoipa::Modify for SecurityAddon {
         (name = "principals", description = "The caller"),
         (name = "admin", description = "Principals and API keys (admin token)"),
         (name = "mem0", description = "Mem0-compatible aliases"),
-        (name = "system", description = "Health, metrics, this document"),
+        (name = "system", description = "Health, metrics, this document, the lineage page"),
     )
 )]
 pub struct ApiDoc;
@@ -1242,6 +1304,7 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/v1/memories/{id}/promote", post(promote_memory))
         .route("/v1/memories/{id}/history", get(memory_history))
         .route("/v1/memories/{id}/lineage", get(memory_lineage))
+        .route("/v1/memories/{id}/decisions", get(memory_decisions))
         .route("/v1/lineage/export", get(lineage_export))
         .route("/v1/search", post(search))
         .route("/v1/feedback", post(feedback))
@@ -1278,6 +1341,9 @@ pub(crate) fn router(state: AppState, mcp: crate::mcp::McpHttpService) -> Router
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .route("/openapi.json", get(openapi_json))
+        .route("/ui", get(ui_page))
+        .route("/ui/app.js", get(ui_script))
+        .route("/ui/app.css", get(ui_style))
         .merge(authed)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -818,3 +818,98 @@ pub fn export_lineage(engine: &Engine, actor: &Actor, format: ExportFormatName) 
 }
 
 
+
+/// Log entries one page of [`decisions`] reads at most: a page covers this stretch of the
+/// tenant's log (so its cost is bounded whatever the log's length), and may hold no decision.
+pub const DECISIONS_SCAN_MAX: u64 = 4096;
+/// Log entries read at a time while scanning.
+const DECISIONS_CHUNK: u64 = 256;
+
+/// One page of the decisions in `actor`'s tenant's verdict log that cited memory `id` (as
+/// context, as a value's source, or named by the verdict as supporting or affected), in log
+/// order. Whoever may see the memory's lineage may ask (404, 403 `withheld`, 409 as for
+/// [`lineage`]); as for a proof (issue 34.6), users of the tenant see every such decision and
+/// any other principal only its own.
+pub fn decisions(engine: &Engine, actor: &Actor, id: &str, limit: Option<usize>, cursor: Option<&str>) -> Result<DecisionsOut, ApiError> {
+    let item = parse_id(id)?;
+    engine.lineage_of(actor, &item)?;
+    let limit = memwarden_engine::check_limit(limit.unwrap_or(PAGE_LIMIT_DEFAULT))?;
+    let query = format!("id={item}");
+    let scope = memwarden_engine::CursorScope { route: memwarden_engine::CursorRoute::Decisions, tenant: actor.tenant().as_str(), caller: actor.id().as_str(), query: &query };
+    let from = match cursor {
+        None => 0,
+        Some(c) => {
+            let raw = engine.open_cursor(&scope, c)?;
+            let bytes = <[u8; 8]>::try_from(raw.as_slice()).map_err(|_| EngineError::Cursor(memwarden_engine::CursorError::Malformed))?;
+            u64::from_be_bytes(bytes)
+        }
+    };
+    let store = engine.store();
+    let (size, _, _) = store.log_root_of(actor.tenant());
+    let end = size.min(from.saturating_add(DECISIONS_SCAN_MAX));
+    let mut found = Vec::new();
+    let mut next = from;
+    'scan: while next < end {
+        let entries = store.log_entries_of(actor.tenant(), next, end.min(next.saturating_add(DECISIONS_CHUNK))).map_err(ApiError::internal)?;
+        if entries.is_empty() {
+            return Err(ApiError::internal(format!("the log of {} ends before its recorded size", actor.tenant())));
+        }
+        for bytes in &entries {
+            let entry = memwarden_log::Entry::decode(bytes).map_err(|e| ApiError::internal(format!("log entry {next}: {e}")))?;
+            if let Some(d) = citing(engine, actor, &item, next, &entry)? {
+                found.push(d);
+            }
+            next += 1;
+            if found.len() >= limit {
+                break 'scan;
+            }
+        }
+    }
+    let next_cursor = if next < size { Some(engine.seal_cursor(&scope, &next.to_be_bytes())?) } else { None };
+    Ok(DecisionsOut { decisions: found, next_cursor })
+}
+
+/// The log entry at `index` as a decision citing `item` that `actor` may see, if it is one.
+fn citing(engine: &Engine, actor: &Actor, item: &ItemId, index: u64, entry: &memwarden_log::Entry) -> Result<Option<CitingDecisionOut>, ApiError> {
+    if entry.kind != memwarden_log::EntryKind::Decision {
+        return Ok(None);
+    }
+    let Ok(raw) = serde_json::from_slice::<serde_json::Value>(&entry.body) else { return Ok(None) };
+    // An elevation's withdrawal is logged as a decision too; it has no action.
+    if !raw["action"].is_object() || !raw["verdict"].is_object() {
+        return Ok(None);
+    }
+    if actor.principal().kind != PrincipalKind::User && !entry_names(&raw, actor.id().as_str()) {
+        return Ok(None);
+    }
+    let body = engine.entry_body(actor.tenant(), &entry.body)?;
+    let cited_as = cited_as(&body, &item.to_string());
+    if cited_as.is_empty() {
+        return Ok(None);
+    }
+    let v = &body["verdict"];
+    let s = |x: &serde_json::Value| x.as_str().unwrap_or_default().to_owned();
+    Ok(Some(CitingDecisionOut {
+        log_index: index,
+        time_ms: entry.time_ms,
+        actor: s(&body["actor"]),
+        tool: s(&body["action"]["tool"]),
+        cited_as,
+        decision: s(&v["decision"]),
+        rule: s(&v["rule"]["rule"]),
+        layer: s(&v["layer"]),
+        verdict: v.clone(),
+    }))
+}
+
+/// How a decision's opened body cites the memory `id`.
+fn cited_as(body: &serde_json::Value, id: &str) -> Vec<String> {
+    let names = |v: &serde_json::Value| v.as_array().is_some_and(|a| a.iter().any(|x| x.as_str() == Some(id)));
+    let action = &body["action"];
+    let source = action["values"].as_array().is_some_and(|vs| vs.iter().any(|v| names(&v["sources"])));
+    [("context", names(&action["context"])), ("source", source), ("supporting", names(&body["verdict"]["supporting"])), ("affected", names(&body["verdict"]["affected"]))]
+        .into_iter()
+        .filter(|(_, yes)| *yes)
+        .map(|(n, _)| n.to_owned())
+        .collect()
+}

@@ -301,6 +301,7 @@ fn the_openapi_document_names_the_cursor() {
         ("/v1/memories", "ListOut"),
         ("/memories", "ListOut"),
         ("/v1/memories/{id}/history", "HistoryOut"),
+        ("/v1/memories/{id}/decisions", "DecisionsOut"),
         ("/v1/elevations", "ElevationsOut"),
         ("/v1/admin/principals", "PrincipalsOut"),
         ("/v1/admin/keys", "KeysOut"),

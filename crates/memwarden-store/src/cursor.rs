@@ -40,6 +40,8 @@ pub enum CursorRoute {
     Principals,
     /// API keys (admin).
     Keys,
+    /// The decisions that cited a memory (`GET /v1/memories/{id}/decisions`).
+    Decisions,
 }
 
 impl CursorRoute {
@@ -50,6 +52,7 @@ impl CursorRoute {
             Self::Elevations => 3,
             Self::Principals => 4,
             Self::Keys => 5,
+            Self::Decisions => 6,
         }
     }
 
@@ -61,11 +64,12 @@ impl CursorRoute {
             Self::Elevations => "elevations",
             Self::Principals => "principals",
             Self::Keys => "keys",
+            Self::Decisions => "decisions",
         }
     }
 
     fn of_tag(t: u8) -> Option<Self> {
-        [Self::Memories, Self::History, Self::Elevations, Self::Principals, Self::Keys].into_iter().find(|r| r.tag() == t)
+        [Self::Memories, Self::History, Self::Elevations, Self::Principals, Self::Keys, Self::Decisions].into_iter().find(|r| r.tag() == t)
     }
 }
 
