@@ -9,7 +9,7 @@ use std::fmt;
 pub enum IdError {
     /// The text is not 32 lowercase hex digits. Holds the rejected text's length in bytes, never
     /// the text (an error is echoed to callers and logs; the text may be a secret).
-    #[error("malformed item id ({0} bytes): expected 32 hex digits")]
+    #[error("malformed item id ({0} bytes): expected 32 hex digits or a UUID")]
     MalformedItemId(usize),
     /// The name is empty, too long or has a character outside `[a-z0-9._-]`.
     #[error("malformed {what} ({len} bytes): expected 1-{max} characters of [a-z0-9._-], starting with a letter or digit")]
@@ -22,6 +22,11 @@ pub enum IdError {
         max: usize,
     },
 }
+
+/// Length of a UUID's hyphenated text form.
+const UUID_TEXT_BYTES: usize = 36;
+/// Where a UUID's text form has its hyphens (and nowhere else).
+const UUID_HYPHENS: [usize; 4] = [8, 13, 18, 23];
 
 /// A memory item id: 128 bits, shown as 32 lowercase hex digits. The engine makes them from a
 /// millisecond timestamp (high 48 bits) and randomness, so ids sort roughly by creation time.
@@ -44,11 +49,19 @@ impl ItemId {
     pub const fn as_bytes(&self) -> &[u8; 16] {
         &self.0
     }
-    /// Parse 32 hex digits (either case).
+    /// Parse 32 hex digits (either case), or the same 128 bits in a UUID's hyphenated form
+    /// (`8-4-4-4-12` hex digits, as Mem0 shows ids): one id, two spellings; it is always shown
+    /// as 32 lowercase hex digits.
     pub fn parse(s: &str) -> Result<Self, IdError> {
         let mut out = [0u8; 16];
-        if s.len() != 32 || hex::decode_to_slice(s, &mut out).is_err() {
-            return Err(IdError::MalformedItemId(s.len()));
+        let bad = || IdError::MalformedItemId(s.len());
+        let digits: String = match s.len() {
+            32 => s.to_owned(),
+            UUID_TEXT_BYTES if UUID_HYPHENS.iter().all(|i| s.as_bytes().get(*i) == Some(&b'-')) => s.split('-').collect(),
+            _ => return Err(bad()),
+        };
+        if digits.len() != 32 || hex::decode_to_slice(&digits, &mut out).is_err() {
+            return Err(bad());
         }
         Ok(Self(out))
     }
@@ -171,6 +184,25 @@ mod tests {
         assert_eq!(ItemId::parse(&id.to_string()), Ok(id));
         for bad in ["", "xyz", "0123456789abcdef0123456789abcdeg", "0123456789abcdef0123456789abcdef0"] {
             assert!(ItemId::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Regression (issue 39.1): Mem0's UUID ids were "malformed item id".
+    #[test]
+    fn item_id_accepts_the_uuid_spelling_of_the_same_bits() {
+        let plain = ItemId::parse("550e8400e29b41d4a716446655440000").unwrap();
+        assert_eq!(ItemId::parse("550e8400-e29b-41d4-a716-446655440000"), Ok(plain));
+        assert_eq!(ItemId::parse("550E8400-E29B-41D4-A716-446655440000"), Ok(plain));
+        assert_eq!(plain.to_string(), "550e8400e29b41d4a716446655440000", "shown in one form");
+        let bad = [
+            "550e8400-e29b41d4-a716-446655440000-",
+            "550e8400e-29b-41d4-a716-446655440000",
+            "550e8400-e29b-41d4-a716-44665544000g",
+            "-550e8400-e29b-41d4-a716-44665544000",
+            "550e8400-e29b-41d4-a716--46655440000",
+        ];
+        for s in bad {
+            assert!(ItemId::parse(s).is_err(), "{s}");
         }
     }
 

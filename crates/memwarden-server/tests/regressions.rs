@@ -843,3 +843,26 @@ fn one_key_cannot_hold_more_than_its_requests_in_flight() {
     assert_eq!(s.post("/v1/memories", Some(&b), &json!({"namespace": "n", "content": "calm after"})).status, 201);
     assert_eq!(s.post("/v1/memories", Some(&a), &json!({"namespace": "n", "content": "busy after"})).status, 201, "the slots were freed");
 }
+
+/// Regression (issue 39.1): an app that keeps Mem0's UUID-shaped ids got "malformed item id".
+/// The UUID spelling of an id names the same memory on every route that takes an id; answers
+/// show the one canonical form.
+#[test]
+fn a_uuid_spelled_id_names_the_same_memory() {
+    let s = TestServer::start();
+    let key = s.principal_key("acme", "agent", "agent");
+    let item = add(&s, &key, "notes", "The offsite is in Porto");
+    let plain = id(&item);
+    let uuid = format!("{}-{}-{}-{}-{}", &plain[..8], &plain[8..12], &plain[12..16], &plain[16..20], &plain[20..]).to_uppercase();
+    for path in [format!("/v1/memories/{uuid}"), format!("/memories/{uuid}"), format!("/v1/memories/{uuid}/history")] {
+        let r = s.get(&path, Some(&key));
+        assert_eq!(r.status, 200, "{path}: {}", r.text);
+        assert!(r.text.contains(&plain) && !r.text.contains(&uuid), "{path}: {}", r.text);
+    }
+    let r = s.post("/v1/memories", Some(&key), &json!({"namespace": "notes", "content": "derived", "parents": [{"id": uuid}]}));
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.json()["item"]["parents"][0]["id"], plain.as_str());
+    // A near-UUID is still refused, naming no text.
+    let r = s.get("/v1/memories/550e8400e-29b-41d4-a716-446655440000", Some(&key));
+    assert_eq!(r.status, 400, "{}", r.text);
+}
