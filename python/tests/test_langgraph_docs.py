@@ -315,6 +315,19 @@ def test_memwarden_default_search_honours_index_false(client: memwarden.Client) 
     assert [(h.key, h.score is None) for h in hits] == [("a", False), ("b", True)]
 
 
+def test_index_without_embed_uses_memwardens_embedder(client: memwarden.Client) -> None:
+    """`index={"dims", "fields"}` without `embed` on an embedded client: memwarden's own model
+    embeds the fields, with LangGraph's semantics (fields, `index=False`)."""
+    s = MemwardenStore(client, index={"dims": 384, "fields": ["text"]})
+    s.put(("n",), "tea", {"text": "Alice drinks green tea", "note": "tennis racket"})
+    s.put(("n",), "sport", {"text": "Bob plays tennis on Sundays"})
+    s.put(("n",), "hidden", {"text": "Carol plays tennis every day"}, index=False)
+    hits = s.search(("n",), query="who plays tennis?", limit=5)
+    assert [h.key for h in hits] == ["sport", "tea", "hidden"] and hits[0].score > hits[1].score and hits[2].score is None
+    with pytest.raises(ValueError):
+        MemwardenStore(memwarden.connect("http://127.0.0.1:9", api_key="mw_x"), index={"dims": 384})
+
+
 # -- TTL (InMemoryStore has none) ------------------------------------------------------------
 
 
