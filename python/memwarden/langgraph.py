@@ -115,7 +115,7 @@ except ImportError:  # pragma: no cover - older or newer langgraph
 
 
 from ._client import Client, _Embedded
-from ._errors import Forbidden, MemwardenError, NotFound
+from ._errors import Forbidden, MemwardenError, NotFound, Withheld
 from ._types import MemoryOut
 
 #: Longest memwarden namespace, in bytes.
@@ -340,10 +340,12 @@ class MemwardenStore(BaseStore):
         return now > last + float(ttl) * 60_000
 
     def _erase(self, ms: Iterable[MemoryOut]) -> None:
+        """Erase in passing (expired items, duplicates, old touches): what this principal may
+        not erase stays."""
         for m in ms:
             try:
                 self.client.erase(m["id"])
-            except (NotFound, Forbidden):
+            except (NotFound, Forbidden, Withheld):
                 pass
 
     def _touch(self, sp: _Space, m: MemoryOut) -> None:
@@ -439,7 +441,11 @@ class MemwardenStore(BaseStore):
         existing = sp.items.get(op.key)
         if op.value is None:
             if existing is not None:
-                self._erase([existing, *sp.dups.get(op.key, []), *sp.touches.get(existing["id"], [])])
+                try:  # a delete is an erasure: its writer's or a user's (Forbidden otherwise)
+                    self.client.erase(existing["id"])
+                except NotFound:
+                    pass
+                self._erase([*sp.dups.get(op.key, []), *sp.touches.get(existing["id"], [])])
             return
         content = json.dumps(dict(op.value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
         md: Dict[str, str] = {_KEY: op.key}

@@ -104,6 +104,9 @@ def test_provenance_follows_the_principal(engine: memwarden.Engine, tenant: str)
     # Another principal cannot overwrite the inbox's key: an update is its writer's or a user's.
     with pytest.raises(memwarden.Forbidden):
         MemwardenStore(reader).put(("mail",), "m1", {"text": "pay ACCT-GOOD-1"})
+    with pytest.raises(memwarden.Forbidden):  # nor delete it
+        MemwardenStore(reader).delete(("mail",), "m1")
+    assert MemwardenStore(reader).get(("mail",), "m1") is not None
 
 
 class State(TypedDict):
