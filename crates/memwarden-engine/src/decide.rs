@@ -8,7 +8,7 @@
 //! 3. **context**: attestations and live elevations of the action's values, untrusted neighbours,
 //!    the session's witnesses and the tool's registered class ([`DecisionContext`]);
 //! 4. **decide**: the authority analysis, every stage's verdict, and the one precedence rule
-//!    (`memwarden_core::authority::compose`);
+//!    (`Authority::decide_with`: only core composes);
 //! 5. **commit** ([`Engine::commit_decision`]): the decision with its consumed grants, new
 //!    elevations and the stages' records, in one transaction (a grant another decision spent
 //!    first is logged again as refused).
