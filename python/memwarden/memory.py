@@ -410,8 +410,10 @@ class Memory:
         **kwargs: Any,
     ) -> Dict[str, Any]:
         """Semantic search: `{"results": [...]}` best first, each with Mem0's fields plus
-        `origin`, `label`, `act_class`, `similarity` and `path_trust`. `threshold` gates the
-        cosine similarity; `rerank` is accepted and does nothing (no reranker is configured)."""
+        `origin`, `label`, `act_class`, `similarity` and `path_trust`. `score` is the cosine
+        similarity, as Mem0's (the order is memwarden's: hybrid fusion, then path trust, so a
+        later hit may score higher; `explain=True` adds the fused `rank_score`). `threshold`
+        gates the similarity; `rerank` is accepted and does nothing (no reranker is configured)."""
         if reference_date is not None:
             raise InvalidInput("reference_date is a Mem0 platform parameter and is not supported")
         f = self._identity_filters(filters, "search", kwargs)
@@ -430,7 +432,7 @@ class Memory:
         for h in self.client.search(query.strip(), namespace=self.namespace, k=max(1, k)):
             if threshold is not None and h["similarity"] < threshold:
                 continue
-            r = self._result(h["item"], score=h["score"])
+            r = self._result(h["item"], score=h["similarity"])
             if not show_expired and _expired(r):
                 continue
             if not _filter_ok(r, f):
@@ -438,7 +440,7 @@ class Memory:
             r["similarity"] = h["similarity"]
             r["path_trust"] = h["path_trust"]
             if explain:
-                r["score_details"] = {"similarity": h["similarity"], "path_trust": h["path_trust"], "score": h["score"]}
+                r["score_details"] = {"similarity": h["similarity"], "path_trust": h["path_trust"], "rank_score": h["score"]}
             out.append(r)
             if len(out) >= top_k:
                 break

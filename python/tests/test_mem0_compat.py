@@ -128,9 +128,10 @@ def test_same_top_results(both: Dict[str, Dict[str, Any]]) -> None:
         ta = [r["memory"] for r in both["mem0"]["search"][q]["results"]]
         tb = [r["memory"] for r in both["memwarden"]["search"][q]["results"]]
         assert ta == tb, q
-        # The same vectors: Mem0's semantic score is memwarden's similarity.
+        # The same vectors: Mem0's semantic score is memwarden's score, a similarity (issue 39.1:
+        # it was the rank-fused score, 1.0 / 0.984 / 0.5).
         for ra, rb in zip(both["mem0"]["search"][q]["results"], both["memwarden"]["search"][q]["results"]):
-            assert abs(ra["score"] - rb["similarity"]) < 1e-4
+            assert abs(ra["score"] - rb["score"]) < 1e-4 and rb["score"] == rb["similarity"]
 
 
 def test_results_carry_provenance_and_metadata_changes_nothing(both: Dict[str, Dict[str, Any]]) -> None:
