@@ -268,12 +268,22 @@ fn elevation_out(e: &memwarden_core::authority::Elevation, counts: bool) -> Elev
 
 /// One page of the tenant's elevations (users only).
 pub fn elevations(engine: &Engine, actor: &Actor, limit: Option<usize>, cursor: Option<&str>) -> Result<ElevationsOut, ApiError> {
+    traced("list_elevations", |_| elevations_untraced(engine, actor, limit, cursor))
+}
+
+/// [`elevations`] without its span.
+fn elevations_untraced(engine: &Engine, actor: &Actor, limit: Option<usize>, cursor: Option<&str>) -> Result<ElevationsOut, ApiError> {
     let page = engine.elevations_page(actor, limit.unwrap_or(PAGE_LIMIT_DEFAULT), cursor)?;
     Ok(ElevationsOut { elevations: page.items.iter().map(|(e, counts)| elevation_out(e, *counts)).collect(), next_cursor: page.next_cursor })
 }
 
 /// Withdraw an elevation (users only); logged.
 pub fn withdraw_elevation(engine: &Engine, actor: &Actor, w: WithdrawElevationIn) -> Result<ElevationWithdrawnOut, ApiError> {
+    traced("withdraw_elevation", |_| withdraw_elevation_untraced(engine, actor, w))
+}
+
+/// [`withdraw_elevation`] without its span.
+fn withdraw_elevation_untraced(engine: &Engine, actor: &Actor, w: WithdrawElevationIn) -> Result<ElevationWithdrawnOut, ApiError> {
     let (e, receipt) = engine.withdraw_elevation(actor, &w.key, conv(w.kind, "value kind")?, &w.value, &w.reason)?;
     Ok(ElevationWithdrawnOut { withdrawn: elevation_out(&e, false), log_index: receipt.log_index })
 }
@@ -372,6 +382,11 @@ fn history_untraced(engine: &Engine, actor: &Actor, id: &str, limit: Option<usiz
 
 /// Report a task outcome for the memories it used (lifecycle layer).
 pub fn feedback(engine: &Engine, actor: &Actor, f: FeedbackIn) -> Result<FeedbackOut, ApiError> {
+    traced("record_feedback", |_| feedback_untraced(engine, actor, f))
+}
+
+/// [`feedback`] without its span.
+fn feedback_untraced(engine: &Engine, actor: &Actor, f: FeedbackIn) -> Result<FeedbackOut, ApiError> {
     let ids = parse_ids(&f.used)?;
     let (records, receipt) = engine.feedback(actor, &ids, f.success)?;
     let mut sorted = ids;
@@ -415,6 +430,11 @@ fn erase_untraced(engine: &Engine, actor: &Actor, id: &ItemId) -> Result<MemoryE
 
 /// Issue a session handle to the caller's principal.
 pub fn open_session(engine: &Engine, actor: &Actor, s: SessionIn) -> Result<SessionOut, ApiError> {
+    traced("open_session", |_| open_session_untraced(engine, actor, s))
+}
+
+/// [`open_session`] without its span.
+fn open_session_untraced(engine: &Engine, actor: &Actor, s: SessionIn) -> Result<SessionOut, ApiError> {
     let kind = match s.kind {
         SessionKindName::Fork => SessionKind::Fork,
         SessionKindName::Planning => SessionKind::Planning,
@@ -527,6 +547,11 @@ fn tool_call_untraced(engine: &Engine, actor: &Actor, t: ToolCallIn) -> Result<W
 
 /// Attest a value as the actor.
 pub fn attest(engine: &Engine, actor: &Actor, a: AttestIn) -> Result<AttestOut, ApiError> {
+    traced("attest_value", |_| attest_untraced(engine, actor, a))
+}
+
+/// [`attest`] without its span.
+fn attest_untraced(engine: &Engine, actor: &Actor, a: AttestIn) -> Result<AttestOut, ApiError> {
     let (att, r) = engine.attest(actor, &a.key, &a.value, conv(a.kind, "value kind")?, &parse_ids(&a.sources)?)?;
     Ok(AttestOut {
         counts: att.label == Integrity::Trusted,
@@ -556,6 +581,11 @@ pub const GRANT_TTL_MS_DEFAULT: u64 = 600_000;
 /// Prepare a grant for the actor (a user with a registered public key) to sign elsewhere: the
 /// user's key never reaches the server.
 pub fn prepare_grant(engine: &Engine, actor: &Actor, g: PrepareGrantIn) -> Result<PreparedGrantOut, ApiError> {
+    traced("prepare_grant", |_| prepare_grant_untraced(engine, actor, g))
+}
+
+/// [`prepare_grant`] without its span.
+fn prepare_grant_untraced(engine: &Engine, actor: &Actor, g: PrepareGrantIn) -> Result<PreparedGrantOut, ApiError> {
     let p = actor.principal();
     if p.kind != PrincipalKind::User {
         return Err(ApiError::forbidden("only a user grants an action"));
@@ -587,6 +617,11 @@ pub fn prepare_grant(engine: &Engine, actor: &Actor, g: PrepareGrantIn) -> Resul
 
 /// Record (for audit) a grant a user of the actor's tenant signed.
 pub fn record_grant(engine: &Engine, actor: &Actor, g: serde_json::Value) -> Result<GrantOut, ApiError> {
+    traced("record_grant", |_| record_grant_untraced(engine, actor, g))
+}
+
+/// [`record_grant`] without its span.
+fn record_grant_untraced(engine: &Engine, actor: &Actor, g: serde_json::Value) -> Result<GrantOut, ApiError> {
     let g = signed_grant(g)?;
     // Input check, not a policy: a key can only record grants of its own tenant.
     if g.grant.tenant != *actor.tenant() {
@@ -806,11 +841,21 @@ pub fn lineage_out(v: &memwarden_engine::LineageView, reader: &PrincipalId) -> R
 
 /// What the lineage layer knows about one memory, as `actor` may see it.
 pub fn lineage(engine: &Engine, actor: &Actor, id: &str) -> Result<LineageOut, ApiError> {
+    traced("get_memory_lineage", |_| lineage_untraced(engine, actor, id))
+}
+
+/// [`lineage`] without its span.
+fn lineage_untraced(engine: &Engine, actor: &Actor, id: &str) -> Result<LineageOut, ApiError> {
     lineage_out(&engine.lineage_of(actor, &parse_id(id)?)?, actor.id())
 }
 
 /// The actor's tenant's lineage audit trail (users only), in `format`.
 pub fn export_lineage(engine: &Engine, actor: &Actor, format: ExportFormatName) -> Result<serde_json::Value, ApiError> {
+    traced("export_lineage", |_| export_lineage_untraced(engine, actor, format))
+}
+
+/// [`export_lineage`] without its span.
+fn export_lineage_untraced(engine: &Engine, actor: &Actor, format: ExportFormatName) -> Result<serde_json::Value, ApiError> {
     match format {
         ExportFormatName::Memwarden => serde_json::to_value(engine.audit_trail(actor)?).map_err(ApiError::internal),
         ExportFormatName::Prov => Ok(engine.prov_json(actor)?),
@@ -831,6 +876,11 @@ const DECISIONS_CHUNK: u64 = 256;
 /// [`lineage`]); as for a proof (issue 34.6), users of the tenant see every such decision and
 /// any other principal only its own.
 pub fn decisions(engine: &Engine, actor: &Actor, id: &str, limit: Option<usize>, cursor: Option<&str>) -> Result<DecisionsOut, ApiError> {
+    traced("list_memory_decisions", |_| decisions_untraced(engine, actor, id, limit, cursor))
+}
+
+/// [`decisions`] without its span.
+fn decisions_untraced(engine: &Engine, actor: &Actor, id: &str, limit: Option<usize>, cursor: Option<&str>) -> Result<DecisionsOut, ApiError> {
     let item = parse_id(id)?;
     engine.lineage_of(actor, &item)?;
     let limit = memwarden_engine::check_limit(limit.unwrap_or(PAGE_LIMIT_DEFAULT))?;

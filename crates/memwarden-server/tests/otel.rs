@@ -182,6 +182,13 @@ fn rest_operations_and_decisions_are_traced_with_w3c_parents_and_no_contents() {
         "values": [{"key": "payee", "value": CANARY_ACCOUNT, "kind": "account", "sources": [email]}], "context": [email], "grants": []});
     let v = s.post("/v1/actions/decide", Some(&agent), &pay).json()["verdict"].clone();
     assert_eq!((v["decision"].as_str(), v["rule"].as_str()), (Some("ask_user"), Some("uncorroborated")), "{v}");
+    // The routes that had a server span only (issue 39.4's rest): each its own operation span.
+    // (A refused report is traced too: its span carries the error's code.)
+    let r = s.post("/v1/feedback", Some(&agent), &json!({"used": [id], "success": true}));
+    assert!(r.status < 500, "{}", r.text);
+    let r = s.post("/v1/sessions", Some(&agent), &json!({"kind": "fork"}));
+    assert!(r.status < 300, "{}", r.text);
+    assert!(s.get("/v1/elevations", Some(&agent)).status < 500, "a refusal is traced as well");
     let erased = s.delete(&format!("/v1/memories/{id}"), Some(&agent));
     assert_eq!(erased.status, 200, "{}", erased.text);
 
@@ -235,6 +242,12 @@ fn rest_operations_and_decisions_are_traced_with_w3c_parents_and_no_contents() {
     let delete = child(&spans, del[0], "delete_memory memwarden");
     assert_eq!(attr(delete, "gen_ai.memory.id"), Some(json!(id)));
     assert_eq!(attr(delete, "memwarden.memory.erased_count"), Some(json!("1")));
+
+    for (route, op) in [("POST /v1/feedback", "record_feedback"), ("POST /v1/sessions", "open_session"), ("GET /v1/elevations", "list_elevations")] {
+        let server = named(&spans, route);
+        let span = child(&spans, server[0], &format!("{op} memwarden"));
+        assert_eq!(attr(span, "gen_ai.operation.name"), Some(json!(op)), "{route}");
+    }
 
     // Telemetry never carries memory text, queries, action values or amounts.
     let all = collector.bodies().concat();
