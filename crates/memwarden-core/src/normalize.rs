@@ -181,6 +181,9 @@ impl NormValue {
         if raw.len() > VALUE_BYTES_MAX {
             return Err(NormError::TooLong);
         }
+        // A text value copied out of a sentence keeps the sentence's end (`a@b.example.`): that
+        // punctuation is the sentence's, not the value's, in every form.
+        let raw = if kind == ValueKind::Text { without_sentence_end(raw) } else { raw };
         let canonical = match kind {
             ValueKind::Account => alnum(&fold(raw)),
             ValueKind::Text => collapse_ws(&fold(raw)),
@@ -383,6 +386,13 @@ fn alnum(s: &str) -> String {
     s.chars().filter(|c| c.is_alphanumeric()).collect()
 }
 
+/// `raw` without the sentence punctuation (`. , ; : ! ?`) and whitespace it ends with.
+fn without_sentence_end(raw: &str) -> &str {
+    let out = raw.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '.' | ',' | ';' | ':' | '!' | '?'));
+    debug_assert!(raw.starts_with(out));
+    out
+}
+
 fn collapse_ws(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -560,6 +570,20 @@ mod tests {
         check(Amount, "150 USD or GBP", Err(NormError::AmbiguousCurrency("150 USD or GBP".into())));
         check(Amount, "150 USDGBP", Err(NormError::AmbiguousCurrency("150 USDGBP".into())));
         check(Amount, "XY$150", Err(NormError::AmbiguousCurrency("XY$150".into())));
+    }
+
+    /// Regression (issue 37): a real agent copied an attested address with its sentence's final
+    /// period (`records.201929@northwind-payroll.example.`), so the attestations did not support it.
+    #[test]
+    fn a_text_value_sheds_its_sentence_end() {
+        check(ValueKind::Text, "records.201929@northwind-payroll.example.", Ok("records.201929@northwind-payroll.example"));
+        check(ValueKind::Text, "Hotel Lutetia!? ", Ok("hotel lutetia"));
+        check(ValueKind::Text, "Washington D.C.", Ok("washington d.c"));
+        check(ValueKind::Text, "...", Err(NormError::Empty));
+        let n = |raw: &str| NormValue::new(ValueKind::Text, raw).unwrap();
+        assert!(n("ops@contoso.example.").same_exact(&n("ops@contoso.example")), "one value, one exact form");
+        assert!(!n("ops@contoso.example.com").same_exact(&n("ops@contoso.example")), "only the end is shed");
+        assert!(FoldedText::new("Send the report to ops@contoso.example.").carries_exactly(&n("ops@contoso.example.")));
     }
 
     #[test]
